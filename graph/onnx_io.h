@@ -1,0 +1,38 @@
+// Reading and writing ONNX files: models (ModelProto) and tensors (TensorProto,
+// SequenceProto, OptionalProto .pb files as the ONNX test corpus stores them).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "graph/ir.h"
+
+namespace onyx {
+
+struct LoadOptions {
+  /// Inline model-local functions into the graph (done before anything else looks at it).
+  bool inline_functions = true;
+  /// Check the graph (producers, cycles, opsets, arity, types) after loading.
+  bool validate = true;
+};
+
+/// Loads a model file; external data is resolved against the file's folder.
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts = {});
+/// Loads a serialized ModelProto. External data, if any, is resolved against `base_dir`
+/// ("" refuses external data).
+std::unique_ptr<Model> load_model_from_bytes(const void* data, size_t size,
+                                             const std::string& base_dir = "",
+                                             const LoadOptions& opts = {});
+/// Serializes the model; all tensors are written inline (raw_data).
+std::string serialize_model(const Model& model);
+void save_model(const Model& model, const std::string& path);
+
+/// Reads a serialized TensorProto (e.g. test_data_set_0/input_0.pb).
+Tensor load_tensor_pb(const std::string& path);
+/// Reads a .pb holding a TensorProto, SequenceProto or OptionalProto, as `kind` says
+/// ("tensor", "sequence", "optional").
+Datum load_datum_pb(const std::string& path, const std::string& kind);
+/// Serializes one tensor as a TensorProto named `name`.
+std::string serialize_tensor(const Tensor& t, const std::string& name = "");
+
+}  // namespace onyx

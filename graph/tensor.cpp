@@ -1,0 +1,174 @@
+#include "graph/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace onyx {
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::string Device::str() const {
+  return type == DeviceType::CPU ? "cpu" : fmt::format("cuda:{}", index);
+}
+
+namespace {
+
+class HeapAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void deallocate(void* ptr, size_t) override { std::free(ptr); }
+};
+
+}  // namespace
+
+std::shared_ptr<Allocator> cpu_allocator() {
+  static auto heap = std::make_shared<HeapAllocator>();
+  return heap;
+}
+
+Storage::Storage(void* ptr, size_t bytes, Device device, std::function<void(void*)> release)
+    : ptr_(ptr), bytes_(bytes), device_(device), release_(std::move(release)) {}
+
+Storage::~Storage() {
+  auto* s = static_cast<std::string*>(ptr_);
+  for (size_t i = 0; i < strings; ++i) s[i].~basic_string();
+  if (release_) release_(ptr_);
+}
+
+std::shared_ptr<Storage> Storage::allocate(size_t bytes, const std::shared_ptr<Allocator>& alloc) {
+  void* p = alloc->allocate(bytes);
+  return std::make_shared<Storage>(p, bytes, alloc->device(),
+                                   [alloc, bytes](void* q) { alloc->deallocate(q, bytes); });
+}
+
+Tensor::Tensor(DataType dtype, Shape shape, std::shared_ptr<Storage> storage, size_t offset)
+    : dtype_(dtype), shape_(std::move(shape)), storage_(std::move(storage)), offset_(offset) {
+  for (int64_t d : shape_) ONYX_CHECK(d >= 0, "[Tensor] negative dimension in shape {}", shape_str(shape_));
+  numel_ = shape_numel(shape_);
+}
+
+Tensor Tensor::empty(DataType dtype, const Shape& shape, const std::shared_ptr<Allocator>& alloc) {
+  ONYX_CHECK(dtype != DataType::Undefined, "[Tensor] cannot allocate an undefined dtype");
+  for (int64_t d : shape) ONYX_CHECK(d >= 0, "[Tensor] negative dimension in shape {}", shape_str(shape));
+  size_t n = static_cast<size_t>(shape_numel(shape));
+  size_t bytes = n * dtype_size(dtype);
+  auto storage = Storage::allocate(bytes, alloc ? alloc : cpu_allocator());
+  if (dtype == DataType::String) {
+    auto* s = static_cast<std::string*>(storage->data());
+    for (size_t i = 0; i < n; ++i) new (s + i) std::string();
+    storage->strings = n;
+  }
+  return Tensor(dtype, shape, std::move(storage));
+}
+
+Tensor Tensor::zeros(DataType dtype, const Shape& shape) {
+  Tensor t = empty(dtype, shape);
+  if (dtype != DataType::String && t.nbytes() > 0) std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::wrap(DataType dtype, const Shape& shape, void* data, Device device) {
+  size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  return Tensor(dtype, shape, std::make_shared<Storage>(data, bytes, device, nullptr));
+}
+
+int64_t Tensor::dim(int64_t i) const {
+  int64_t r = rank();
+  ONYX_CHECK(i >= -r && i < r, "[Tensor] axis {} out of range for rank {}", i, r);
+  return shape_[static_cast<size_t>(i < 0 ? i + r : i)];
+}
+
+void Tensor::check_type(DataType t) const {
+  ONYX_CHECK(t == dtype_, "[Tensor] accessed as {} but holds {}", dtype_name(t), dtype_name(dtype_));
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  ONYX_CHECK(shape_numel(shape) == numel_, "[Tensor] cannot reshape {} ({} elements) to {}",
+             shape_str(shape_), numel_, shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::clone(const std::shared_ptr<Allocator>& alloc) const {
+  ONYX_CHECK(device().type == DeviceType::CPU, "[Tensor] clone of a {} tensor needs a provider copy",
+             device().str());
+  Tensor t = empty(dtype_, shape_, alloc);
+  if (dtype_ == DataType::String) {
+    const auto* s = data<std::string>();
+    auto* d = t.data<std::string>();
+    for (int64_t i = 0; i < numel_; ++i) d[i] = s[i];
+  } else if (nbytes() > 0) {
+    std::memcpy(t.raw(), raw(), nbytes());
+  }
+  return t;
+}
+
+namespace {
+
+template <typename R>
+std::vector<R> convert_all(const Tensor& t) {
+  std::vector<R> out(static_cast<size_t>(t.numel()));
+  auto fill = [&](auto* p) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<R>(p[i]);
+  };
+  switch (t.dtype()) {
+    case DataType::Float: fill(t.data<float>()); break;
+    case DataType::Double: fill(t.data<double>()); break;
+    case DataType::Float16: {
+      const auto* p = t.data<float16>();
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<R>(float(p[i]));
+      break;
+    }
+    case DataType::BFloat16: {
+      const auto* p = t.data<bfloat16>();
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<R>(float(p[i]));
+      break;
+    }
+    case DataType::Int8: case DataType::Int4: case DataType::Int2: fill(t.data_as<int8_t>()); break;
+    case DataType::Int16: fill(t.data<int16_t>()); break;
+    case DataType::Int32: fill(t.data<int32_t>()); break;
+    case DataType::Int64: fill(t.data<int64_t>()); break;
+    case DataType::UInt8: case DataType::UInt4: case DataType::UInt2: fill(t.data_as<uint8_t>()); break;
+    case DataType::UInt16: fill(t.data<uint16_t>()); break;
+    case DataType::UInt32: fill(t.data<uint32_t>()); break;
+    case DataType::UInt64: fill(t.data<uint64_t>()); break;
+    case DataType::Bool: fill(t.data<bool>()); break;
+    default: ONYX_THROW("[Tensor] cannot read {} values as numbers", dtype_name(t.dtype()));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> Tensor::to_int64_vector() const { return convert_all<int64_t>(*this); }
+std::vector<double> Tensor::to_double_vector() const { return convert_all<double>(*this); }
+
+std::string Tensor::str(size_t max_elems) const {
+  std::string out = fmt::format("{}{}", dtype_name(dtype_), shape_str(shape_));
+  if (!storage_ || device().type != DeviceType::CPU) return out;
+  size_t n = std::min<size_t>(max_elems, static_cast<size_t>(numel_));
+  if (dtype_ == DataType::String) {
+    std::vector<std::string> v(data<std::string>(), data<std::string>() + n);
+    return fmt::format("{} {}", out, v);
+  }
+  if (dtype_ == DataType::Complex64 || dtype_ == DataType::Complex128 || is_float8(dtype_))
+    return out;
+  auto v = to_double_vector();
+  v.resize(n);
+  return fmt::format("{} [{}{}]", out, fmt::join(v, ", "), n < static_cast<size_t>(numel_) ? ", ..." : "");
+}
+
+}  // namespace onyx

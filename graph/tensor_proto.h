@@ -1,0 +1,29 @@
+// Conversions between onyx types and the onnx protobuf messages (internal to graph/).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+#include <onnx/onnx-data.pb.h>
+
+
+#include <string>
+
+#include "graph/ir.h"
+
+namespace onyx {
+
+/// TensorProto -> Tensor. External data is read from under `base_dir`; `what` names the
+/// tensor in error messages.
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
+                         const std::string& what);
+/// Tensor -> TensorProto (raw_data, sub-byte types packed).
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);
+
+ValueType value_type_from_proto(const onnx::TypeProto& p);
+void value_type_to_proto(const ValueType& t, onnx::TypeProto* p);
+
+/// Reads `path` under `base_dir`, refusing locations that leave it (absolute paths, `..`,
+/// links pointing outside).
+std::string resolve_external_path(const std::string& base_dir, const std::string& location,
+                                  const std::string& what);
+
+}  // namespace onyx

@@ -1,0 +1,92 @@
+// onyx::Session: load an ONNX model once, run it many times (from many threads at once).
+//
+//   onyx::Session session("model.onnx", {.intra_op_threads = 4});
+//   auto out = session.run({{"x", onyx::Tensor::from_vector<float>({1, 3}, {1, 2, 3})}});
+//   const float* y = out.at("y").data<float>();
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/tensor.h"
+
+namespace onyx {
+
+enum class OptLevel { None = 0, Basic = 1, Extended = 2, All = 3 };
+/// "none", "basic", "extended", "all" -> OptLevel; onyx::Error otherwise.
+OptLevel opt_level_from_name(const std::string& name);
+
+struct SessionOptions {
+  /// Threads a kernel may use; 0 means one per core.
+  int intra_op_threads = 0;
+  /// none: run the graph as loaded; basic: constant folding and dead-code elimination.
+  OptLevel opt_level = OptLevel::Basic;
+  /// Record one Chrome-trace event per node; written by end_profiling().
+  bool profiling = false;
+  std::string profile_path = "onyx_profile.json";
+  /// trace, debug, info, warn, error, off
+  std::string log_level = "warn";
+};
+
+/// A graph input or output as declared by the model.
+struct IoInfo {
+  std::string name;
+  ValueType type;  // dtype and (symbolic) shape
+};
+
+struct ModelMetadata {
+  std::string producer_name, producer_version, domain, doc_string, graph_name;
+  int64_t ir_version = 0, model_version = 0;
+  std::vector<OpsetImport> opsets;
+  std::vector<std::pair<std::string, std::string>> custom;
+};
+
+/// Facts about one run.
+struct RunStats {
+  size_t peak_bytes = 0;      // most intermediate bytes alive at once
+  size_t nodes_run = 0;
+  double wall_ms = 0;
+};
+
+using NamedTensors = std::map<std::string, Tensor>;
+using NamedValues = std::map<std::string, Datum>;
+
+class Session {
+ public:
+  /// Loads, validates, optimizes and compiles the model at `path`.
+  explicit Session(const std::string& path, const SessionOptions& options = {});
+  /// Same from serialized bytes; external data resolves against `base_dir`.
+  static Session from_bytes(const void* data, size_t size, const SessionOptions& options = {},
+                            const std::string& base_dir = "");
+  /// Compiles an already-loaded model (the session takes ownership).
+  Session(std::unique_ptr<Model> model, const SessionOptions& options);
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  /// Runs with `feeds` (checked against the declared inputs: names, dtypes, ranks, fixed
+  /// dims) and returns the requested outputs (all when `outputs` is empty). Thread-safe.
+  NamedTensors run(const NamedTensors& feeds, const std::vector<std::string>& outputs = {},
+                   RunStats* stats = nullptr) const;
+  /// As run(), for models whose inputs or outputs are sequences or optionals.
+  NamedValues run_values(const NamedValues& feeds, const std::vector<std::string>& outputs = {},
+                         RunStats* stats = nullptr) const;
+
+  const std::vector<IoInfo>& inputs() const;
+  const std::vector<IoInfo>& outputs() const;
+  const ModelMetadata& metadata() const;
+  /// The optimized graph the session runs (for inspection).
+  const Model& model() const;
+  /// Writes the profile collected so far as Chrome-trace JSON; returns its path.
+  std::string end_profiling() const;
+  const SessionOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace onyx

@@ -1,0 +1,21 @@
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace onyx::cpu {
+
+void register_cpu_kernels(KernelRegistry& r) {
+  register_unary_kernels(r);
+  register_binary_kernels(r);
+  register_cast_kernels(r);
+  register_shape_kernels(r);
+  register_tensor_kernels(r);
+  register_gather_kernels(r);
+  register_reduce_kernels(r);
+  register_softmax_kernels(r);
+  register_einsum_kernels(r);
+  register_matmul_kernels(r);
+  register_conv_kernels(r);
+  register_pool_kernels(r);
+  register_norm_kernels(r);
+}
+
+}  // namespace onyx::cpu
