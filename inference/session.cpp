@@ -1,1 +1,186 @@
-// placeholder
+#include "inference/session.h"
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <thread>
+
+#include "graph/canonicalize.h"
+#include "graph/onnx_io.h"
+#include "inference/arena.h"
+#include "inference/executor.h"
+#include "inference/optimizer.h"
+#include "inference/profiler.h"
+
+namespace onyx {
+
+OptLevel opt_level_from_name(const std::string& name) {
+  if (name == "none" || name == "0") return OptLevel::None;
+  if (name == "basic" || name == "1") return OptLevel::Basic;
+  if (name == "extended" || name == "2") return OptLevel::Extended;
+  if (name == "all" || name == "3") return OptLevel::All;
+  ONYX_THROW("[session] unknown optimization level '{}' (expected none, basic, extended or all)", name);
+}
+
+struct Session::Impl {
+  SessionOptions options;
+  std::unique_ptr<Model> model;
+  std::shared_ptr<ExecutionProvider> cpu;
+  std::unique_ptr<Plan> plan;
+  std::vector<IoInfo> inputs, outputs;
+  ModelMetadata metadata;
+  int threads = 1;
+  mutable Profiler profiler;
+  std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+
+  void build() {
+    spdlog::set_level(spdlog::level::from_str(options.log_level));
+    threads = options.intra_op_threads > 0 ? options.intra_op_threads
+                                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    Graph& g = *model->graph;
+    // The declared interface, before optimization changes anything.
+    for (const Value* v : g.inputs) inputs.push_back({v->name, v->type});
+    for (const Value* v : g.outputs) outputs.push_back({v->name, v->type});
+    metadata = {model->producer_name, model->producer_version, model->domain, model->doc_string,
+                g.name, model->ir_version, model->model_version, model->opsets, model->metadata};
+    canonicalize_opsets(*model);
+    cpu = make_cpu_provider();
+    omp_set_num_threads(threads);
+    size_t removed = optimize_graph(*model, options.opt_level, *cpu);
+    plan = compile_plan(g, *model, *cpu);
+    spdlog::info("session: {} nodes ({} removed by optimization), {} initializers, {} threads",
+                 g.num_nodes(), removed, g.initializers.size(), threads);
+  }
+
+  // Checks a feed against the declared input: dtype, rank and fixed dims; binds symbols.
+  void check_feed(const IoInfo& info, const Datum& d, std::map<std::string, int64_t>& symbols) const {
+    const ValueType& t = info.type;
+    if (t.kind == ValueType::Kind::Sequence) {
+      ONYX_CHECK(d.is_sequence(), "[session] input '{}' expects a sequence", info.name);
+      return;
+    }
+    if (t.kind == ValueType::Kind::Optional) return;
+    if (t.kind != ValueType::Kind::Tensor) return;
+    ONYX_CHECK(d.is_tensor(), "[session] input '{}' expects a tensor", info.name);
+    const Tensor& x = d.tensor;
+    ONYX_CHECK(t.elem == DataType::Undefined || x.dtype() == t.elem,
+               "[session] input '{}' expects dtype {} but got {}", info.name, dtype_name(t.elem),
+               dtype_name(x.dtype()));
+    ONYX_CHECK(x.device().type == DeviceType::CPU, "[session] input '{}' is on {}; this session runs on cpu",
+               info.name, x.device().str());
+    if (!t.shape) return;
+    const SymShape& s = *t.shape;
+    ONYX_CHECK(static_cast<size_t>(x.rank()) == s.size(),
+               "[session] input '{}' expects rank {} {} but got rank {} {}", info.name, s.size(),
+               sym_shape_str(s), x.rank(), shape_str(x.shape()));
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t got = x.shape()[i];
+      if (s[i].is_fixed()) {
+        ONYX_CHECK(got == s[i].value, "[session] input '{}' expects shape {} but got {} (dim {} must be {})",
+                   info.name, sym_shape_str(s), shape_str(x.shape()), i, s[i].value);
+      } else if (!s[i].param.empty()) {
+        auto [it, fresh] = symbols.emplace(s[i].param, got);
+        ONYX_CHECK(fresh || it->second == got,
+                   "[session] input '{}' dim {} ('{}') is {}, but another input bound '{}' to {}",
+                   info.name, i, s[i].param, got, s[i].param, it->second);
+      }
+    }
+  }
+
+  NamedValues run(const NamedValues& feeds, const std::vector<std::string>& wanted, RunStats* stats) const {
+    auto t0 = std::chrono::steady_clock::now();
+    std::map<std::string, int64_t> symbols;
+    std::vector<Datum> ordered(inputs.size());
+    for (const auto& [name, d] : feeds) {
+      auto it = std::find_if(inputs.begin(), inputs.end(), [&](const IoInfo& i) { return i.name == name; });
+      if (it == inputs.end()) {
+        std::vector<std::string> names;
+        for (const auto& i : inputs) names.push_back(i.name);
+        ONYX_THROW("[session] '{}' is not an input of the model (inputs: {})", name, fmt::join(names, ", "));
+      }
+      check_feed(*it, d, symbols);
+      ordered[it - inputs.begin()] = d;
+    }
+    for (size_t i = 0; i < inputs.size(); ++i)
+      ONYX_CHECK(feeds.count(inputs[i].name) || inputs[i].type.kind == ValueType::Kind::Optional,
+                 "[session] missing feed for input '{}' ({})", inputs[i].name, inputs[i].type.str());
+    std::vector<size_t> out_index;
+    if (wanted.empty()) {
+      for (size_t i = 0; i < outputs.size(); ++i) out_index.push_back(i);
+    } else {
+      for (const auto& w : wanted) {
+        auto it = std::find_if(outputs.begin(), outputs.end(), [&](const IoInfo& o) { return o.name == w; });
+        ONYX_CHECK(it != outputs.end(), "[session] '{}' is not an output of the model", w);
+        out_index.push_back(static_cast<size_t>(it - outputs.begin()));
+      }
+    }
+
+    RunContext rc;
+    auto run_alloc = std::make_shared<RunAllocator>(cpu->allocator());
+    rc.allocator = run_alloc;
+    rc.threads = threads;
+    rc.profile = options.profiling;
+    rc.epoch = created;
+    omp_set_num_threads(threads);  // per calling thread: oneDNN and our kernels honour it
+    std::vector<Datum> outs = execute_plan(*plan, std::move(ordered), nullptr, rc);
+    NamedValues result;
+    for (size_t i : out_index) result[outputs[i].name] = std::move(outs[i]);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (stats) *stats = RunStats{run_alloc->peak_bytes(), rc.nodes_run, ms};
+    if (rc.profile)
+      profiler.add_run(std::move(rc.events), run_alloc->peak_bytes(), ms,
+                       std::chrono::duration_cast<std::chrono::microseconds>(t0 - created).count());
+    return result;
+  }
+};
+
+Session::Session(const std::string& path, const SessionOptions& options)
+    : Session(load_model(path), options) {}
+
+Session::Session(std::unique_ptr<Model> model, const SessionOptions& options) : impl_(std::make_unique<Impl>()) {
+  ONYX_CHECK(model && model->graph, "[session] no model given");
+  impl_->options = options;
+  impl_->model = std::move(model);
+  impl_->build();
+}
+
+Session Session::from_bytes(const void* data, size_t size, const SessionOptions& options,
+                            const std::string& base_dir) {
+  return Session(load_model_from_bytes(data, size, base_dir), options);
+}
+
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+NamedTensors Session::run(const NamedTensors& feeds, const std::vector<std::string>& outputs,
+                          RunStats* stats) const {
+  NamedValues in;
+  for (const auto& [n, t] : feeds) in.emplace(n, Datum(t));
+  NamedValues out = impl_->run(in, outputs, stats);
+  NamedTensors result;
+  for (auto& [n, d] : out) {
+    ONYX_CHECK(d.is_tensor(), "[session] output '{}' is not a tensor; use run_values()", n);
+    result.emplace(n, std::move(d.tensor));
+  }
+  return result;
+}
+
+NamedValues Session::run_values(const NamedValues& feeds, const std::vector<std::string>& outputs,
+                                RunStats* stats) const {
+  return impl_->run(feeds, outputs, stats);
+}
+
+const std::vector<IoInfo>& Session::inputs() const { return impl_->inputs; }
+const std::vector<IoInfo>& Session::outputs() const { return impl_->outputs; }
+const ModelMetadata& Session::metadata() const { return impl_->metadata; }
+const Model& Session::model() const { return *impl_->model; }
+const SessionOptions& Session::options() const { return impl_->options; }
+
+std::string Session::end_profiling() const {
+  impl_->profiler.write(impl_->options.profile_path);
+  return impl_->options.profile_path;
+}
+
+}  // namespace onyx

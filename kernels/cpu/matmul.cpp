@@ -1,7 +1,421 @@
+// MatMul, Gemm, MatMulInteger, QLinearMatMul. float32 and the 16-bit floats run on oneDNN's
+// matmul primitive (cached per shape); double and integer types on our own blocked gemm.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/dispatch.h"
+#include "kernels/parallel.h"
 
 namespace onyx::cpu {
+namespace {
 
-void register_matmul_kernels(KernelRegistry& r) { (void)r; }
+namespace du = dnnl_util;
+
+using MatMulTypes = TypeList<float, double, float16, bfloat16, int32_t, int64_t, uint32_t, uint64_t>;
+
+bool dnnl_float(DataType dt) {
+  return dt == DataType::Float || dt == DataType::Float16 || dt == DataType::BFloat16;
+}
+
+/// C[M,N] = A[M,K] * B[K,N], A and B read through (row, column) strides, C contiguous.
+/// Tiles of rows x columns x depth keep B's tile in cache; accumulates in acc_t<T>.
+template <typename T>
+void ref_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
+              int64_t b_rs, int64_t b_cs, T* C, int threads) {
+  using Acc = acc_t<T>;
+  constexpr int64_t kRows = 16, kCols = 256, kDepth = 256;
+  int64_t row_blocks = (M + kRows - 1) / kRows, col_blocks = (N + kCols - 1) / kCols;
+  parallel_for(row_blocks * col_blocks, threads, 1, [&](int64_t tb, int64_t te) {
+    Acc acc[kRows * kCols];
+    Acc brow[kCols];
+    for (int64_t t = tb; t < te; ++t) {
+      int64_t i0 = (t / col_blocks) * kRows, j0 = (t % col_blocks) * kCols;
+      int64_t mi = std::min(kRows, M - i0), nj = std::min(kCols, N - j0);
+      std::fill(acc, acc + kRows * kCols, Acc(0));
+      for (int64_t k0 = 0; k0 < K; k0 += kDepth) {
+        int64_t kk = std::min(kDepth, K - k0);
+        for (int64_t k = k0; k < k0 + kk; ++k) {
+          const T* b = B + k * b_rs + j0 * b_cs;
+          for (int64_t j = 0; j < nj; ++j) brow[j] = static_cast<Acc>(b[j * b_cs]);
+          for (int64_t i = 0; i < mi; ++i) {
+            Acc a = static_cast<Acc>(A[(i0 + i) * a_rs + k * a_cs]);
+            Acc* c = acc + i * kCols;
+            for (int64_t j = 0; j < nj; ++j) c[j] += a * brow[j];
+          }
+        }
+      }
+      for (int64_t i = 0; i < mi; ++i)
+        for (int64_t j = 0; j < nj; ++j) C[(i0 + i) * N + j0 + j] = static_cast<T>(acc[i * kCols + j]);
+    }
+  });
+}
+
+/// Shapes of a MatMul after numpy's rules: 1-D operands promoted, batch dims broadcast.
+struct MatMulShape {
+  int64_t M = 1, N = 1, K = 1;
+  Shape batch;             // broadcast batch dims
+  Shape a_batch, b_batch;  // each padded to batch's rank
+  Shape out;               // the ONNX output shape
+};
+
+MatMulShape matmul_shape(const std::string& who, const Shape& a, const Shape& b) {
+  ONYX_CHECK(!a.empty() && !b.empty(), "[{}] MatMul inputs must have rank >= 1, got {} and {}", who,
+             shape_str(a), shape_str(b));
+  MatMulShape s;
+  Shape a2 = a.size() == 1 ? Shape{1, a[0]} : a;
+  Shape b2 = b.size() == 1 ? Shape{b[0], 1} : b;
+  s.M = a2[a2.size() - 2];
+  s.K = a2.back();
+  s.N = b2.back();
+  ONYX_CHECK(b2[b2.size() - 2] == s.K, "[{}] MatMul inner dims differ: A {} and B {}", who,
+             shape_str(a), shape_str(b));
+  size_t r = std::max(a2.size(), b2.size()) - 2;
+  s.a_batch.assign(r, 1);
+  s.b_batch.assign(r, 1);
+  std::copy(a2.begin(), a2.end() - 2, s.a_batch.end() - (a2.size() - 2));
+  std::copy(b2.begin(), b2.end() - 2, s.b_batch.end() - (b2.size() - 2));
+  for (size_t i = 0; i < r; ++i) {
+    int64_t x = s.a_batch[i], y = s.b_batch[i];
+    ONYX_CHECK(x == y || x == 1 || y == 1, "[{}] MatMul batch dims do not broadcast: A {} and B {}",
+               who, shape_str(a), shape_str(b));
+    s.batch.push_back(x == 1 ? y : x);
+  }
+  s.out = s.batch;
+  if (a.size() > 1) s.out.push_back(s.M);
+  if (b.size() > 1) s.out.push_back(s.N);
+  return s;
+}
+
+/// Offset (in matrices) of batch `idx` of an operand with dims `dims` broadcast to `batch`.
+int64_t batch_offset(int64_t idx, const Shape& batch, const Shape& dims) {
+  int64_t off = 0, stride = 1;
+  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+    int64_t i = idx % batch[d];
+    idx /= batch[d];
+    if (dims[d] != 1) off += i * stride;
+    stride *= dims[d];
+  }
+  return off;
+}
+
+/// Batched broadcasting matmul on our own gemm; parallel over batches when there are many.
+template <typename T>
+void ref_matmul(const MatMulShape& s, const T* A, const T* B, T* C, int threads) {
+  int64_t batches = shape_numel(s.batch);
+  auto one = [&](int64_t i, int th) {
+    const T* a = A + batch_offset(i, s.batch, s.a_batch) * s.M * s.K;
+    const T* b = B + batch_offset(i, s.batch, s.b_batch) * s.K * s.N;
+    ref_gemm<T>(s.M, s.N, s.K, a, s.K, 1, b, s.N, 1, C + i * s.M * s.N, th);
+  };
+  if (batches >= threads) {
+    parallel_for(batches, threads, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) one(i, 1);
+    });
+  } else {
+    for (int64_t i = 0; i < batches; ++i) one(i, threads);
+  }
+}
+
+/// A oneDNN matmul and the dtype it runs in (float32 when the 16-bit one has no fast path).
+struct MatMulEntry {
+  du::Prim prim;
+  dnnl::memory::desc a, b, c;
+  DataType run_dt = DataType::Float;
+  bool ok = false;  // false: oneDNN has no implementation; use our own loops
+};
+
+/// Creates a matmul for (a, b, c) descriptors built by `descs(dt)`, trying `dt` first.
+template <typename Descs>
+MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& descs) {
+  MatMulEntry e;
+  for (DataType run : {dt, DataType::Float}) {
+    try {
+      auto [a, b, c] = descs(run);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, du::engine());
+      if (run != DataType::Float && du::is_reference_impl(pd)) continue;
+      e.prim = du::make_prim(pd);
+      e.a = a, e.b = b, e.c = c;
+      e.run_dt = run;
+      e.ok = true;
+      return e;
+    } catch (const dnnl::error&) {
+    }
+    if (run == DataType::Float) break;
+  }
+  return e;
+}
+
+class MatMulKernel final : public Kernel {
+ public:
+  explicit MatMulKernel(const KernelInfo&) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& A = ctx.required_input(0);
+    const Tensor& B = ctx.required_input(1);
+    ONYX_CHECK(A.dtype() == B.dtype(), "[{}] A and B must have one dtype, got {} and {}",
+               ctx.label(), dtype_name(A.dtype()), dtype_name(B.dtype()));
+    MatMulShape s = matmul_shape(ctx.label(), A.shape(), B.shape());
+    Tensor& Y = ctx.allocate_output(0, A.dtype(), s.out);
+    if (Y.numel() == 0) return;
+    if (s.K == 0) {
+      std::memset(Y.raw(), 0, Y.nbytes());
+      return;
+    }
+    if (dnnl_float(A.dtype()) && run_dnnl(ctx, s, A, B, Y)) return;
+    dispatch<MatMulTypes>(A.dtype(), ctx.label(), [&]<typename T>() {
+      ref_matmul<T>(s, A.data<T>(), B.data<T>(), Y.data<T>(), ctx.threads());
+    });
+  }
+
+ private:
+  bool run_dnnl(KernelContext& ctx, const MatMulShape& s, const Tensor& A, const Tensor& B,
+                Tensor& Y) const {
+    du::ThreadScope threads(ctx.threads());
+    DataType dt = A.dtype();
+    du::PrimitiveCache<MatMulEntry>::Key key{static_cast<int64_t>(dt), ctx.threads(), s.M, s.N, s.K};
+    key.insert(key.end(), s.a_batch.begin(), s.a_batch.end());
+    key.push_back(-1);
+    key.insert(key.end(), s.b_batch.begin(), s.b_batch.end());
+    auto e = cache_.get(key, [&] {
+      // B shared by every batch: one [batch*M, K] x [K, N] product.
+      bool fold = shape_numel(s.b_batch) == 1;
+      int64_t rows = fold ? shape_numel(s.a_batch) * s.M : s.M;
+      Shape ad = fold ? Shape{rows, s.K} : s.a_batch, bd = fold ? Shape{s.K, s.N} : s.b_batch,
+            cd = fold ? Shape{rows, s.N} : s.batch;
+      if (!fold) {
+        ad.insert(ad.end(), {s.M, s.K});
+        bd.insert(bd.end(), {s.K, s.N});
+        cd.insert(cd.end(), {s.M, s.N});
+      }
+      return make_matmul(dt, du::scratch_attr(), [&](DataType run) {
+        return std::tuple{du::plain_desc(ad, run), du::plain_desc(bd, run), du::plain_desc(cd, run)};
+      });
+    });
+    if (!e->ok) return false;
+    Tensor a = e->run_dt == dt ? A : du::to_float32(ctx, A);
+    Tensor b = e->run_dt == dt ? B : du::to_float32(ctx, B);
+    Tensor y = e->run_dt == dt ? Y : ctx.scratch(DataType::Float, Y.shape());
+    du::execute(ctx, e->prim,
+                {{DNNL_ARG_SRC, du::wrap(e->a, a.raw())},
+                 {DNNL_ARG_WEIGHTS, du::wrap(e->b, b.raw())},
+                 {DNNL_ARG_DST, du::wrap(e->c, y.raw())}});
+    if (e->run_dt != dt) du::from_float32(y, Y, ctx.threads());
+    return true;
+  }
+
+  du::PrimitiveCache<MatMulEntry> cache_;
+};
+
+/// Y = alpha * A' * B' + beta * C with C broadcast to [M, N].
+class GemmKernel final : public Kernel {
+ public:
+  explicit GemmKernel(const KernelInfo& info)
+      : alpha_(info.node.attr_float("alpha", 1.0f)),
+        beta_(info.node.attr_float("beta", 1.0f)),
+        trans_a_(info.node.attr_int("transA", 0) != 0),
+        trans_b_(info.node.attr_int("transB", 0) != 0) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& A = ctx.required_input(0);
+    const Tensor& B = ctx.required_input(1);
+    const Tensor* C = ctx.input(2);
+    DataType dt = A.dtype();
+    ONYX_CHECK(A.rank() == 2 && B.rank() == 2, "[{}] Gemm expects 2-D A and B, got {} and {}",
+               ctx.label(), shape_str(A.shape()), shape_str(B.shape()));
+    ONYX_CHECK(B.dtype() == dt && (!C || C->dtype() == dt),
+               "[{}] A, B and C must have one dtype, got {}, {} and {}", ctx.label(),
+               dtype_name(dt), dtype_name(B.dtype()), C ? dtype_name(C->dtype()) : "none");
+    int64_t M = trans_a_ ? A.dim(1) : A.dim(0), K = trans_a_ ? A.dim(0) : A.dim(1);
+    int64_t Kb = trans_b_ ? B.dim(1) : B.dim(0), N = trans_b_ ? B.dim(0) : B.dim(1);
+    ONYX_CHECK(K == Kb, "[{}] Gemm inner dims differ: A {} (transA={}) and B {} (transB={})",
+               ctx.label(), shape_str(A.shape()), trans_a_, shape_str(B.shape()), trans_b_);
+    int64_t cm = 1, cn = 1;
+    if (C) {
+      ONYX_CHECK(C->rank() <= 2, "[{}] C must have rank <= 2, got {}", ctx.label(),
+                 shape_str(C->shape()));
+      cn = C->rank() >= 1 ? C->dim(-1) : 1;
+      cm = C->rank() == 2 ? C->dim(0) : 1;
+      ONYX_CHECK((cm == 1 || cm == M) && (cn == 1 || cn == N),
+                 "[{}] C of shape {} does not broadcast to [{}, {}]", ctx.label(),
+                 shape_str(C->shape()), M, N);
+    }
+    bool use_c = C && beta_ != 0.0f;
+    Tensor& Y = ctx.allocate_output(0, dt, {M, N});
+    if (Y.numel() == 0) return;
+    if (dnnl_float(dt) && K > 0 && run_dnnl(ctx, A, B, use_c ? C : nullptr, M, N, K, cm, cn, Y))
+      return;
+    dispatch<MatMulTypes>(dt, ctx.label(), [&]<typename T>() {
+      using Acc = acc_t<T>;
+      T* y = Y.data<T>();
+      const T* a = A.data<T>();
+      ref_gemm<T>(M, N, K, a, trans_a_ ? 1 : K, trans_a_ ? M : 1, B.data<T>(), trans_b_ ? 1 : N,
+                  trans_b_ ? K : 1, y, ctx.threads());
+      const T* c = use_c ? C->data<T>() : nullptr;
+      Acc alpha = static_cast<Acc>(alpha_), beta = static_cast<Acc>(beta_);
+      parallel_for(M, ctx.threads(), std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t i = b; i < e; ++i)
+                       for (int64_t j = 0; j < N; ++j) {
+                         Acc v = alpha * static_cast<Acc>(y[i * N + j]);
+                         if (c) v += beta * static_cast<Acc>(c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)]);
+                         y[i * N + j] = static_cast<T>(v);
+                       }
+                   });
+    });
+  }
+
+ private:
+  bool run_dnnl(KernelContext& ctx, const Tensor& A, const Tensor& B, const Tensor* C, int64_t M,
+                int64_t N, int64_t K, int64_t cm, int64_t cn, Tensor& Y) const {
+    du::ThreadScope threads(ctx.threads());
+    DataType dt = A.dtype();
+    du::PrimitiveCache<MatMulEntry>::Key key{static_cast<int64_t>(dt), ctx.threads(), M, N, K, C != nullptr};
+    auto e = cache_.get(key, [&] {
+      dnnl::primitive_attr attr = du::scratch_attr();
+      if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
+      if (C) {
+        dnnl::post_ops ops;
+        ops.append_sum(beta_);
+        attr.set_post_ops(ops);
+      }
+      return make_matmul(dt, attr, [&](DataType run) {
+        return std::tuple{
+            du::strided_desc({M, K}, run, trans_a_ ? Shape{1, M} : Shape{K, 1}),
+            du::strided_desc({K, N}, run, trans_b_ ? Shape{1, K} : Shape{N, 1}),
+            du::plain_desc({M, N}, run)};
+      });
+    });
+    if (!e->ok) return false;
+    bool conv = e->run_dt != dt;
+    Tensor a = conv ? du::to_float32(ctx, A) : A;
+    Tensor b = conv ? du::to_float32(ctx, B) : B;
+    Tensor y = conv ? ctx.scratch(DataType::Float, Y.shape()) : Y;
+    if (C) {
+      // The sum post-op adds beta * (what dst holds): fill dst with broadcast C first.
+      Tensor c = conv ? du::to_float32(ctx, *C) : *C;
+      dispatch_by_size(y.dtype(), ctx.label(), [&]<typename U>() {
+        const U* src = c.data_as<U>();
+        U* dst = y.data_as<U>();
+        parallel_for(M, ctx.threads(), std::max<int64_t>(1, 16384 / N), [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i)
+            for (int64_t j = 0; j < N; ++j)
+              dst[i * N + j] = src[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+        });
+      });
+    }
+    du::execute(ctx, e->prim,
+                {{DNNL_ARG_SRC, du::wrap(e->a, a.raw())},
+                 {DNNL_ARG_WEIGHTS, du::wrap(e->b, b.raw())},
+                 {DNNL_ARG_DST, du::wrap(e->c, y.raw())}});
+    if (conv) du::from_float32(y, Y, ctx.threads());
+    return true;
+  }
+
+  float alpha_, beta_;
+  bool trans_a_, trans_b_;
+  du::PrimitiveCache<MatMulEntry> cache_;
+};
+
+/// Operand minus its zero point, widened to int32. The zero point is a scalar or one value
+/// per row of A (`per` = M, `inner` = K) or per column of B (`per` = N, `inner` = 1).
+Tensor centered(KernelContext& ctx, const Tensor& x, const Tensor* zp, int64_t per, int64_t inner,
+                const char* name) {
+  Tensor out = ctx.scratch(DataType::Int32, x.shape());
+  int64_t zn = zp ? zp->numel() : 0;
+  ONYX_CHECK(!zp || zp->dtype() == x.dtype(), "[{}] {} zero point has dtype {}, expected {}",
+             ctx.label(), name, zp ? dtype_name(zp->dtype()) : "", dtype_name(x.dtype()));
+  ONYX_CHECK(zn <= 1 || zn % per == 0 || per % zn == 0,
+             "[{}] {} zero point of shape {} fits neither a scalar nor {} values", ctx.label(), name,
+             zp ? shape_str(zp->shape()) : "", per);
+  dispatch<TypeList<int8_t, uint8_t>>(x.dtype(), ctx.label(), [&]<typename T>() {
+    const T* in = x.data<T>();
+    const T* z = zp ? zp->data<T>() : nullptr;
+    int32_t* o = out.data<int32_t>();
+    int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t zv = zn == 0 ? 0 : zn == 1 ? z[0] : z[(inner == 1 ? i % per : (i / inner) % per) % zn];
+      o[i] = static_cast<int32_t>(in[i]) - zv;
+    }
+  });
+  return out;
+}
+
+class MatMulIntegerKernel final : public Kernel {
+ public:
+  explicit MatMulIntegerKernel(const KernelInfo&) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& A = ctx.required_input(0);
+    const Tensor& B = ctx.required_input(1);
+    MatMulShape s = matmul_shape(ctx.label(), A.shape(), B.shape());
+    Tensor a = centered(ctx, A, ctx.input(2), s.M, s.K, "A");
+    Tensor b = centered(ctx, B, ctx.input(3), s.N, 1, "B");
+    Tensor& Y = ctx.allocate_output(0, DataType::Int32, s.out);
+    ref_matmul<int32_t>(s, a.data<int32_t>(), b.data<int32_t>(), Y.data<int32_t>(), ctx.threads());
+  }
+};
+
+/// y = saturate(rint(acc * a_scale * b_scale / y_scale) + y_zero_point).
+class QLinearMatMulKernel final : public Kernel {
+ public:
+  explicit QLinearMatMulKernel(const KernelInfo&) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& A = ctx.required_input(0);
+    const Tensor& B = ctx.required_input(3);
+    MatMulShape s = matmul_shape(ctx.label(), A.shape(), B.shape());
+    Tensor a = centered(ctx, A, ctx.input(2), s.M, s.K, "a");
+    Tensor b = centered(ctx, B, ctx.input(5), s.N, 1, "b");
+    Tensor acc = ctx.scratch(DataType::Int32, s.out);
+    ref_matmul<int32_t>(s, a.data<int32_t>(), b.data<int32_t>(), acc.data<int32_t>(), ctx.threads());
+    const Tensor& as = ctx.required_input(1);
+    const Tensor& bs = ctx.required_input(4);
+    const Tensor& ys = ctx.required_input(6);
+    const Tensor* yz = ctx.input(7);
+    DataType out_dt = yz ? yz->dtype() : A.dtype();
+    ONYX_CHECK(as.dtype() == bs.dtype() && as.dtype() == ys.dtype(),
+               "[{}] scales must share one dtype, got {}, {} and {}", ctx.label(),
+               dtype_name(as.dtype()), dtype_name(bs.dtype()), dtype_name(ys.dtype()));
+    ONYX_CHECK(ys.numel() == 1, "[{}] y_scale must be a scalar, got shape {}", ctx.label(),
+               shape_str(ys.shape()));
+    Tensor& Y = ctx.allocate_output(0, out_dt, s.out);
+    dispatch<TypeList<float, float16>>(as.dtype(), ctx.label(), [&]<typename S>() {
+      const S* asp = as.data<S>();
+      const S* bsp = bs.data<S>();
+      S ysv = ys.data<S>()[0];
+      dispatch<TypeList<int8_t, uint8_t>>(out_dt, ctx.label(), [&]<typename Q>() {
+        const int32_t* in = acc.data<int32_t>();
+        Q* out = Y.data<Q>();
+        double zp = yz ? static_cast<double>(yz->data<Q>()[0]) : 0.0;
+        int64_t n = Y.numel(), an = as.numel(), bn = bs.numel();
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t row = (i / s.N) % s.M, col = i % s.N;
+          // The scale product is rounded in the scales' own precision, as the reference does.
+          S prod = static_cast<S>(static_cast<float>(asp[an == 1 ? 0 : row % an]) *
+                                  static_cast<float>(bsp[bn == 1 ? 0 : col % bn]));
+          S mult = static_cast<S>(static_cast<float>(prod) / static_cast<float>(ysv));
+          double v = std::nearbyint(static_cast<double>(in[i]) * static_cast<float>(mult)) + zp;
+          v = std::clamp(v, double(std::numeric_limits<Q>::min()), double(std::numeric_limits<Q>::max()));
+          out[i] = static_cast<Q>(v);
+        }
+      });
+    });
+  }
+};
+
+}  // namespace
+
+void register_matmul_kernels(KernelRegistry& r) {
+  auto mm_types = float_types() + std::vector<DataType>{DataType::Int32, DataType::Int64,
+                                                        DataType::UInt32, DataType::UInt64};
+  auto q_types = std::vector<DataType>{DataType::Int8, DataType::UInt8};
+  r.add({.op_type = "MatMul", .since = 1, .types = mm_types, .create = make_factory<MatMulKernel>()});
+  r.add({.op_type = "Gemm", .since = 1, .types = mm_types, .create = make_factory<GemmKernel>()});
+  r.add({.op_type = "MatMulInteger", .since = 10, .types = q_types,
+         .create = make_factory<MatMulIntegerKernel>()});
+  r.add({.op_type = "QLinearMatMul", .since = 10, .types = q_types,
+         .create = make_factory<QLinearMatMulKernel>()});
+}
 
 }  // namespace onyx::cpu

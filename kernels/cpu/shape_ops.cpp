@@ -1,7 +1,355 @@
+// Shape-level CPU kernels: ops that read only shapes, return views, or make new constants.
+// Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, Constant,
+// ConstantOfShape, EyeLike, Range.
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <random>
+
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/move_util.h"
+#include "kernels/parallel.h"
 
 namespace onyx::cpu {
+namespace {
 
-void register_shape_kernels(KernelRegistry& r) { (void)r; }
+class ShapeKernel final : public Kernel {
+ public:
+  explicit ShapeKernel(const KernelInfo& info)
+      : start_(info.node.attr_int("start", 0)), end_(info.node.attr_int("end", INT64_MAX)) {}
+  void compute(KernelContext& ctx) const override {
+    const Shape& s = ctx.required_input(0).shape();
+    auto r = static_cast<int64_t>(s.size());
+    auto clamp = [r](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
+    int64_t b = clamp(start_), e = clamp(end_);
+    int64_t n = std::max<int64_t>(0, e - b);
+    auto* out = ctx.allocate_output(0, DataType::Int64, {n}).data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) out[i] = s[b + i];
+  }
+
+ private:
+  int64_t start_, end_;
+};
+
+void size_compute(KernelContext& ctx) {
+  *ctx.allocate_output(0, DataType::Int64, {}).data<int64_t>() = ctx.required_input(0).numel();
+}
+
+/// The shape input of Reshape resolved against the data's shape (0 copies, -1 infers).
+Shape reshape_target(const KernelContext& ctx, const Shape& in, const Tensor& shape_t,
+                     bool allowzero) {
+  ONYX_CHECK(shape_t.rank() == 1, "[{}] shape input should be 1-D but has shape {}", ctx.label(),
+             shape_str(shape_t.shape()));
+  Shape out = shape_t.to_int64_vector();
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0 && !allowzero) {
+      ONYX_CHECK(i < in.size(), "[{}] shape {} copies dim {} from input shape {}", ctx.label(),
+                 shape_str(out), i, shape_str(in));
+      out[i] = in[i];
+    }
+    if (out[i] == -1) {
+      ONYX_CHECK(infer < 0, "[{}] shape {} has more than one -1", ctx.label(), shape_str(out));
+      infer = static_cast<int64_t>(i);
+      continue;
+    }
+    ONYX_CHECK(out[i] >= 0, "[{}] shape {} has a negative dim", ctx.label(), shape_str(out));
+    known *= out[i];
+  }
+  int64_t numel = shape_numel(in);
+  if (infer >= 0) {
+    ONYX_CHECK(known != 0 && numel % known == 0, "[{}] cannot reshape {} to {}", ctx.label(),
+               shape_str(in), shape_str(out));
+    out[infer] = numel / known;
+  }
+  ONYX_CHECK(shape_numel(out) == numel, "[{}] cannot reshape {} ({} elements) to {}", ctx.label(),
+             shape_str(in), numel, shape_str(out));
+  return out;
+}
+
+class ReshapeKernel final : public Kernel {
+ public:
+  explicit ReshapeKernel(const KernelInfo& info)
+      : allowzero_(info.opset >= 14 && info.node.attr_int("allowzero", 0) != 0) {
+    if (info.opset < 5) {  // Reshape-1 takes the shape as an attribute
+      auto s = info.node.attr_ints("shape");
+      shape_attr_ = Tensor::from_vector<int64_t>({static_cast<int64_t>(s.size())}, s);
+    }
+  }
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    const Tensor& shape = shape_attr_.defined() ? shape_attr_ : ctx.required_input(1);
+    ctx.set_output(0, Datum(x.reshape(reshape_target(ctx, x.shape(), shape, allowzero_))));
+  }
+
+ private:
+  bool allowzero_;
+  Tensor shape_attr_;
+};
+
+class FlattenKernel final : public Kernel {
+ public:
+  explicit FlattenKernel(const KernelInfo& info) : axis_(info.node.attr_int("axis", 1)) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    int64_t r = x.rank();
+    ONYX_CHECK(axis_ >= -r && axis_ <= r, "[{}] axis {} is out of range for input shape {}",
+               ctx.label(), axis_, shape_str(x.shape()));
+    auto a = static_cast<size_t>(axis_ < 0 ? axis_ + r : axis_);
+    Shape s{dims_product(x.shape(), 0, a), dims_product(x.shape(), a, x.shape().size())};
+    ctx.set_output(0, Datum(x.reshape(s)));
+  }
+
+ private:
+  int64_t axis_;
+};
+
+/// Normalised, duplicate-free axes from an optional int64 input against `rank`.
+std::vector<bool> axes_mask(const KernelContext& ctx, const Tensor& axes, int64_t rank) {
+  std::vector<bool> mask(static_cast<size_t>(rank), false);
+  for (int64_t a : axes.to_int64_vector()) {
+    auto n = static_cast<size_t>(normalize_axis(a, rank, ctx.label()));
+    ONYX_CHECK(!mask[n], "[{}] axis {} appears twice in axes", ctx.label(), a);
+    mask[n] = true;
+  }
+  return mask;
+}
+
+void squeeze_compute(KernelContext& ctx) {
+  const Tensor& x = ctx.required_input(0);
+  const Tensor* axes = ctx.input(1);
+  Shape out;
+  if (!axes) {
+    for (int64_t d : x.shape())
+      if (d != 1) out.push_back(d);
+  } else {
+    auto mask = axes_mask(ctx, *axes, x.rank());
+    for (size_t i = 0; i < mask.size(); ++i) {
+      ONYX_CHECK(!mask[i] || x.shape()[i] == 1, "[{}] cannot squeeze axis {} of size {} (shape {})",
+                 ctx.label(), i, x.shape()[i], shape_str(x.shape()));
+      if (!mask[i]) out.push_back(x.shape()[i]);
+    }
+  }
+  ctx.set_output(0, Datum(x.reshape(out)));
+}
+
+void unsqueeze_compute(KernelContext& ctx) {
+  const Tensor& x = ctx.required_input(0);
+  const Tensor& axes = ctx.required_input(1);
+  auto mask = axes_mask(ctx, axes, x.rank() + axes.numel());
+  Shape out;
+  size_t next = 0;
+  for (bool inserted : mask) out.push_back(inserted ? 1 : x.shape()[next++]);
+  ctx.set_output(0, Datum(x.reshape(out)));
+}
+
+void identity_compute(KernelContext& ctx) {
+  const Datum* d = ctx.input_datum(0);
+  ctx.set_output(0, d ? *d : Datum());
+}
+
+/// Dropout: identity at inference; in training mode zeroes with probability `ratio` and
+/// scales the rest by 1 / (1 - ratio). Seeded by the `seed` attribute when given.
+class DropoutKernel final : public Kernel {
+ public:
+  explicit DropoutKernel(const KernelInfo& info)
+      : bool_mask_(info.opset >= 10), rng_(static_cast<uint32_t>(info.node.has_attr("seed")
+                                                                    ? info.node.attr_int("seed", 0)
+                                                                    : std::random_device{}())) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    double ratio = 0.5;
+    if (const Tensor* r = ctx.input(1)) {
+      ONYX_CHECK(r->numel() == 1, "[{}] ratio should be a scalar but has shape {}", ctx.label(),
+                 shape_str(r->shape()));
+      ratio = r->to_double_vector()[0];
+    }
+    ONYX_CHECK(ratio >= 0 && ratio <= 1, "[{}] ratio {} is outside [0, 1]", ctx.label(), ratio);
+    bool training = false;
+    if (const Tensor* t = ctx.input(2)) {
+      ONYX_CHECK(t->numel() == 1, "[{}] training_mode should be a scalar but has shape {}",
+                 ctx.label(), shape_str(t->shape()));
+      training = t->to_int64_vector()[0] != 0;
+    }
+    if (!training || ratio == 0) {
+      ctx.set_output(0, Datum(x));
+      if (ctx.num_outputs() > 1 && ctx.output_wanted(1)) fill_ones_mask(ctx, x);
+      return;
+    }
+    train(ctx, x, ratio);
+  }
+
+ private:
+  void fill_ones_mask(KernelContext& ctx, const Tensor& x) const {
+    if (bool_mask_) {
+      Tensor& m = ctx.allocate_output(1, DataType::Bool, x.shape());
+      std::fill_n(m.data<bool>(), m.numel(), true);
+      return;
+    }
+    Tensor& m = ctx.allocate_output(1, x.dtype(), x.shape());
+    dispatch<FloatTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
+      std::fill_n(m.data<T>(), m.numel(), T(1.0f));
+    });
+  }
+
+  void train(KernelContext& ctx, const Tensor& x, double ratio) const {
+    ONYX_CHECK(bool_mask_, "[{}] training mode needs Dropout-12 or later", ctx.label());
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    bool want_mask = ctx.num_outputs() > 1 && ctx.output_wanted(1);
+    Tensor mask = want_mask ? ctx.allocate_output(1, DataType::Bool, x.shape())
+                            : ctx.scratch(DataType::Bool, x.shape());
+    bool* m = mask.data<bool>();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::bernoulli_distribution keep(1.0 - ratio);
+      for (int64_t i = 0; i < x.numel(); ++i) m[i] = keep(rng_);
+    }
+    double scale = ratio < 1 ? 1.0 / (1.0 - ratio) : 0.0;
+    dispatch<FloatTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
+      const T* in = x.data<T>();
+      T* out = y.data<T>();
+      auto s = static_cast<acc_t<T>>(scale);
+      for (int64_t i = 0; i < x.numel(); ++i)
+        out[i] = T(m[i] ? static_cast<acc_t<T>>(in[i]) * s : acc_t<T>(0));
+    });
+  }
+
+  bool bool_mask_;
+  mutable std::mutex mu_;
+  mutable std::mt19937 rng_;
+};
+
+/// The tensor a Constant node's attribute describes.
+Tensor constant_value(const Node& n) {
+  for (const auto& [name, a] : n.attrs) {
+    if (name == "value") return a.t;
+    if (name == "value_float") return Tensor::scalar<float>(a.f);
+    if (name == "value_int") return Tensor::scalar<int64_t>(a.i);
+    if (name == "value_string") return Tensor::scalar<std::string>(a.s);
+    if (name == "value_floats")
+      return Tensor::from_vector<float>({static_cast<int64_t>(a.floats.size())}, a.floats);
+    if (name == "value_ints")
+      return Tensor::from_vector<int64_t>({static_cast<int64_t>(a.ints.size())}, a.ints);
+    if (name == "value_strings")
+      return Tensor::from_vector<std::string>({static_cast<int64_t>(a.strings.size())}, a.strings);
+    if (name == "sparse_value")
+      throw NotImplemented(fmt::format("[{}] sparse_value is not supported", n.label()));
+  }
+  ONYX_THROW("[{}] Constant needs one of the value* attributes", n.label());
+}
+
+class ConstantKernel final : public Kernel {
+ public:
+  explicit ConstantKernel(const KernelInfo& info) : value_(constant_value(info.node)) {}
+  void compute(KernelContext& ctx) const override {
+    // A copy, so callers that write into outputs cannot change the constant.
+    Tensor& out = ctx.allocate_output(0, value_.dtype(), value_.shape());
+    dispatch_move(value_.dtype(), ctx.label(), [&]<typename T>() {
+      std::copy_n(value_.data_as<T>(), value_.numel(), out.data_as<T>());
+    });
+  }
+
+ private:
+  Tensor value_;
+};
+
+class ConstantOfShapeKernel final : public Kernel {
+ public:
+  explicit ConstantOfShapeKernel(const KernelInfo& info) {
+    if (const Attribute* a = info.node.attr("value")) {
+      ONYX_CHECK(a->t.numel() == 1, "[{}] value should hold one element but has shape {}",
+                 info.label(), shape_str(a->t.shape()));
+      value_ = a->t;
+    } else {
+      value_ = Tensor::scalar<float>(0.0f);
+    }
+  }
+  void compute(KernelContext& ctx) const override {
+    const Tensor& s = ctx.required_input(0);
+    ONYX_CHECK(s.rank() == 1, "[{}] shape input should be 1-D but has shape {}", ctx.label(),
+               shape_str(s.shape()));
+    Shape shape = s.to_int64_vector();
+    for (int64_t d : shape)
+      ONYX_CHECK(d >= 0, "[{}] shape {} has a negative dim", ctx.label(), shape_str(shape));
+    Tensor& out = ctx.allocate_output(0, value_.dtype(), shape);
+    dispatch_move(value_.dtype(), ctx.label(), [&]<typename T>() {
+      std::fill_n(out.data_as<T>(), out.numel(), *value_.data_as<T>());
+    });
+  }
+
+ private:
+  Tensor value_;
+};
+
+class EyeLikeKernel final : public Kernel {
+ public:
+  explicit EyeLikeKernel(const KernelInfo& info)
+      : dtype_(static_cast<DataType>(info.node.attr_int("dtype", 0))), k_(info.node.attr_int("k", 0)) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    ONYX_CHECK(x.rank() == 2, "[{}] input should be 2-D but has shape {}", ctx.label(),
+               shape_str(x.shape()));
+    DataType dt = dtype_ == DataType::Undefined ? x.dtype() : dtype_;
+    Tensor& out = ctx.allocate_output(0, dt, x.shape());
+    int64_t rows = x.shape()[0], cols = x.shape()[1];
+    dispatch<NumericBoolTypes>(dt, ctx.label(), [&]<typename T>() {
+      T* o = out.data<T>();
+      std::fill_n(o, out.numel(), T(0));
+      for (int64_t i = std::max<int64_t>(0, -k_); i < rows && i + k_ < cols; ++i)
+        o[i * cols + i + k_] = T(1);
+    });
+  }
+
+ private:
+  DataType dtype_;
+  int64_t k_;
+};
+
+void range_compute(KernelContext& ctx) {
+  const Tensor& start = ctx.required_input(0);
+  for (int i = 0; i < 3; ++i) {
+    const Tensor& t = ctx.required_input(i);
+    ONYX_CHECK(t.numel() == 1 && t.dtype() == start.dtype(),
+               "[{}] input {} should be a scalar {} but is {}{}", ctx.label(), i,
+               dtype_name(start.dtype()), dtype_name(t.dtype()), shape_str(t.shape()));
+  }
+  using RangeTypes = TypeList<float, double, float16, bfloat16, int16_t, int32_t, int64_t>;
+  dispatch<RangeTypes>(start.dtype(), ctx.label(), [&]<typename T>() {
+    using A = acc_t<T>;
+    A s = A(*start.data<T>()), l = A(*ctx.required_input(1).data<T>());
+    A d = A(*ctx.required_input(2).data<T>());
+    ONYX_CHECK(d != A(0), "[{}] delta is zero", ctx.label());
+    auto n = static_cast<int64_t>(std::max(0.0, std::ceil((double(l) - double(s)) / double(d))));
+    T* o = ctx.allocate_output(0, start.dtype(), {n}).data<T>();
+    for (int64_t i = 0; i < n; ++i) o[i] = T(static_cast<A>(s + static_cast<A>(i) * d));
+  });
+}
+
+}  // namespace
+
+void register_shape_kernels(KernelRegistry& r) {
+  auto any = stored_types();
+  r.add({"Shape", "", 1, INT_MAX, "cpu", 0, any, make_factory<ShapeKernel>()});
+  r.add({"Size", "", 1, INT_MAX, "cpu", 0, any, function_factory(size_compute)});
+  r.add({"Reshape", "", 1, INT_MAX, "cpu", 0, any, make_factory<ReshapeKernel>()});
+  r.add({"Flatten", "", 1, INT_MAX, "cpu", 0, any, make_factory<FlattenKernel>()});
+  r.add({"Squeeze", "", 1, INT_MAX, "cpu", 0, any, function_factory(squeeze_compute)});
+  r.add({"Unsqueeze", "", 1, INT_MAX, "cpu", 0, any, function_factory(unsqueeze_compute)});
+  r.add({"Identity", "", 1, INT_MAX, "cpu", 0, any, function_factory(identity_compute)});
+  r.add({"Dropout", "", 1, INT_MAX, "cpu", 0,
+         float_types() + std::vector{DataType::Float8E4M3FN, DataType::Float8E4M3FNUZ,
+                                     DataType::Float8E5M2, DataType::Float8E5M2FNUZ},
+         make_factory<DropoutKernel>()});
+  r.add({"Constant", "", 1, INT_MAX, "cpu", -1, {}, make_factory<ConstantKernel>()});
+  r.add({"ConstantOfShape", "", 9, INT_MAX, "cpu", 0, {DataType::Int64},
+         make_factory<ConstantOfShapeKernel>()});
+  r.add({"EyeLike", "", 9, INT_MAX, "cpu", 0, numeric_types() + std::vector{DataType::Bool},
+         make_factory<EyeLikeKernel>()});
+  r.add({"Range", "", 11, INT_MAX, "cpu", 0,
+         {DataType::Float, DataType::Double, DataType::Float16, DataType::BFloat16,
+          DataType::Int16, DataType::Int32, DataType::Int64},
+         function_factory(range_compute)});
+}
 
 }  // namespace onyx::cpu

@@ -1,0 +1,62 @@
+#include "inference/arena.h"
+
+#include <bit>
+#include <cstdlib>
+#include <new>
+
+namespace onyx {
+
+size_t Arena::size_class(size_t bytes) {
+  if (bytes <= 256) return 256;
+  // Four classes per power of two: at most 25% slack.
+  size_t p = std::bit_floor(bytes - 1);
+  size_t step = std::max<size_t>(p / 4, 64);
+  return (bytes + step - 1) / step * step;
+}
+
+Arena::~Arena() {
+  for (auto& [size, blocks] : free_)
+    for (void* p : blocks) std::free(p);
+}
+
+void* Arena::allocate(size_t bytes) {
+  size_t cls = size_class(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(cls);
+    if (it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      in_use_ += cls;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(64, cls);
+  if (!p) throw std::bad_alloc();
+  reserved_ += cls;
+  in_use_ += cls;
+  return p;
+}
+
+void Arena::deallocate(void* ptr, size_t bytes) {
+  size_t cls = size_class(bytes);
+  in_use_ -= cls;
+  std::lock_guard<std::mutex> lock(mu_);
+  free_[cls].push_back(ptr);
+}
+
+void* RunAllocator::allocate(size_t bytes) {
+  void* p = base_->allocate(bytes);
+  size_t now = live_ += bytes;
+  size_t prev = peak_.load();
+  while (now > prev && !peak_.compare_exchange_weak(prev, now)) {
+  }
+  return p;
+}
+
+void RunAllocator::deallocate(void* ptr, size_t bytes) {
+  live_ -= bytes;
+  base_->deallocate(ptr, bytes);
+}
+
+}  // namespace onyx

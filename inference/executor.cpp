@@ -1,0 +1,240 @@
+#include "inference/executor.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace onyx {
+namespace {
+
+DataType static_dtype(const Node& node, int type_input) {
+  if (type_input < 0 || !node.has_input(type_input)) return DataType::Undefined;
+  const ValueType& t = node.inputs[type_input]->type;
+  return t.is_tensor() ? t.elem : DataType::Undefined;
+}
+
+std::unique_ptr<Kernel> create_kernel(const Node& node, const Model& model, const Graph& graph,
+                                      const ExecutionProvider& provider) {
+  int64_t opset = model.opset(node.domain);
+  std::string why;
+  const KernelDef* def = provider.registry().find(node.op_type, node.domain, opset, provider.name(),
+                                                  DataType::Undefined, &why);
+  if (def) {
+    DataType dt = static_dtype(node, def->type_input);
+    const KernelDef* typed = provider.registry().find(node.op_type, node.domain, opset,
+                                                      provider.name(), dt, &why);
+    if (!typed)
+      throw NotImplemented(fmt::format("[session] {}: {}", node.label(), why));
+    def = typed;
+  }
+  if (!def) throw NotImplemented(fmt::format("[session] {}: {}", node.label(), why));
+  return def->create(KernelInfo{node, opset, graph});
+}
+
+class StepContext final : public KernelContext {
+ public:
+  StepContext(const Step& step, Frame& frame, RunContext& rc) : step_(step), frame_(frame), rc_(rc) {
+    discard_.resize(step.outputs.size());
+  }
+  const Node& node() const override { return *step_.node; }
+  int num_inputs() const override { return static_cast<int>(step_.inputs.size()); }
+  const Datum* input_datum(int i) const override {
+    if (i < 0 || i >= num_inputs() || step_.inputs[i] < 0) return nullptr;
+    const Datum& d = frame_.slots[step_.inputs[i]];
+    return &d;
+  }
+  int num_outputs() const override { return static_cast<int>(step_.outputs.size()); }
+  bool output_wanted(int i) const override {
+    return i >= 0 && i < num_outputs() && step_.outputs[i] >= 0;
+  }
+  Datum& out_slot(int i) {
+    ONYX_CHECK(i >= 0 && i < num_outputs(), "[{}] has no output {} ({} outputs)", label(), i,
+               num_outputs());
+    return step_.outputs[i] >= 0 ? frame_.slots[step_.outputs[i]] : discard_[i];
+  }
+  Tensor& allocate_output(int i, DataType dtype, const Shape& shape) override {
+    Datum& d = out_slot(i);
+    d = Datum(Tensor::empty(dtype, shape, rc_.allocator));
+    return d.tensor;
+  }
+  void set_output(int i, Datum value) override { out_slot(i) = std::move(value); }
+  Tensor scratch(DataType dtype, const Shape& shape) override {
+    return Tensor::empty(dtype, shape, rc_.allocator);
+  }
+  int threads() const override { return rc_.threads; }
+  std::vector<Datum> run_subgraph(const Graph& g, const std::vector<Datum>& inputs) override {
+    auto it = frame_.plan->subplans.find(&g);
+    ONYX_CHECK(it != frame_.plan->subplans.end(), "[{}] subgraph '{}' was not compiled", label(), g.name);
+    return execute_plan(*it->second, inputs, &frame_, rc_);
+  }
+
+ private:
+  const Step& step_;
+  Frame& frame_;
+  RunContext& rc_;
+  std::vector<Datum> discard_;
+};
+
+void compile_subgraphs(const Node& node, const Model& model, const ExecutionProvider& provider,
+                       Plan& plan) {
+  for (const auto& [an, a] : node.attrs) {
+    if (a.g) plan.subplans[a.g.get()] = compile_plan(*a.g, model, provider);
+    for (const auto& sg : a.graphs) plan.subplans[sg.get()] = compile_plan(*sg, model, provider);
+  }
+}
+
+}  // namespace
+
+const Datum* Frame::lookup(const std::string& name) const {
+  for (const Frame* f = this; f; f = f->parent) {
+    auto it = f->plan->slot_of.find(name);
+    if (it != f->plan->slot_of.end() && !f->slots[it->second].is_none()) return &f->slots[it->second];
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model,
+                                   const ExecutionProvider& provider) {
+  auto plan = std::make_unique<Plan>();
+  plan->graph = &graph;
+  auto slot_named = [&](const std::string& name) -> int {
+    auto [it, fresh] = plan->slot_of.try_emplace(name, plan->num_slots);
+    if (fresh) ++plan->num_slots;
+    return it->second;
+  };
+  auto slot = [&](const Value* v) -> int { return v ? slot_named(v->name) : -1; };
+  for (const auto& [name, t] : graph.initializers) plan->constants.emplace_back(slot(graph.find_value(name)), t);
+  for (const Value* v : graph.inputs) plan->input_slots.push_back(slot(v));
+  for (const std::string& n : graph.outer_scope_names()) {
+    // Outer names read directly by this graph's nodes or outputs get a local slot.
+    plan->outer_slots.emplace_back(n, slot_named(n));
+  }
+  std::vector<Node*> order = graph.topological_order();
+  std::vector<int> last_use;
+  for (size_t s = 0; s < order.size(); ++s) {
+    const Node& node = *order[s];
+    Step step;
+    step.node = &node;
+    for (const Value* v : node.inputs) step.inputs.push_back(slot(v));
+    for (const Value* v : node.outputs) step.outputs.push_back(slot(v));
+    step.kernel = create_kernel(node, model, graph, provider);
+    compile_subgraphs(node, model, provider, *plan);
+    plan->steps.push_back(std::move(step));
+  }
+  for (const Value* v : graph.outputs) plan->output_slots.push_back(slot(v));
+
+  // Lifetimes: release each slot after its last reader, except constants, outputs and
+  // outer-scope values.
+  last_use.assign(plan->num_slots, -1);
+  for (size_t s = 0; s < order.size(); ++s) {
+    for (int i : plan->steps[s].inputs)
+      if (i >= 0) last_use[i] = static_cast<int>(s);
+    for (const Value* v : order[s]->implicit_inputs) last_use[slot(v)] = static_cast<int>(s);
+    for (int o : plan->steps[s].outputs)
+      if (o >= 0 && last_use[o] < static_cast<int>(s)) last_use[o] = static_cast<int>(s);
+  }
+  last_use.resize(plan->num_slots, -1);
+  std::vector<bool> pinned(plan->num_slots, false);
+  for (const auto& [s, t] : plan->constants) pinned[s] = true;
+  for (int s : plan->output_slots) pinned[s] = true;
+  for (const auto& [n, s] : plan->outer_slots) pinned[s] = true;
+  for (int s = 0; s < plan->num_slots; ++s)
+    if (!pinned[s] && last_use[s] >= 0) plan->steps[last_use[s]].release_after.push_back(s);
+  return plan;
+}
+
+std::vector<Datum> execute_plan(const Plan& plan, std::vector<Datum> inputs, const Frame* parent,
+                                RunContext& rc) {
+  Frame frame;
+  frame.plan = &plan;
+  frame.parent = parent;
+  frame.slots.resize(plan.num_slots);
+  for (const auto& [s, t] : plan.constants) frame.slots[s] = Datum(t);
+  ONYX_CHECK(inputs.size() <= plan.input_slots.size(), "[graph '{}'] got {} inputs, takes {}",
+             plan.graph->name, inputs.size(), plan.input_slots.size());
+  for (size_t i = 0; i < inputs.size(); ++i) frame.slots[plan.input_slots[i]] = std::move(inputs[i]);
+  for (const auto& [name, s] : plan.outer_slots) {
+    const Datum* d = parent ? parent->lookup(name) : nullptr;
+    ONYX_CHECK(d, "[graph '{}'] reads '{}' from an enclosing scope, but no value of that name exists",
+               plan.graph->name, name);
+    frame.slots[s] = *d;
+  }
+  for (const Step& step : plan.steps) {
+    StepContext ctx(step, frame, rc);
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      step.kernel->compute(ctx);
+    } catch (const NotImplemented&) {
+      throw;
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      std::string tag = "[" + step.node->label() + "]";
+      if (msg.find(tag) == std::string::npos) msg = tag + " " + msg;
+      throw Error(msg);
+    } catch (const std::bad_alloc&) {
+      ONYX_THROW("[{}] out of memory", step.node->label());
+    }
+    for (size_t o = 0; o < step.outputs.size(); ++o)
+      ONYX_CHECK(step.outputs[o] < 0 || !frame.slots[step.outputs[o]].is_none() ||
+                     step.node->op_type == "Optional" || step.node->op_type == "If" ||
+                     step.node->op_type == "Loop",
+                 "[{}] produced no value for output {} ('{}')", step.node->label(), o,
+                 step.node->outputs[o]->name);
+    if (rc.profile) {
+      auto t1 = std::chrono::steady_clock::now();
+      ProfileEvent ev;
+      ev.name = step.node->name.empty() ? step.node->op_type : step.node->name;
+      ev.op = step.node->op_type;
+      for (int i = 0; i < ctx.num_inputs(); ++i) {
+        const Datum* d = ctx.input_datum(i);
+        ev.input_shapes.push_back(d && d->is_tensor() ? d->tensor.shape() : Shape{});
+      }
+      ev.start_us = std::chrono::duration_cast<std::chrono::microseconds>(t0 - rc.epoch).count();
+      ev.dur_us = std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count();
+      ev.tid = static_cast<int>(std::hash<std::thread::id>{}(std::this_thread::get_id()) % 100000);
+      rc.events.push_back(std::move(ev));
+    }
+    ++rc.nodes_run;
+    for (int s : step.release_after) frame.slots[s] = Datum();
+  }
+  std::vector<Datum> outs;
+  outs.reserve(plan.output_slots.size());
+  for (int s : plan.output_slots) {
+    Datum d = frame.slots[s];
+    if (d.is_none()) {
+      // A graph output that is an outer-scope value read by name.
+      if (const Datum* outer = frame.lookup(plan.graph->outputs[outs.size()]->name)) d = *outer;
+    }
+    outs.push_back(std::move(d));
+  }
+  return outs;
+}
+
+std::vector<Datum> evaluate_node(const Node& node, const Model& model, const Graph& graph,
+                                 const ExecutionProvider& provider, const std::vector<Datum>& inputs) {
+  Plan plan;
+  plan.graph = &graph;
+  Step step;
+  step.node = &node;
+  step.kernel = create_kernel(node, model, graph, provider);
+  for (size_t i = 0; i < inputs.size(); ++i) step.inputs.push_back(inputs[i].is_none() && !node.has_input(static_cast<int>(i)) ? -1 : static_cast<int>(i));
+  for (size_t o = 0; o < node.outputs.size(); ++o)
+    step.outputs.push_back(node.outputs[o] ? static_cast<int>(inputs.size() + o) : -1);
+  plan.num_slots = static_cast<int>(inputs.size() + node.outputs.size());
+  Frame frame;
+  frame.plan = &plan;
+  frame.slots.resize(plan.num_slots);
+  for (size_t i = 0; i < inputs.size(); ++i) frame.slots[i] = inputs[i];
+  RunContext rc;
+  rc.allocator = cpu_allocator();
+  rc.threads = 1;
+  StepContext ctx(step, frame, rc);
+  step.kernel->compute(ctx);
+  std::vector<Datum> outs;
+  for (size_t o = 0; o < node.outputs.size(); ++o)
+    outs.push_back(node.outputs[o] ? frame.slots[inputs.size() + o] : Datum());
+  return outs;
+}
+
+}  // namespace onyx

@@ -1,0 +1,128 @@
+#include "inference/optimizer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <unordered_set>
+
+#include "inference/executor.h"
+
+namespace onyx {
+namespace {
+
+// Ops never folded: random or stateful, or holding subgraphs.
+bool foldable_op(const Node& n) {
+  static const std::unordered_set<std::string> never = {
+      "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+      "Bernoulli", "Dropout", "If", "Loop", "Scan", "SequenceMap", "Optional"};
+  if (!n.domain.empty() || never.count(n.op_type)) return false;
+  for (const auto& [an, a] : n.attrs)
+    if (a.g || !a.graphs.empty()) return false;
+  return true;
+}
+
+// Folded results above this size stay computed at run time rather than bloating the model.
+constexpr size_t kMaxFoldedBytes = size_t(64) << 20;
+
+bool shape_fully_known(const Value* v, Shape* out) {
+  if (!v || !v->type.is_tensor() || !v->type.shape) return false;
+  out->clear();
+  for (const Dim& d : *v->type.shape) {
+    if (!d.is_fixed()) return false;
+    out->push_back(d.value);
+  }
+  return true;
+}
+
+}  // namespace
+
+size_t fold_constants(Model& model, const ExecutionProvider& cpu) {
+  Graph& g = *model.graph;
+  size_t folded = 0;
+  for (Node* node : g.topological_order()) {
+    if (!foldable_op(*node) || node->outputs.empty()) continue;
+    std::vector<Datum> inputs;
+    bool all_const = true;
+    for (const Value* v : node->inputs) {
+      if (!v) {
+        inputs.emplace_back();
+        continue;
+      }
+      const Tensor* t = g.initializer(v);
+      bool overridable = std::find(g.overridable_initializers.begin(), g.overridable_initializers.end(),
+                                   v->name) != g.overridable_initializers.end();
+      if (!t || overridable) {
+        all_const = false;
+        break;
+      }
+      inputs.emplace_back(*t);
+    }
+    // Shape of a value whose shape is statically known folds even though it is not constant.
+    Shape known;
+    if (!all_const && node->op_type == "Shape" && !node->has_attr("start") && !node->has_attr("end") &&
+        shape_fully_known(node->inputs[0], &known)) {
+      Value* out = node->outputs[0];
+      g.remove_node(node);
+      g.add_initializer(out->name, Tensor::from_vector<int64_t>({static_cast<int64_t>(known.size())}, known));
+      ++folded;
+      continue;
+    }
+    if (!all_const) continue;
+    std::vector<Datum> outs;
+    try {
+      outs = evaluate_node(*node, model, g, cpu, inputs);
+    } catch (const Error& e) {
+      // Leave the node to fail (or succeed) at run time with full context.
+      spdlog::debug("constant folding skipped {}: {}", node->label(), e.what());
+      continue;
+    }
+    bool ok = true;
+    for (size_t o = 0; o < outs.size(); ++o)
+      ok &= !node->outputs[o] || (outs[o].is_tensor() && outs[o].tensor.nbytes() <= kMaxFoldedBytes);
+    if (!ok) continue;
+    std::vector<Value*> outputs = node->outputs;
+    g.remove_node(node);
+    for (size_t o = 0; o < outputs.size(); ++o)
+      if (outputs[o]) g.add_initializer(outputs[o]->name, outs[o].tensor.clone());
+    ++folded;
+  }
+  return folded;
+}
+
+size_t eliminate_dead_code(Graph& g) {
+  std::unordered_set<const Value*> outputs(g.outputs.begin(), g.outputs.end());
+  size_t removed = 0;
+  auto order = g.topological_order();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* n = *it;
+    bool used = false;
+    for (const Value* v : n->outputs) used |= v && (!v->consumers.empty() || outputs.count(v));
+    if (!used) {
+      g.remove_node(n);
+      ++removed;
+    }
+  }
+  std::vector<std::string> dead;
+  for (const auto& [name, t] : g.initializers) {
+    const Value* v = g.find_value(name);
+    if (!v || (v->consumers.empty() && !outputs.count(v))) dead.push_back(name);
+  }
+  for (const auto& name : dead) {
+    g.initializers.erase(name);
+    auto& o = g.overridable_initializers;
+    o.erase(std::remove(o.begin(), o.end(), name), o.end());
+  }
+  g.prune_values();
+  return removed;
+}
+
+size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu) {
+  if (level == OptLevel::None) return 0;
+  size_t before = model.graph->num_nodes();
+  size_t folded = fold_constants(model, cpu);
+  size_t dead = eliminate_dead_code(*model.graph);
+  spdlog::debug("optimizer: folded {} nodes, removed {} dead nodes ({} -> {})", folded, dead, before,
+                model.graph->num_nodes());
+  return before - model.graph->num_nodes();
+}
+
+}  // namespace onyx

@@ -1,0 +1,108 @@
+// ArgMax, ArgMin: int64 index of the extreme along one axis (first one, or last one with
+// select_last_index); NaN counts as the extreme, like numpy.
+#include <climits>
+
+#include "kernels/cpu/reduce_plan.h"
+#include "kernels/dispatch.h"
+
+namespace onyx::cpu {
+namespace {
+
+class ArgReduceKernel final : public Kernel {
+ public:
+  ArgReduceKernel(const KernelInfo& info, bool is_max)
+      : is_max_(is_max),
+        axis_(info.node.attr_int("axis", 0)),
+        keepdims_(info.node.attr_int("keepdims", 1) != 0),
+        select_last_(info.node.attr_int("select_last_index", 0) != 0) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    ONYX_CHECK(x.rank() >= 1, "[{}] input should have rank >= 1 but is a scalar", ctx.label());
+    const int64_t axis = normalize_axis(axis_, x.rank(), ctx.label());
+    const AxisSplit s = split_at_axis(x.shape(), axis);
+    Shape out_shape = x.shape();
+    if (keepdims_) out_shape[axis] = 1;
+    else out_shape.erase(out_shape.begin() + axis);
+    ONYX_CHECK(s.axis > 0 || s.outer * s.inner == 0,
+               "[{}] cannot take the index of an extreme along axis {} of size 0 (input shape {})",
+               ctx.label(), axis, shape_str(x.shape()));
+    Tensor& y = ctx.allocate_output(0, DataType::Int64, out_shape);
+    if (y.numel() == 0) return;
+    dispatch<NumericTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
+      if (is_max_) run<T, true>(x.data<T>(), y.data<int64_t>(), s, ctx.threads());
+      else run<T, false>(x.data<T>(), y.data<int64_t>(), s, ctx.threads());
+    });
+  }
+
+ private:
+  template <typename T, bool kMax>
+  void run(const T* x, int64_t* y, const AxisSplit& s, int threads) const {
+    using A = acc_t<T>;
+    const bool last = select_last_;
+    // True when v should replace the current best b.
+    auto beats = [last](A v, A b) {
+      if (b != b) return last && v != v;
+      if (v != v) return true;
+      if constexpr (kMax) return last ? v >= b : v > b;
+      else return last ? v <= b : v < b;
+    };
+    const int64_t n = s.axis, inner = s.inner;
+    if (inner == 1) {
+      parallel_for(s.outer, threads, std::max<int64_t>(1, kReduceGrain / n),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t o = b; o < e; ++o) {
+                       const T* row = x + o * n;
+                       A best = static_cast<A>(row[0]);
+                       int64_t idx = 0;
+                       for (int64_t r = 1; r < n; ++r) {
+                         const A v = static_cast<A>(row[r]);
+                         if (beats(v, best)) best = v, idx = r;
+                       }
+                       y[o] = idx;
+                     }
+                   });
+      return;
+    }
+    const int64_t chunks = (inner + kColumnChunk - 1) / kColumnChunk;
+    parallel_for(s.outer * chunks, threads,
+                 std::max<int64_t>(1, kReduceGrain / (n * std::min(inner, kColumnChunk))),
+                 [&](int64_t b, int64_t e) {
+                   A best[kColumnChunk];
+                   for (int64_t t = b; t < e; ++t) {
+                     const int64_t k1 = t / chunks, j0 = (t % chunks) * kColumnChunk;
+                     const int64_t len = std::min(kColumnChunk, inner - j0);
+                     const T* base = x + k1 * n * inner + j0;
+                     int64_t* out = y + k1 * inner + j0;
+                     for (int64_t j = 0; j < len; ++j) best[j] = static_cast<A>(base[j]), out[j] = 0;
+                     for (int64_t r = 1; r < n; ++r) {
+                       const T* row = base + r * inner;
+                       for (int64_t j = 0; j < len; ++j) {
+                         const A v = static_cast<A>(row[j]);
+                         if (beats(v, best[j])) best[j] = v, out[j] = r;
+                       }
+                     }
+                   }
+                 });
+  }
+
+  bool is_max_;
+  int64_t axis_;
+  bool keepdims_;
+  bool select_last_;
+};
+
+}  // namespace
+
+void register_arg_reduce_kernels(KernelRegistry& r) {
+  for (bool is_max : {true, false}) {
+    r.add(KernelDef{.op_type = is_max ? "ArgMax" : "ArgMin",
+                    .since = 1,
+                    .types = numeric_types(),
+                    .create = [is_max](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+                      return std::make_unique<ArgReduceKernel>(info, is_max);
+                    }});
+  }
+}
+
+}  // namespace onyx::cpu

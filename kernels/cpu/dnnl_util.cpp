@@ -1,0 +1,146 @@
+#include "kernels/cpu/dnnl_util.h"
+
+#include <omp.h>
+
+#include <cstring>
+#include <string>
+
+#include "kernels/parallel.h"
+
+namespace onyx::cpu::dnnl_util {
+
+const dnnl::engine& engine() {
+  static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+bool has_dnnl_type(DataType dt) {
+  switch (dt) {
+    case DataType::Float:
+    case DataType::Float16:
+    case DataType::BFloat16:
+    case DataType::Int8:
+    case DataType::UInt8:
+    case DataType::Int32:
+      return true;
+    default:
+      return false;
+  }
+}
+
+dnnl::memory::data_type to_dnnl(DataType dt) {
+  using dt_t = dnnl::memory::data_type;
+  switch (dt) {
+    case DataType::Float: return dt_t::f32;
+    case DataType::Float16: return dt_t::f16;
+    case DataType::BFloat16: return dt_t::bf16;
+    case DataType::Int8: return dt_t::s8;
+    case DataType::UInt8: return dt_t::u8;
+    case DataType::Int32: return dt_t::s32;
+    default: ONYX_THROW("[oneDNN] no oneDNN data type for {}", dtype_name(dt));
+  }
+}
+
+dnnl::memory::dims to_dims(const Shape& shape) {
+  if (shape.empty()) return {1};
+  return dnnl::memory::dims(shape.begin(), shape.end());
+}
+
+dnnl::memory::desc plain_desc(const Shape& shape, DataType dt) {
+  dnnl::memory::dims dims = to_dims(shape);
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  return dnnl::memory::desc(dims, to_dnnl(dt), strides);
+}
+
+dnnl::memory::desc strided_desc(const Shape& shape, DataType dt, const Shape& strides) {
+  return dnnl::memory::desc(to_dims(shape), to_dnnl(dt), to_dims(strides));
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& md, const void* ptr) {
+  // oneDNN takes non-const handles; inputs are only read.
+  return dnnl::memory(md, engine(), const_cast<void*>(ptr));
+}
+
+dnnl::primitive_attr scratch_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+Prim make_reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  dnnl::reorder::primitive_desc pd(engine(), from, engine(), to, scratch_attr());
+  return Prim{dnnl::reorder(pd), pd.scratchpad_desc()};
+}
+
+Tensor scratch_for(KernelContext& ctx, const dnnl::memory::desc& md) {
+  return ctx.scratch(DataType::UInt8, {static_cast<int64_t>(std::max<size_t>(md.get_size(), 1))});
+}
+
+void execute(KernelContext& ctx, const Prim& p, std::unordered_map<int, dnnl::memory> args) {
+  Tensor scratch;
+  if (p.scratch.get_size() > 0) {
+    scratch = scratch_for(ctx, p.scratch);
+    args.emplace(DNNL_ARG_SCRATCHPAD, wrap(p.scratch, scratch.raw()));
+  }
+  dnnl::stream& s = stream();
+  try {
+    p.prim.execute(s, args);
+    s.wait();
+  } catch (const dnnl::error& e) {
+    ONYX_THROW("[{}] oneDNN execution failed: {}", ctx.label(), e.what());
+  }
+}
+
+ThreadScope::ThreadScope(int threads) : saved_(omp_get_max_threads()) {
+  if (threads > 0 && threads != saved_) omp_set_num_threads(threads);
+}
+ThreadScope::~ThreadScope() {
+  if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+}
+
+bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
+  std::string impl = pd.impl_info_str();
+  return impl.rfind("ref", 0) == 0 || impl.find("simple") != std::string::npos;
+}
+
+Tensor to_float32(KernelContext& ctx, const Tensor& t) {
+  if (t.dtype() == DataType::Float) return t;
+  Tensor out = ctx.scratch(DataType::Float, t.shape());
+  float* o = out.data<float>();
+  int64_t n = t.numel();
+  auto run = [&]<typename T>() {
+    const T* in = t.data<T>();
+    parallel_for(n, ctx.threads(), 1 << 15, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = static_cast<float>(in[i]);
+    });
+  };
+  if (t.dtype() == DataType::Float16) run.template operator()<float16>();
+  else if (t.dtype() == DataType::BFloat16) run.template operator()<bfloat16>();
+  else if (t.dtype() == DataType::Double) run.template operator()<double>();
+  else ONYX_THROW("[oneDNN] cannot convert {} to float", dtype_name(t.dtype()));
+  return out;
+}
+
+void from_float32(const Tensor& src, Tensor& dst, int threads) {
+  const float* in = src.data<float>();
+  int64_t n = dst.numel();
+  auto run = [&]<typename T>() {
+    T* o = dst.data<T>();
+    parallel_for(n, threads, 1 << 15, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(in[i]);
+    });
+  };
+  if (dst.dtype() == DataType::Float) std::memcpy(dst.raw(), in, n * sizeof(float));
+  else if (dst.dtype() == DataType::Float16) run.template operator()<float16>();
+  else if (dst.dtype() == DataType::BFloat16) run.template operator()<bfloat16>();
+  else if (dst.dtype() == DataType::Double) run.template operator()<double>();
+  else ONYX_THROW("[oneDNN] cannot convert float to {}", dtype_name(dst.dtype()));
+}
+
+}  // namespace onyx::cpu::dnnl_util

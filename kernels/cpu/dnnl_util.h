@@ -1,0 +1,101 @@
+// oneDNN glue for the CPU kernels: the engine, per-thread streams, memory descriptors from
+// Tensors, a per-kernel primitive cache keyed by shapes, and execution with scratchpads
+// taken from the kernel context (so concurrent runs of one primitive never share memory).
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/kernel.h"
+
+namespace onyx::cpu::dnnl_util {
+
+/// The process-wide CPU engine.
+const dnnl::engine& engine();
+/// The calling thread's stream on engine().
+dnnl::stream& stream();
+
+/// True when oneDNN has a data type for `dt` (float, float16, bfloat16, int8, uint8, int32).
+bool has_dnnl_type(DataType dt);
+dnnl::memory::data_type to_dnnl(DataType dt);
+dnnl::memory::dims to_dims(const Shape& shape);
+/// Row-major descriptor of `shape` (a scalar is described as [1]).
+dnnl::memory::desc plain_desc(const Shape& shape, DataType dt);
+/// Descriptor with explicit strides, in elements.
+dnnl::memory::desc strided_desc(const Shape& shape, DataType dt, const Shape& strides);
+/// Wraps caller memory (not owned) in a dnnl::memory.
+dnnl::memory wrap(const dnnl::memory::desc& md, const void* ptr);
+
+/// Attributes with a user-managed scratchpad, which execute() supplies per run.
+dnnl::primitive_attr scratch_attr();
+
+/// A primitive with the scratchpad size it needs.
+struct Prim {
+  dnnl::primitive prim;
+  dnnl::memory::desc scratch;
+};
+
+/// Builds a Prim from a primitive descriptor.
+template <typename PD>
+Prim make_prim(const PD& pd) {
+  return Prim{typename PD::primitive_type(pd), pd.scratchpad_desc()};
+}
+/// Reorder between two descriptors (user scratchpad).
+Prim make_reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+
+/// Runs `p` on the calling thread's stream with `args` plus a scratchpad from ctx; waits.
+void execute(KernelContext& ctx, const Prim& p, std::unordered_map<int, dnnl::memory> args);
+
+/// Sets OpenMP's thread count of the calling thread (which oneDNN uses) for a scope.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+/// True when `pd` got a reference (slow) implementation; half-float kernels then run
+/// in float32 instead.
+bool is_reference_impl(const dnnl::primitive_desc_base& pd);
+
+/// Bytes of a scratch Tensor for `md` (a uint8 buffer of md.get_size()).
+Tensor scratch_for(KernelContext& ctx, const dnnl::memory::desc& md);
+
+/// Converts a float16/bfloat16 tensor to a float32 scratch tensor (float32: returned as is).
+Tensor to_float32(KernelContext& ctx, const Tensor& t);
+/// Writes float32 `src` into `dst` of another float dtype (same element count).
+void from_float32(const Tensor& src, Tensor& dst, int threads);
+
+/// Primitives of one kernel, created once per key (shapes, dtypes, thread count).
+/// Thread-safe; entries live as long as the kernel.
+template <typename Entry>
+class PrimitiveCache {
+ public:
+  using Key = std::vector<int64_t>;
+  std::shared_ptr<const Entry> get(const Key& key, const std::function<Entry()>& make) const {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(key);
+      if (it != map_.end()) return it->second;
+    }
+    auto made = std::make_shared<const Entry>(make());
+    std::lock_guard<std::mutex> lock(mu_);
+    return map_.emplace(key, std::move(made)).first->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::map<Key, std::shared_ptr<const Entry>> map_;
+};
+
+}  // namespace onyx::cpu::dnnl_util

@@ -1,0 +1,193 @@
+// Shared machinery of the reduction-like CPU kernels (Reduce*, ArgMax, Softmax, TopK, CumSum,
+// LpNormalization, MeanVarianceNormalization): axis checks, the [outer, axis, inner] split,
+// and a reduction driver with contiguous fast paths.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "graph/tensor.h"
+#include "kernels/kernel.h"
+#include "kernels/parallel.h"
+
+namespace onyx::cpu {
+
+/// Registration functions of the reduction family's files (called by register_reduce_kernels).
+void register_arg_reduce_kernels(KernelRegistry& r);  // arg_reduce.cpp
+void register_topk_kernels(KernelRegistry& r);        // topk.cpp
+void register_cumsum_kernels(KernelRegistry& r);      // cumsum.cpp
+void register_lp_norm_kernels(KernelRegistry& r);     // lp_norm.cpp
+
+/// Elements per thread below which loops stay on one thread.
+inline constexpr int64_t kReduceGrain = 32768;
+/// Columns handled together when reducing a non-innermost axis (accumulators on the stack).
+inline constexpr int64_t kColumnChunk = 256;
+
+/// `axis` in [-rank, rank) mapped to [0, rank); onyx::Error starting with "[who]" otherwise.
+int64_t normalize_axis(int64_t axis, int64_t rank, const std::string& who);
+
+/// A shape seen as [outer, axis, inner] around one axis (or a range of axes).
+struct AxisSplit {
+  int64_t outer = 1, axis = 1, inner = 1;
+};
+/// Split around axis `axis` (already normalised).
+AxisSplit split_at_axis(const Shape& s, int64_t axis);
+/// Split for the opset < 13 Softmax family: [prod(s[:axis]), prod(s[axis:]), 1].
+AxisSplit split_2d(const Shape& s, int64_t axis);
+
+/// Reads a scalar integer input (0-D or one element, int32 or int64) such as CumSum's axis
+/// or TopK's k; onyx::Error naming the input otherwise.
+int64_t scalar_int_input(const KernelContext& ctx, int i, const char* what);
+
+/// Float to integer (or any arithmetic type) conversion that maps NaN to 0 and clamps, for
+/// results of log/sqrt/mean computed in floating point for integer tensors.
+template <typename T, typename A>
+T saturate_cast(A v) {
+  if constexpr (std::is_integral_v<T> && std::is_floating_point_v<A>) {
+    if (v != v) return T(0);
+    if (v <= A(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (v >= A(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+/// How a reduction over a set of axes walks its input. The fast form is [outer, red, inner]
+/// (reduced axes contiguous in the middle, output index o = outer_i * inner + inner_i); any
+/// other pattern uses the general form (per-output base offset + table of reduced offsets).
+struct ReducePlan {
+  int64_t out_numel = 1;  // outputs
+  int64_t red_numel = 1;  // elements reduced into each output
+  bool general = false;
+  int64_t outer = 1, red = 1, inner = 1;
+  std::vector<int64_t> kept_dims, kept_strides;  // general: input strides of kept dims
+  std::vector<int64_t> red_offsets;              // general: offsets of one output's elements
+};
+/// Plan for reducing the axes of `shape` whose `reduced` flag is set.
+ReducePlan make_reduce_plan(const Shape& shape, const std::vector<bool>& reduced);
+
+/// Reduces x under plan `p` with `op`, which provides
+///   using Acc; Acc init(); Acc step(Acc a, T x, int64_t o); Acc combine(Acc a, Acc b);
+///   void store(int64_t o, Acc a);
+/// `o` is the output index (ops may read per-output data through it). An empty reduction
+/// stores init() for every output.
+template <typename Op, typename T>
+void run_reduce(const T* x, const ReducePlan& p, const Op& op, int threads) {
+  using Acc = typename Op::Acc;
+  if (p.out_numel == 0) return;
+  if (p.red_numel == 0) {
+    parallel_for(p.out_numel, threads, kReduceGrain, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) op.store(o, op.init());
+    });
+    return;
+  }
+  if (p.general) {
+    const int64_t nk = static_cast<int64_t>(p.kept_dims.size());
+    const int64_t* offs = p.red_offsets.data();
+    parallel_for(p.out_numel, threads, std::max<int64_t>(1, kReduceGrain / p.red_numel),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t o = b; o < e; ++o) {
+                     int64_t base = 0;
+                     for (int64_t i = nk - 1, rem = o; i >= 0; --i) {
+                       base += (rem % p.kept_dims[i]) * p.kept_strides[i];
+                       rem /= p.kept_dims[i];
+                     }
+                     const T* src = x + base;
+                     Acc a = op.init();
+                     for (int64_t r = 0; r < p.red_numel; ++r) a = op.step(a, src[offs[r]], o);
+                     op.store(o, a);
+                   }
+                 });
+    return;
+  }
+  const int64_t red = p.red, inner = p.inner;
+  if (inner == 1) {
+    // Innermost contiguous reduction: independent lanes let the compiler vectorise.
+    constexpr int kLanes = 8;
+    parallel_for(p.outer, threads, std::max<int64_t>(1, kReduceGrain / red),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t o = b; o < e; ++o) {
+                     const T* row = x + o * red;
+                     Acc lanes[kLanes];
+                     for (int l = 0; l < kLanes; ++l) lanes[l] = op.init();
+                     int64_t r = 0;
+                     for (; r + kLanes <= red; r += kLanes)
+                       for (int l = 0; l < kLanes; ++l) lanes[l] = op.step(lanes[l], row[r + l], o);
+                     Acc a = lanes[0];
+                     for (int l = 1; l < kLanes; ++l) a = op.combine(a, lanes[l]);
+                     for (; r < red; ++r) a = op.step(a, row[r], o);
+                     op.store(o, a);
+                   }
+                 });
+    return;
+  }
+  // Outer/middle-axis reduction: accumulate a chunk of contiguous columns row by row.
+  const int64_t chunks = (inner + kColumnChunk - 1) / kColumnChunk;
+  parallel_for(p.outer * chunks, threads,
+               std::max<int64_t>(1, kReduceGrain / (red * std::min(inner, kColumnChunk))),
+               [&](int64_t b, int64_t e) {
+                 Acc acc[kColumnChunk];
+                 for (int64_t t = b; t < e; ++t) {
+                   const int64_t k1 = t / chunks, j0 = (t % chunks) * kColumnChunk;
+                   const int64_t len = std::min(kColumnChunk, inner - j0), o0 = k1 * inner + j0;
+                   for (int64_t j = 0; j < len; ++j) acc[j] = op.init();
+                   const T* base = x + k1 * red * inner + j0;
+                   for (int64_t r = 0; r < red; ++r) {
+                     const T* row = base + r * inner;
+                     for (int64_t j = 0; j < len; ++j) acc[j] = op.step(acc[j], row[j], o0 + j);
+                   }
+                   for (int64_t j = 0; j < len; ++j) op.store(o0 + j, acc[j]);
+                 }
+               });
+}
+
+/// Calls fn(o, off) for every input offset `off` under plan `p`, `o` being its output index.
+/// Outputs are split between threads, so fn may update per-output state without locks.
+template <typename F>
+void for_each_reduced(const ReducePlan& p, int threads, F&& fn) {
+  if (p.out_numel == 0 || p.red_numel == 0) return;
+  if (p.general) {
+    const int64_t nk = static_cast<int64_t>(p.kept_dims.size());
+    parallel_for(p.out_numel, threads, std::max<int64_t>(1, kReduceGrain / p.red_numel),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t o = b; o < e; ++o) {
+                     int64_t base = 0;
+                     for (int64_t i = nk - 1, rem = o; i >= 0; --i) {
+                       base += (rem % p.kept_dims[i]) * p.kept_strides[i];
+                       rem /= p.kept_dims[i];
+                     }
+                     for (int64_t r = 0; r < p.red_numel; ++r) fn(o, base + p.red_offsets[r]);
+                   }
+                 });
+    return;
+  }
+  const int64_t red = p.red, inner = p.inner;
+  if (inner == 1) {
+    parallel_for(p.outer, threads, std::max<int64_t>(1, kReduceGrain / red),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t o = b; o < e; ++o)
+                     for (int64_t r = 0; r < red; ++r) fn(o, o * red + r);
+                 });
+    return;
+  }
+  const int64_t chunks = (inner + kColumnChunk - 1) / kColumnChunk;
+  parallel_for(p.outer * chunks, threads,
+               std::max<int64_t>(1, kReduceGrain / (red * std::min(inner, kColumnChunk))),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t t = b; t < e; ++t) {
+                   const int64_t k1 = t / chunks, j0 = (t % chunks) * kColumnChunk;
+                   const int64_t len = std::min(kColumnChunk, inner - j0), o0 = k1 * inner + j0;
+                   const int64_t base = k1 * red * inner + j0;
+                   for (int64_t r = 0; r < red; ++r)
+                     for (int64_t j = 0; j < len; ++j) fn(o0 + j, base + r * inner + j);
+                 }
+               });
+}
+
+}  // namespace onyx::cpu

@@ -1,0 +1,87 @@
+// onyx bench: latency percentiles and throughput of one model on random inputs.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "launcher/commands.h"
+#include "launcher/feeds.h"
+
+namespace onyx::cli {
+namespace {
+
+struct BenchOptions {
+  std::string model, opt = "basic";
+  std::vector<std::string> dims;
+  int threads = 0, iters = 100, warmup = 10;
+  int64_t batch = 1;
+  uint64_t seed = 0;
+};
+
+/// Nearest-rank percentile of sorted `v`.
+double percentile(const std::vector<double>& v, double p) {
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+int bench(const BenchOptions& o, const CommonOptions& common) {
+  SessionOptions so;
+  so.intra_op_threads = o.threads;
+  so.opt_level = opt_level_from_name(o.opt);
+  so.log_level = common.log_level;
+  Session session(o.model, so);
+  NamedValues feeds = make_feeds(session, {}, true, parse_dims(o.dims), o.batch, o.seed);
+
+  fmt::print("model: {}\n", o.model);
+  for (const auto& [name, v] : feeds)
+    fmt::print("  input {}: {}{}\n", name, dtype_name(v.tensor.dtype()), shape_str(v.tensor.shape()));
+  for (int i = 0; i < o.warmup; ++i) session.run_values(feeds);
+
+  std::vector<double> ms(static_cast<size_t>(o.iters));
+  for (auto& m : ms) {
+    auto t0 = std::chrono::steady_clock::now();
+    session.run_values(feeds);
+    m = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  double total = std::accumulate(ms.begin(), ms.end(), 0.0), mean = total / ms.size();
+  std::sort(ms.begin(), ms.end());
+  fmt::print("threads {}, batch {}, {} warmup + {} timed runs\n",
+             o.threads == 0 ? std::string("auto") : std::to_string(o.threads), o.batch, o.warmup,
+             o.iters);
+  fmt::print("latency ms: p50 {:.3f}  p90 {:.3f}  p99 {:.3f}  mean {:.3f}  min {:.3f}  max {:.3f}\n",
+             percentile(ms, 50), percentile(ms, 90), percentile(ms, 99), mean, ms.front(),
+             ms.back());
+  fmt::print("throughput: {:.1f} runs/s, {:.1f} samples/s\n", 1000.0 / mean,
+             1000.0 * static_cast<double>(o.batch) / mean);
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& parent, const CommonOptions& common) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* app = parent.add_subcommand("bench", "Measure latency and throughput on random inputs");
+  app->add_option("model", o->model, "ONNX model file")->required()->check(CLI::ExistingFile);
+  app->add_option("-t,--threads", o->threads, "Intra-op threads (0: one per core)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("-b,--batch", o->batch, "Size of each input's first symbolic dimension")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("-n,--iters", o->iters, "Timed runs")->capture_default_str()->check(
+      CLI::PositiveNumber);
+  app->add_option("-w,--warmup", o->warmup, "Untimed runs first")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--dim", o->dims, "Size of another symbolic dimension, NAME=VALUE");
+  app->add_option("--seed", o->seed, "Seed for the random inputs")->capture_default_str();
+  app->add_option("--opt", o->opt, "Graph optimization level")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
+  return {app, [o, &common] { return bench(*o, common); }};
+}
+
+}  // namespace onyx::cli

@@ -1,0 +1,107 @@
+// onyx run: one inference, outputs written as .npy and summarised.
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "launcher/commands.h"
+#include "launcher/feeds.h"
+#include "launcher/npy.h"
+
+namespace onyx::cli {
+namespace {
+
+struct RunOptions {
+  std::string model, output_dir, profile, opt = "basic";
+  std::vector<std::string> inputs, dims;
+  bool random = false;
+  int threads = 0;
+  uint64_t seed = 0;
+};
+
+/// File name for an output: '/' (and a leading '.') cannot be part of one.
+std::string output_file_name(std::string name) {
+  for (char& c : name)
+    if (c == '/' || c == '\\') c = '_';
+  if (name.empty() || name[0] == '.') name = "_" + name;
+  return name + ".npy";
+}
+
+void print_tensor(const std::string& name, const Tensor& t) {
+  fmt::print("  {:<24} {}\n", name, t.str(6));
+}
+
+int run(const RunOptions& o, const CommonOptions& common) {
+  SessionOptions so;
+  so.intra_op_threads = o.threads;
+  so.opt_level = opt_level_from_name(o.opt);
+  so.log_level = common.log_level;
+  so.profiling = !o.profile.empty();
+  if (so.profiling) so.profile_path = o.profile;
+
+  auto t0 = std::chrono::steady_clock::now();
+  Session session(o.model, so);
+  auto t1 = std::chrono::steady_clock::now();
+  NamedValues feeds = make_feeds(session, o.inputs, o.random, parse_dims(o.dims), 0, o.seed);
+  for (const auto& [name, v] : feeds) spdlog::info("input {}: {}", name, v.tensor.str(6));
+
+  RunStats stats;
+  auto t2 = std::chrono::steady_clock::now();
+  NamedValues outputs = session.run_values(feeds, {}, &stats);
+  auto t3 = std::chrono::steady_clock::now();
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+
+  if (!o.output_dir.empty()) std::filesystem::create_directories(o.output_dir);
+  auto write = [&](const std::string& file_stem, const Tensor& t) {
+    if (o.output_dir.empty()) return;
+    npy::save(t, (std::filesystem::path(o.output_dir) / output_file_name(file_stem)).string());
+  };
+  fmt::print("outputs:\n");
+  for (const auto& io : session.outputs()) {
+    const Datum& d = outputs.at(io.name);
+    if (d.is_tensor()) {
+      print_tensor(io.name, d.tensor);
+      write(io.name, d.tensor);
+    } else if (d.is_sequence()) {
+      fmt::print("  {:<24} sequence of {} tensors\n", io.name, d.sequence.size());
+      for (size_t i = 0; i < d.sequence.size(); ++i) {
+        print_tensor(fmt::format("  [{}]", i), d.sequence[i]);
+        write(fmt::format("{}_{}", io.name, i), d.sequence[i]);
+      }
+    } else {
+      fmt::print("  {:<24} none (empty optional)\n", io.name);
+    }
+  }
+  fmt::print("load {:.2f} ms, run {:.3f} ms ({} nodes, peak {:.1f} KiB intermediate)\n",
+             ms(t0, t1), ms(t2, t3), stats.nodes_run, stats.peak_bytes / 1024.0);
+  if (!o.output_dir.empty()) fmt::print("outputs written to {}/\n", o.output_dir);
+  if (so.profiling) fmt::print("profile written to {}\n", session.end_profiling());
+  return 0;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& parent, const CommonOptions& common) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* app = parent.add_subcommand("run", "Run a model once and write its outputs");
+  app->add_option("model", o->model, "ONNX model file")->required()->check(CLI::ExistingFile);
+  app->add_option("-i,--input", o->inputs,
+                  "Input from a .npy file, as NAME=FILE.npy (repeatable; a bare FILE.npy for "
+                  "a one-input model)");
+  app->add_flag("--random", o->random, "Random values for inputs not given with --input");
+  app->add_option("--dim", o->dims, "Size of a symbolic dimension for --random, NAME=VALUE");
+  app->add_option("--seed", o->seed, "Seed for --random")->capture_default_str();
+  app->add_option("-o,--output-dir", o->output_dir, "Write each output to DIR/<name>.npy");
+  app->add_option("-t,--threads", o->threads, "Intra-op threads (0: one per core)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--opt", o->opt, "Graph optimization level")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
+  app->add_option("--profile", o->profile, "Write a Chrome-trace profile of the run to FILE");
+  return {app, [o, &common] { return run(*o, common); }};
+}
+
+}  // namespace onyx::cli

@@ -1,0 +1,30 @@
+// The `onyx` subcommands. Each file cmd_<name>.cpp adds one subcommand to the CLI11 app and
+// returns what to run once the command line is parsed; main.cpp dispatches.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace onyx::cli {
+
+/// Options shared by every subcommand.
+struct CommonOptions {
+  std::string log_level = "warn";  // trace, debug, info, warn, error, off
+};
+
+/// A registered subcommand: its CLI11 app and its body (returns the exit code).
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+/// onyx run MODEL [--input NAME=FILE.npy ...] [--random] ...: run once, write outputs.
+Command add_run_command(CLI::App& parent, const CommonOptions& common);
+/// onyx inspect MODEL: inputs, outputs, ops, opsets, producer, parameters.
+Command add_inspect_command(CLI::App& parent, const CommonOptions& common);
+/// onyx bench MODEL [--batch B] [--iters N] ...: latency percentiles and throughput.
+Command add_bench_command(CLI::App& parent, const CommonOptions& common);
+
+}  // namespace onyx::cli

@@ -1,0 +1,117 @@
+// Helpers for unit tests: build small models in code and run them through onyx::Session.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "inference/session.h"
+
+namespace onyx::test {
+
+/// Builds a model one node at a time:
+///   ModelBuilder b(17);
+///   b.input("x", DataType::Float, {2, 3});
+///   b.node("Relu", {"x"}, {"y"});
+///   b.output("y");
+///   Session s = b.session();
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(int64_t opset = 21, std::string domain = "") : model_(std::make_unique<Model>()) {
+    model_->ir_version = 10;
+    model_->opsets.push_back({"", opset});
+    if (!domain.empty()) model_->opsets.push_back({domain, 1});
+    model_->graph = std::make_unique<Graph>("test");
+  }
+  /// Declares a graph input; `shape` empty with `unknown_shape` leaves the shape unknown.
+  ModelBuilder& input(const std::string& name, DataType dt, const SymShape& shape) {
+    Value* v = model_->graph->get_or_add_value(name);
+    v->type = ValueType::tensor(dt, shape);
+    model_->graph->inputs.push_back(v);
+    return *this;
+  }
+  ModelBuilder& input(const std::string& name, DataType dt, const Shape& shape) {
+    SymShape s;
+    for (int64_t d : shape) s.push_back(Dim::fixed(d));
+    return input(name, dt, s);
+  }
+  ModelBuilder& initializer(const std::string& name, const Tensor& t) {
+    model_->graph->add_initializer(name, t);
+    return *this;
+  }
+  /// Adds a node; an empty name in `ins` marks an omitted optional input.
+  Node& node(const std::string& op, const std::vector<std::string>& ins,
+             const std::vector<std::string>& outs, const std::string& domain = "") {
+    Graph& g = *model_->graph;
+    std::vector<Value*> vi, vo;
+    for (const auto& n : ins) vi.push_back(n.empty() ? nullptr : g.get_or_add_value(n));
+    for (const auto& n : outs) vo.push_back(n.empty() ? nullptr : g.get_or_add_value(n));
+    return *g.add_node(op, vi, vo, domain, op + "_" + std::to_string(g.num_nodes()));
+  }
+  ModelBuilder& output(const std::string& name) {
+    model_->graph->outputs.push_back(model_->graph->get_or_add_value(name));
+    return *this;
+  }
+  /// Hands the model over (the builder is spent).
+  std::unique_ptr<Model> build() { return std::move(model_); }
+  Session session(SessionOptions opts = {}) {
+    if (opts.intra_op_threads == 0) opts.intra_op_threads = 2;
+    return Session(build(), opts);
+  }
+
+ private:
+  std::unique_ptr<Model> model_;
+};
+
+inline Attribute attr_int(const std::string& n, int64_t v) {
+  Attribute a;
+  a.name = n;
+  a.type = Attribute::Type::Int;
+  a.i = v;
+  return a;
+}
+inline Attribute attr_float(const std::string& n, float v) {
+  Attribute a;
+  a.name = n;
+  a.type = Attribute::Type::Float;
+  a.f = v;
+  return a;
+}
+inline Attribute attr_ints(const std::string& n, std::vector<int64_t> v) {
+  Attribute a;
+  a.name = n;
+  a.type = Attribute::Type::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+inline Attribute attr_string(const std::string& n, std::string v) {
+  Attribute a;
+  a.name = n;
+  a.type = Attribute::Type::String;
+  a.s = std::move(v);
+  return a;
+}
+/// Sets attributes on a node: set_attrs(b.node(...), {attr_int("axis", 1)}).
+inline void set_attrs(Node& n, std::vector<Attribute> attrs) {
+  for (auto& a : attrs) n.attrs[a.name] = std::move(a);
+}
+
+/// Tensor values as doubles, for EXPECT comparisons.
+inline std::vector<double> values(const Tensor& t) { return t.to_double_vector(); }
+
+inline void expect_near(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
+  auto got = t.to_double_vector();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "at element " << i;
+}
+
+/// The ONNX backend corpus folder (ONYX_ONNX_TESTS or ../shared/onnx-tests).
+inline std::string corpus_dir() {
+  const char* env = std::getenv("ONYX_ONNX_TESTS");
+  return env && *env ? env : ONYX_DEFAULT_CORPUS;
+}
+
+}  // namespace onyx::test
