@@ -195,7 +195,9 @@ MODELS = {"mlp": mlp, "resnet18": resnet18, "resnet50": resnet50, "bert_base": b
           "gpt2_small": gpt2_small}
 
 
-def generate(out, name, seed):
+def generate(out, name):
+    """Builds `name` under `out` unless an up-to-date copy is there; True when built."""
+    seed = 100 + list(MODELS).index(name)
     dst = os.path.join(out, name)
     stamp = os.path.join(dst, "meta.json")
     if os.path.exists(stamp):
@@ -224,9 +226,8 @@ def main():
     ap.add_argument("--only", nargs="*", choices=list(MODELS), help="models to build")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    for seed, name in enumerate(MODELS):
-        if not args.only or name in args.only:
-            generate(args.out, name, 100 + seed)
+    for name in args.only or MODELS:
+        generate(args.out, name)
     return 0
 
 

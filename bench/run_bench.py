@@ -77,7 +77,8 @@ def run_ort(model_path, feeds_by_batch, args):
     results = {}
     for batch, feeds in feeds_by_batch.items():
         outs = sess.run(None, feeds)
-        times = time_loop(lambda: sess.run(None, feeds), args.warmup, args.iters,
+        # The run above is the first warm-up run, as in onyx_bench.
+        times = time_loop(lambda: sess.run(None, feeds), args.warmup - 1, args.iters,
                           args.max_seconds)
         results[batch] = (times, outs)
     return results
@@ -118,7 +119,7 @@ def main():
                     choices=list(gen_bench_models.MODELS))
     ap.add_argument("--models-dir", default=gen_bench_models.DEFAULT_OUT)
     ap.add_argument("--threads", type=int, default=2, help="intra-op threads for both")
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=2, help="untimed runs first (at least 1)")
     ap.add_argument("--iters", type=int, default=20, help="timed runs (at most)")
     ap.add_argument("--max-seconds", type=float, default=15.0,
                     help="stop timing a row after this long (at least 3 runs)")
@@ -127,14 +128,16 @@ def main():
     ap.add_argument("--opt-level", default="all", help="onyx optimization level")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
     args = ap.parse_args()
+    args.warmup = max(1, args.warmup)
 
     import onnxruntime as ort
     print(f"threads {args.threads}, warm-up {args.warmup}, up to {args.iters} timed runs "
           f"or {args.max_seconds:g}s per row; onnxruntime {ort.__version__}; "
           f"onyx {'opt-level ' + args.opt_level if args.onyx_bench else 'not run'}",
           flush=True)
-    for seed, name in enumerate(args.models):
-        gen_bench_models.generate(args.models_dir, name, 100 + list(gen_bench_models.MODELS).index(name))
+    load_before = os.getloadavg()[0]
+    for name in args.models:
+        gen_bench_models.generate(args.models_dir, name)
 
     rows, work = [], tempfile.mkdtemp(prefix="onyx_bench_")
     for name in args.models:
@@ -189,6 +192,12 @@ def main():
     print("-+-".join("-" * w for w in widths))
     for t in table:
         print(fmt_row(t, widths))
+    load_after = os.getloadavg()[0]
+    # Before the run only others count; after it, our own threads count too.
+    busy = load_before > 1.0 or load_after > args.threads + 1.0
+    print(f"load average (1 min) {load_before:.1f} before, {load_after:.1f} after, "
+          f"{os.cpu_count()} cores" + ("; other work was running: timings are unreliable"
+                                       if busy else ""))
     for r in rows:
         if r["error"]:
             print(f"onyx failed on {r['model']} batch {r['batch']}: {r['error']}")

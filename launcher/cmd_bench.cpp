@@ -76,7 +76,8 @@ Command add_bench_command(CLI::App& parent, const CommonOptions& common) {
   app->add_option("-w,--warmup", o->warmup, "Untimed runs first")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app->add_option("--dim", o->dims, "Size of another symbolic dimension, NAME=VALUE");
+  app->add_option("--dim", o->dims, "Size of another symbolic dimension, NAME=VALUE")
+      ->allow_extra_args(false);
   app->add_option("--seed", o->seed, "Seed for the random inputs")->capture_default_str();
   app->add_option("--opt", o->opt, "Graph optimization level")
       ->capture_default_str()

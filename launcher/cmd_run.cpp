@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "kernels/dispatch.h"
 #include "launcher/commands.h"
 #include "launcher/feeds.h"
 #include "launcher/npy.h"
@@ -29,8 +30,28 @@ std::string output_file_name(std::string name) {
   return name + ".npy";
 }
 
+/// "float [2, 3]  0.5 -1 2.25 ..." with up to `n` values at 6 significant digits.
+std::string summary(const Tensor& t, size_t n = 6) {
+  std::string s = fmt::format("{} {}", dtype_name(t.dtype()), shape_str(t.shape()));
+  size_t shown = std::min<size_t>(n, static_cast<size_t>(t.numel()));
+  std::vector<std::string> vals;
+  if (t.dtype() == DataType::String) {
+    for (size_t i = 0; i < shown; ++i) vals.push_back(fmt::format("\"{}\"", t.data<std::string>()[i]));
+  } else if (!is_float8(t.dtype()) && !is_sub_byte(t.dtype()) &&
+             t.dtype() != DataType::Complex64 && t.dtype() != DataType::Complex128) {
+    dispatch<NumericBoolTypes>(t.dtype(), "onyx run", [&]<typename T>() {
+      for (size_t i = 0; i < shown; ++i)
+        vals.push_back(fmt::format("{:.6g}", static_cast<double>(t.data<T>()[i])));
+    });
+  } else {
+    return s;
+  }
+  if (shown < static_cast<size_t>(t.numel())) vals.push_back("...");
+  return fmt::format("{}  {}", s, fmt::join(vals, " "));
+}
+
 void print_tensor(const std::string& name, const Tensor& t) {
-  fmt::print("  {:<24} {}\n", name, t.str(6));
+  fmt::print("  {:<24} {}\n", name, summary(t));
 }
 
 int run(const RunOptions& o, const CommonOptions& common) {
@@ -45,7 +66,7 @@ int run(const RunOptions& o, const CommonOptions& common) {
   Session session(o.model, so);
   auto t1 = std::chrono::steady_clock::now();
   NamedValues feeds = make_feeds(session, o.inputs, o.random, parse_dims(o.dims), 0, o.seed);
-  for (const auto& [name, v] : feeds) spdlog::info("input {}: {}", name, v.tensor.str(6));
+  for (const auto& [name, v] : feeds) spdlog::info("input {}: {}", name, summary(v.tensor));
 
   RunStats stats;
   auto t2 = std::chrono::steady_clock::now();
@@ -89,9 +110,11 @@ Command add_run_command(CLI::App& parent, const CommonOptions& common) {
   app->add_option("model", o->model, "ONNX model file")->required()->check(CLI::ExistingFile);
   app->add_option("-i,--input", o->inputs,
                   "Input from a .npy file, as NAME=FILE.npy (repeatable; a bare FILE.npy for "
-                  "a one-input model)");
+                  "a one-input model)")
+      ->allow_extra_args(false);
   app->add_flag("--random", o->random, "Random values for inputs not given with --input");
-  app->add_option("--dim", o->dims, "Size of a symbolic dimension for --random, NAME=VALUE");
+  app->add_option("--dim", o->dims, "Size of a symbolic dimension for --random, NAME=VALUE")
+      ->allow_extra_args(false);
   app->add_option("--seed", o->seed, "Seed for --random")->capture_default_str();
   app->add_option("-o,--output-dir", o->output_dir, "Write each output to DIR/<name>.npy");
   app->add_option("-t,--threads", o->threads, "Intra-op threads (0: one per core)")

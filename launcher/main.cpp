@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <spdlog/sinks/stderr_color_sinks.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "graph/error.h"
@@ -45,6 +45,12 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {add_run_command(app, common),
                                    add_inspect_command(app, common),
                                    add_bench_command(app, common)};
+  // CLI11 would only say a subcommand is required; name the word it did not know.
+  if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* c) {
+                                         return c->get_name() == argv[1];
+                                       }).empty())
+    return fail(fmt::format("unknown command '{}' (commands: run, inspect, bench; see onyx --help)",
+                            argv[1]));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

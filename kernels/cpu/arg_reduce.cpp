@@ -96,12 +96,10 @@ class ArgReduceKernel final : public Kernel {
 
 void register_arg_reduce_kernels(KernelRegistry& r) {
   for (bool is_max : {true, false}) {
-    r.add(KernelDef{.op_type = is_max ? "ArgMax" : "ArgMin",
-                    .since = 1,
-                    .types = numeric_types(),
-                    .create = [is_max](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-                      return std::make_unique<ArgReduceKernel>(info, is_max);
-                    }});
+    r.add({is_max ? "ArgMax" : "ArgMin", "", 1, INT_MAX, "cpu", 0, numeric_types(),
+           [is_max](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+             return std::make_unique<ArgReduceKernel>(info, is_max);
+           }});
   }
 }
 

@@ -21,5 +21,6 @@ void register_matmul_kernels(KernelRegistry& r);      // matmul.cpp
 void register_conv_kernels(KernelRegistry& r);        // conv.cpp
 void register_pool_kernels(KernelRegistry& r);        // pool.cpp
 void register_norm_kernels(KernelRegistry& r);        // normalization.cpp
+void register_control_flow_kernels(KernelRegistry& r);  // control_flow.cpp
 
 }  // namespace onyx::cpu

@@ -41,10 +41,10 @@ struct Prim {
   dnnl::memory::desc scratch;
 };
 
-/// Builds a Prim from a primitive descriptor.
-template <typename PD>
+/// Builds a Prim of primitive type P from its primitive descriptor.
+template <typename P, typename PD>
 Prim make_prim(const PD& pd) {
-  return Prim{typename PD::primitive_type(pd), pd.scratchpad_desc()};
+  return Prim{P(pd), pd.scratchpad_desc()};
 }
 /// Reorder between two descriptors (user scratchpad).
 Prim make_reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);

@@ -136,7 +136,7 @@ MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& d
       auto [a, b, c] = descs(run);
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, du::engine());
       if (run != DataType::Float && du::is_reference_impl(pd)) continue;
-      e.prim = du::make_prim(pd);
+      e.prim = du::make_prim<dnnl::matmul>(pd);
       e.a = a, e.b = b, e.c = c;
       e.run_dt = run;
       e.ok = true;
@@ -410,11 +410,11 @@ void register_matmul_kernels(KernelRegistry& r) {
   auto mm_types = float_types() + std::vector<DataType>{DataType::Int32, DataType::Int64,
                                                         DataType::UInt32, DataType::UInt64};
   auto q_types = std::vector<DataType>{DataType::Int8, DataType::UInt8};
-  r.add({.op_type = "MatMul", .since = 1, .types = mm_types, .create = make_factory<MatMulKernel>()});
-  r.add({.op_type = "Gemm", .since = 1, .types = mm_types, .create = make_factory<GemmKernel>()});
-  r.add({.op_type = "MatMulInteger", .since = 10, .types = q_types,
+  r.add({.op_type = "MatMul", .domain = "", .since = 1, .types = mm_types, .create = make_factory<MatMulKernel>()});
+  r.add({.op_type = "Gemm", .domain = "", .since = 1, .types = mm_types, .create = make_factory<GemmKernel>()});
+  r.add({.op_type = "MatMulInteger", .domain = "", .since = 10, .types = q_types,
          .create = make_factory<MatMulIntegerKernel>()});
-  r.add({.op_type = "QLinearMatMul", .since = 10, .types = q_types,
+  r.add({.op_type = "QLinearMatMul", .domain = "", .since = 10, .types = q_types,
          .create = make_factory<QLinearMatMulKernel>()});
 }
 

@@ -1,7 +1,320 @@
+// MaxPool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool. Float pooling runs on
+// oneDNN where its padding rules match ONNX's (ceil_mode and count_include_pad expressed as
+// extra right padding); Indices, dilated averages, LpPool, double and integers run on our
+// own loops, which follow the ONNX reference exactly.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/dispatch.h"
+#include "kernels/parallel.h"
 
 namespace onyx::cpu {
+namespace {
 
-void register_pool_kernels(KernelRegistry& r) { (void)r; }
+namespace du = dnnl_util;
+
+enum class PoolKind { Max, Avg, Lp };
+
+struct PoolAttrs {
+  std::string auto_pad;
+  Shape kernel_shape, strides, dilations, pads;
+  bool ceil_mode, count_include_pad, column_major;
+  double p;
+  PoolAttrs(const KernelInfo& info, PoolKind kind)
+      : auto_pad(info.node.attr_string("auto_pad", "NOTSET")),
+        kernel_shape(info.node.attr_ints("kernel_shape")),
+        strides(info.node.attr_ints("strides")),
+        dilations(info.node.attr_ints("dilations")),
+        pads(info.node.attr_ints("pads")),
+        ceil_mode(info.node.attr_int("ceil_mode", 0) != 0),
+        count_include_pad(info.node.attr_int("count_include_pad", 0) != 0),
+        column_major(info.node.attr_int("storage_order", 0) != 0),
+        // LpPool-1 has a float p; later versions an int.
+        p(kind != PoolKind::Lp ? 0.0
+          : info.opset < 2     ? info.node.attr_float("p", 2.0f)
+                               : static_cast<double>(info.node.attr_int("p", 2))) {
+    ONYX_CHECK(!kernel_shape.empty(), "[{}] attribute kernel_shape is required", info.label());
+  }
+};
+
+struct PoolGeometry {
+  int64_t N = 0, C = 0;
+  Shape in, out, k, stride, dil, pad_l, pad_r;
+};
+
+std::array<int64_t, 3> pad3(const Shape& v, int64_t fill) {
+  std::array<int64_t, 3> r{fill, fill, fill};
+  std::copy(v.begin(), v.end(), r.begin() + (3 - v.size()));
+  return r;
+}
+
+PoolGeometry pool_geometry(KernelContext& ctx, const PoolAttrs& a, const Tensor& X) {
+  size_t nsp = a.kernel_shape.size();
+  ONYX_CHECK(X.rank() == static_cast<int64_t>(nsp) + 2 && nsp >= 1 && nsp <= 3,
+             "[{}] X of shape {} does not fit kernel_shape {} (expected rank {})", ctx.label(),
+             shape_str(X.shape()), shape_str(a.kernel_shape), nsp + 2);
+  PoolGeometry g;
+  g.N = X.dim(0);
+  g.C = X.dim(1);
+  g.in.assign(X.shape().begin() + 2, X.shape().end());
+  g.k = a.kernel_shape;
+  g.stride = a.strides.empty() ? Shape(nsp, 1) : a.strides;
+  g.dil = a.dilations.empty() ? Shape(nsp, 1) : a.dilations;
+  ONYX_CHECK(g.stride.size() == nsp && g.dil.size() == nsp &&
+                 (a.pads.empty() || a.pads.size() == 2 * nsp),
+             "[{}] strides {}, dilations {} or pads {} do not fit {} spatial dims", ctx.label(),
+             shape_str(a.strides), shape_str(a.dilations), shape_str(a.pads), nsp);
+  g.pad_l.assign(nsp, 0);
+  g.pad_r.assign(nsp, 0);
+  g.out.resize(nsp);
+  for (size_t i = 0; i < nsp; ++i) {
+    ONYX_CHECK(g.k[i] >= 1 && g.stride[i] >= 1 && g.dil[i] >= 1,
+               "[{}] kernel_shape, strides and dilations must be >= 1", ctx.label());
+    int64_t ek = (g.k[i] - 1) * g.dil[i] + 1, s = g.stride[i];
+    if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+      g.out[i] = (g.in[i] + s - 1) / s;
+      int64_t total = std::max<int64_t>(0, (g.out[i] - 1) * s + ek - g.in[i]);
+      g.pad_l[i] = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      g.pad_r[i] = total - g.pad_l[i];
+      continue;
+    }
+    if (a.auto_pad != "VALID" && !a.pads.empty()) {
+      g.pad_l[i] = a.pads[i];
+      g.pad_r[i] = a.pads[i + nsp];
+    }
+    int64_t span = g.in[i] + g.pad_l[i] + g.pad_r[i] - ek;
+    ONYX_CHECK(span >= 0, "[{}] kernel {} (dilated) is larger than the padded input {}", ctx.label(),
+               shape_str(g.k), shape_str(X.shape()));
+    g.out[i] = (a.ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    // The last window must start inside the input or the left padding.
+    if (a.ceil_mode && (g.out[i] - 1) * s >= g.in[i] + g.pad_l[i]) --g.out[i];
+  }
+  return g;
+}
+
+/// Our own pooling over planes of (image, channel), following the ONNX reference: a window
+/// tap counts when inside the input; with count_include_pad also when inside the pads.
+template <typename T>
+void ref_pool(const PoolGeometry& g, PoolKind kind, const PoolAttrs& a, const T* x, T* y,
+              int64_t* indices, int threads) {
+  using Acc = std::conditional_t<std::is_floating_point_v<acc_t<T>>, acc_t<T>, double>;
+  auto I = pad3(g.in, 1), O = pad3(g.out, 1), K = pad3(g.k, 1), S = pad3(g.stride, 1),
+       D = pad3(g.dil, 1), PL = pad3(g.pad_l, 0), PR = pad3(g.pad_r, 0);
+  int64_t in_sz = I[0] * I[1] * I[2], out_sz = O[0] * O[1] * O[2];
+  double p = a.p;
+  parallel_for(g.N * g.C, threads, 1, [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane) {
+      const T* xp = x + plane * in_sz;
+      for (int64_t od = 0; od < O[0]; ++od)
+        for (int64_t oh = 0; oh < O[1]; ++oh)
+          for (int64_t ow = 0; ow < O[2]; ++ow) {
+            int64_t o = (od * O[1] + oh) * O[2] + ow;
+            Acc sum = 0;
+            T best = std::numeric_limits<T>::lowest();
+            int64_t best_i = -1, count = 0;
+            for (int64_t kd = 0; kd < K[0]; ++kd) {
+              int64_t id = od * S[0] - PL[0] + kd * D[0];
+              if (id < -PL[0] || id >= I[0] + PR[0]) continue;
+              bool din = id >= 0 && id < I[0];
+              for (int64_t kh = 0; kh < K[1]; ++kh) {
+                int64_t ih = oh * S[1] - PL[1] + kh * D[1];
+                if (ih < -PL[1] || ih >= I[1] + PR[1]) continue;
+                bool hin = din && ih >= 0 && ih < I[1];
+                for (int64_t kw = 0; kw < K[2]; ++kw) {
+                  int64_t iw = ow * S[2] - PL[2] + kw * D[2];
+                  if (iw < -PL[2] || iw >= I[2] + PR[2]) continue;
+                  if (!(hin && iw >= 0 && iw < I[2])) {
+                    count += a.count_include_pad;
+                    continue;
+                  }
+                  int64_t xi = (id * I[1] + ih) * I[2] + iw;
+                  T v = xp[xi];
+                  ++count;
+                  if (kind == PoolKind::Max) {
+                    if (best_i < 0 || v > best) best = v, best_i = xi;
+                  } else if (kind == PoolKind::Avg) {
+                    sum += static_cast<Acc>(v);
+                  } else {
+                    sum += std::pow(std::abs(static_cast<Acc>(v)), static_cast<Acc>(p));
+                  }
+                }
+              }
+            }
+            T* yo = y + plane * out_sz + o;
+            if (kind == PoolKind::Max) {
+              *yo = best;
+              if (indices) {
+                int64_t w = best_i % I[2], h = (best_i / I[2]) % I[1], d = best_i / (I[1] * I[2]);
+                int64_t si = a.column_major ? d + h * I[0] + w * I[0] * I[1] : best_i;
+                indices[plane * out_sz + o] = best_i < 0 ? -1 : plane * in_sz + si;
+              }
+            } else if (kind == PoolKind::Avg) {
+              *yo = static_cast<T>(count ? sum / static_cast<Acc>(count) : Acc(0));
+            } else {
+              *yo = static_cast<T>(std::pow(sum, static_cast<Acc>(1.0 / p)));
+            }
+          }
+    }
+  });
+}
+
+struct PoolEntry {
+  bool ok = false;
+  DataType run_dt = DataType::Float;
+  du::Prim prim;
+  dnnl::memory::desc src, dst;
+};
+
+PoolEntry make_pool_entry(const PoolGeometry& g, DataType dt, dnnl::algorithm alg,
+                          const dnnl::memory::dims& pad_r) {
+  PoolEntry e;
+  Shape src{g.N, g.C}, dst{g.N, g.C};
+  src.insert(src.end(), g.in.begin(), g.in.end());
+  dst.insert(dst.end(), g.out.begin(), g.out.end());
+  dnnl::memory::dims strides(g.stride.begin(), g.stride.end()), kernel(g.k.begin(), g.k.end()),
+      pl(g.pad_l.begin(), g.pad_l.end()), dil;
+  for (int64_t d : g.dil) dil.push_back(d - 1);
+  for (DataType run : {dt, DataType::Float}) {
+    try {
+      e.src = du::plain_desc(src, run);
+      e.dst = du::plain_desc(dst, run);
+      dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, e.src, e.dst,
+                                          strides, kernel, dil, pl, pad_r);
+      dnnl::pooling_v2_forward::primitive_desc pd(desc, du::scratch_attr(), du::engine());
+      if (run != DataType::Float && du::is_reference_impl(pd)) continue;
+      e.prim = du::make_prim<dnnl::pooling_v2_forward>(pd);
+      e.run_dt = run;
+      e.ok = true;
+      return e;
+    } catch (const dnnl::error&) {
+    }
+    if (run == DataType::Float) break;
+  }
+  return e;
+}
+
+using MaxPoolTypes = TypeList<float, double, float16, bfloat16, int8_t, uint8_t>;
+
+class PoolKernel final : public Kernel {
+ public:
+  PoolKernel(const KernelInfo& info, PoolKind kind) : attrs_(info, kind), kind_(kind) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& X = ctx.required_input(0);
+    PoolGeometry g = pool_geometry(ctx, attrs_, X);
+    Shape out{g.N, g.C};
+    out.insert(out.end(), g.out.begin(), g.out.end());
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), out);
+    bool want_idx = kind_ == PoolKind::Max && ctx.num_outputs() > 1 && ctx.output_wanted(1);
+    Tensor* idx = want_idx ? &ctx.allocate_output(1, DataType::Int64, out) : nullptr;
+    if (Y.numel() == 0) return;
+    if (!want_idx && try_dnnl(ctx, g, X, Y)) return;
+    auto run = [&]<typename T>() {
+      ref_pool<T>(g, kind_, attrs_, X.data<T>(), Y.data<T>(), idx ? idx->data<int64_t>() : nullptr,
+                  ctx.threads());
+    };
+    if (kind_ == PoolKind::Max) dispatch<MaxPoolTypes>(X.dtype(), ctx.label(), run);
+    else dispatch<FloatTypes>(X.dtype(), ctx.label(), run);
+  }
+
+ private:
+  bool try_dnnl(KernelContext& ctx, const PoolGeometry& g, const Tensor& X, Tensor& Y) const {
+    DataType dt = X.dtype();
+    if (kind_ == PoolKind::Lp ||
+        !(dt == DataType::Float || dt == DataType::Float16 || dt == DataType::BFloat16))
+      return false;
+    bool dilated = std::any_of(g.dil.begin(), g.dil.end(), [](int64_t d) { return d != 1; });
+    if (kind_ == PoolKind::Avg && dilated) return false;
+    // Right padding that makes oneDNN produce exactly the ONNX output size.
+    dnnl::memory::dims pr;
+    bool extra = false;
+    for (size_t i = 0; i < g.in.size(); ++i) {
+      int64_t ek = (g.k[i] - 1) * g.dil[i] + 1;
+      int64_t need = (g.out[i] - 1) * g.stride[i] + ek - g.in[i] - g.pad_l[i];
+      int64_t r = std::max(g.pad_r[i], need);
+      extra |= r != g.pad_r[i];
+      if ((g.in[i] + g.pad_l[i] + r - ek) / g.stride[i] + 1 != g.out[i]) return false;
+      pr.push_back(r);
+    }
+    // oneDNN would count the extra ceil_mode padding as padding.
+    if (kind_ == PoolKind::Avg && attrs_.count_include_pad && extra) return false;
+    dnnl::algorithm alg = kind_ == PoolKind::Max       ? dnnl::algorithm::pooling_max
+                          : attrs_.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                                     : dnnl::algorithm::pooling_avg_exclude_padding;
+    du::ThreadScope threads(ctx.threads());
+    du::PrimitiveCache<PoolEntry>::Key key{static_cast<int64_t>(dt), ctx.threads()};
+    key.insert(key.end(), X.shape().begin(), X.shape().end());
+    auto e = cache_.get(key, [&] { return make_pool_entry(g, dt, alg, pr); });
+    if (!e->ok) return false;
+    bool conv = e->run_dt != dt;
+    Tensor x = conv ? du::to_float32(ctx, X) : X;
+    Tensor y = conv ? ctx.scratch(DataType::Float, Y.shape()) : Y;
+    du::execute(ctx, e->prim, {{DNNL_ARG_SRC, du::wrap(e->src, x.raw())},
+                               {DNNL_ARG_DST, du::wrap(e->dst, y.raw())}});
+    if (conv) du::from_float32(y, Y, ctx.threads());
+    return true;
+  }
+
+  PoolAttrs attrs_;
+  PoolKind kind_;
+  du::PrimitiveCache<PoolEntry> cache_;
+};
+
+/// GlobalAveragePool / GlobalMaxPool: one value per (image, channel) plane.
+template <bool kMax>
+void global_pool(KernelContext& ctx) {
+  const Tensor& X = ctx.required_input(0);
+  ONYX_CHECK(X.rank() >= 3, "[{}] X must have rank >= 3 ([N, C, spatial...]), got shape {}",
+             ctx.label(), shape_str(X.shape()));
+  Shape out(X.rank(), 1);
+  out[0] = X.dim(0);
+  out[1] = X.dim(1);
+  Tensor& Y = ctx.allocate_output(0, X.dtype(), out);
+  int64_t planes = X.dim(0) * X.dim(1), sz = X.numel() / std::max<int64_t>(planes, 1);
+  dispatch<FloatTypes>(X.dtype(), ctx.label(), [&]<typename T>() {
+    using Acc = acc_t<T>;
+    const T* x = X.data<T>();
+    T* y = Y.data<T>();
+    parallel_for(planes, ctx.threads(), std::max<int64_t>(1, 32768 / std::max<int64_t>(sz, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t pl = b; pl < e; ++pl) {
+                     const T* xp = x + pl * sz;
+                     Acc r = kMax ? -std::numeric_limits<Acc>::infinity() : Acc(0);
+                     for (int64_t i = 0; i < sz; ++i) {
+                       Acc v = static_cast<Acc>(xp[i]);
+                       if constexpr (kMax) r = std::max(r, v);
+                       else r += v;
+                     }
+                     y[pl] = static_cast<T>(kMax ? r : r / static_cast<Acc>(sz));
+                   }
+                 });
+  });
+}
+
+KernelFactory pool_factory(PoolKind kind) {
+  return [kind](const KernelInfo& i) -> std::unique_ptr<Kernel> {
+    return std::make_unique<PoolKernel>(i, kind);
+  };
+}
+
+}  // namespace
+
+void register_pool_kernels(KernelRegistry& r) {
+  auto max_types = float_types() + std::vector<DataType>{DataType::Int8, DataType::UInt8};
+  r.add({.op_type = "MaxPool", .domain = "", .since = 1, .types = max_types,
+         .create = pool_factory(PoolKind::Max)});
+  r.add({.op_type = "AveragePool", .domain = "", .since = 1, .types = float_types(),
+         .create = pool_factory(PoolKind::Avg)});
+  r.add({.op_type = "LpPool", .domain = "", .since = 1, .types = float_types(),
+         .create = pool_factory(PoolKind::Lp)});
+  r.add({.op_type = "GlobalAveragePool", .domain = "", .since = 1, .types = float_types(),
+         .create = function_factory(global_pool<false>)});
+  r.add({.op_type = "GlobalMaxPool", .domain = "", .since = 1, .types = float_types(),
+         .create = function_factory(global_pool<true>)});
+}
 
 }  // namespace onyx::cpu

@@ -201,12 +201,10 @@ void register_reduce_kernels(KernelRegistry& r) {
   };
   for (const auto& [op, kind] : ops) {
     const bool min_max = kind == ReduceKind::Max || kind == ReduceKind::Min;
-    r.add(KernelDef{.op_type = op,
-                    .since = 1,
-                    .types = min_max ? min_max_types : sum_types,
-                    .create = [kind](const KernelInfo& info) -> std::unique_ptr<Kernel> {
-                      return std::make_unique<ReduceKernel>(info, kind);
-                    }});
+    r.add({op, "", 1, INT_MAX, "cpu", 0, min_max ? min_max_types : sum_types,
+           [kind](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+             return std::make_unique<ReduceKernel>(info, kind);
+           }});
   }
   register_arg_reduce_kernels(r);
   register_topk_kernels(r);

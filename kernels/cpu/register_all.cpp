@@ -16,6 +16,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_conv_kernels(r);
   register_pool_kernels(r);
   register_norm_kernels(r);
+  register_control_flow_kernels(r);
 }
 
 }  // namespace onyx::cpu

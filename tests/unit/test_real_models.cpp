@@ -25,7 +25,11 @@ constexpr double kRelTol = 1e-4;  // max |a - b| <= kRelTol * max(1, |b|)
 
 fs::path models_dir() {
   if (const char* env = std::getenv("ONYX_TEST_MODELS_DIR")) return env;
+#ifdef ONYX_SOURCE_DIR
+  return fs::path(ONYX_SOURCE_DIR) / "tests" / "models" / "generated";
+#else
   return fs::path(__FILE__).parent_path().parent_path() / "models" / "generated";
+#endif
 }
 
 struct DataSet {

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what onyx needs to build, test and benchmark on Debian 12, then configures
+# and builds it. Idempotent: re-running only does what is missing.
+#   scripts/setup.sh            # deps + Release build in build/
+#   ONYX_BUILD_DIR=out scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(
+  build-essential cmake ccache pkg-config git python3 python3-venv
+  libprotobuf-dev protobuf-compiler libonnx-dev   # ONNX ModelProto types
+  libdnnl-dev                                     # oneDNN: GEMM, conv, pooling, norms
+  libgtest-dev libgmock-dev libbenchmark-dev      # tests and benchmarks
+  libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev  # CLI, JSON, logging
+)
+
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python tools (model generators, reference outputs, the ONNX Runtime side of bench/).
+VENV=${ONYX_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import numpy, onnx, onnxruntime" 2>/dev/null; then
+  echo "setup: creating Python environment in $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -r scripts/requirements.txt
+fi
+
+BUILD=${ONYX_BUILD_DIR:-build}
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DONYX_PYTHON="$PWD/$VENV/bin/python" \
+  ${ONYX_CMAKE_ARGS:-} >/dev/null
+cmake --build "$BUILD" -j"$(nproc)"
+echo "setup: built onyx in $BUILD"

@@ -1,0 +1,312 @@
+// graph/: loading, saving, validation errors, external data, functions, shape inference.
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "graph/onnx_io.h"
+#include "graph/shape_inference.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using namespace onyx;
+using onyx::test::ModelBuilder;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("onyx_test_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// x[2,3] + w (initializer) -> Relu -> y
+std::unique_ptr<Model> add_relu_model() {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::symbol("batch"), Dim::fixed(3)});
+  b.initializer("w", Tensor::from_vector<float>({3}, {1.f, -2.f, 3.f}));
+  b.node("Add", {"x", "w"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.output("y");
+  return b.build();
+}
+
+// A ModelProto with x + w where w lives in an external file at `location`.
+onnx::ModelProto external_model(const std::string& location) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("ext");
+  auto* in = g->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(1);
+  w->add_dims(4);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = w->add_external_data();
+  kv->set_key("location");
+  kv->set_value(location);
+  auto* n = g->add_node();
+  n->set_op_type("Add");
+  n->add_input("x");
+  n->add_input("w");
+  n->add_output("y");
+  g->add_output()->set_name("y");
+  return m;
+}
+
+void write_weights(const fs::path& p) {
+  float w[4] = {1, 2, 3, 4};
+  write_bytes(p, std::string(reinterpret_cast<char*>(w), sizeof w));
+}
+
+}  // namespace
+
+TEST(Graph, SaveLoadRoundTripKeepsGraph) {
+  auto m = add_relu_model();
+  std::string bytes = serialize_model(*m);
+  auto m2 = load_model_from_bytes(bytes.data(), bytes.size());
+  ASSERT_EQ(m2->graph->num_nodes(), 2u);
+  EXPECT_EQ(m2->graph->nodes()[0]->op_type, "Add");
+  EXPECT_EQ(m2->graph->inputs.size(), 1u);
+  EXPECT_EQ(m2->graph->inputs[0]->type.shape->at(0).param, "batch");
+  EXPECT_EQ(m2->graph->initializers.at("w").to_double_vector(), (std::vector<double>{1, -2, 3}));
+  // Saving the reloaded model gives the same bytes: nothing is lost in a round trip.
+  EXPECT_EQ(serialize_model(*m2), bytes);
+  // And it still runs.
+  Session s(std::move(m2), {});
+  auto out = s.run({{"x", Tensor::from_vector<float>({2, 3}, {0, 0, 0, 1, 1, 1})}});
+  onyx::test::expect_near(out.at("y"), {1, 0, 3, 2, 0, 4});
+}
+
+TEST(Graph, TopologicalOrderFromShuffledNodes) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->add_input()->set_name("x");
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  auto* n2 = g->add_node();  // listed before its producer
+  n2->set_op_type("Relu");
+  n2->add_input("a");
+  n2->add_output("y");
+  auto* n1 = g->add_node();
+  n1->set_op_type("Neg");
+  n1->add_input("x");
+  n1->add_output("a");
+  g->add_output()->set_name("y");
+  std::string bytes = m.SerializeAsString();
+  auto model = load_model_from_bytes(bytes.data(), bytes.size());
+  auto order = model->graph->topological_order();
+  EXPECT_EQ(order[0]->op_type, "Neg");
+  EXPECT_EQ(order[1]->op_type, "Relu");
+}
+
+TEST(GraphErrors, TruncatedFile) {
+  fs::path d = temp_dir("trunc");
+  std::string bytes = serialize_model(*add_relu_model());
+  write_bytes(d / "m.onnx", bytes.substr(0, bytes.size() / 2));
+  try {
+    load_model((d / "m.onnx").string());
+    FAIL() << "expected onyx::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a valid ONNX model"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphErrors, NotOnnxAndMissingFile) {
+  fs::path d = temp_dir("notonnx");
+  write_bytes(d / "m.onnx", "this is plainly not a protobuf \xff\xff\xff");
+  EXPECT_THROW(load_model((d / "m.onnx").string()), Error);
+  try {
+    load_model((d / "absent.onnx").string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("file not found"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphErrors, Cycle) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->add_input()->set_name("x");
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  auto* add = g->add_node();  // a = x + c, c = Relu(a)
+  add->set_op_type("Add");
+  add->add_input("x");
+  add->add_input("c");
+  add->add_output("a");
+  auto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("a");
+  relu->add_output("c");
+  g->add_output()->set_name("c");
+  std::string bytes = m.SerializeAsString();
+  try {
+    load_model_from_bytes(bytes.data(), bytes.size());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphErrors, MissingProducer) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{2});
+  b.node("Add", {"x", "ghost"}, {"y"});
+  b.output("y");
+  std::string bytes = serialize_model(*b.build());
+  try {
+    load_model_from_bytes(bytes.data(), bytes.size());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'ghost'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphErrors, OpUnknownForOpset) {
+  ModelBuilder b(17);  // Gelu arrived in opset 20
+  b.input("x", DataType::Float, Shape{2});
+  b.node("Gelu", {"x"}, {"y"});
+  b.output("y");
+  std::string bytes = serialize_model(*b.build());
+  try {
+    load_model_from_bytes(bytes.data(), bytes.size());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("opset 20"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphErrors, TypeMismatch) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{2});
+  b.input("i", DataType::Int64, Shape{2});
+  b.node("Add", {"x", "i"}, {"y"});
+  b.output("y");
+  std::string bytes = serialize_model(*b.build());
+  try {
+    load_model_from_bytes(bytes.data(), bytes.size());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("type mismatch"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ExternalData, LoadsFromModelFolder) {
+  fs::path d = temp_dir("ext_ok");
+  write_weights(d / "weights.bin");
+  write_bytes(d / "m.onnx", external_model("weights.bin").SerializeAsString());
+  Session s((d / "m.onnx").string());
+  auto out = s.run({{"x", Tensor::from_vector<float>({4}, {1, 1, 1, 1})}});
+  onyx::test::expect_near(out.at("y"), {2, 3, 4, 5});
+}
+
+TEST(ExternalData, MissingFile) {
+  fs::path d = temp_dir("ext_missing");
+  write_bytes(d / "m.onnx", external_model("nowhere.bin").SerializeAsString());
+  try {
+    load_model((d / "m.onnx").string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not found"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ExternalData, RefusesLocationsOutsideModelFolder) {
+  fs::path root = temp_dir("ext_escape");
+  fs::create_directories(root / "model");
+  write_weights(root / "secret.bin");
+  for (const std::string  for (std::string loc : {"../secret.bin", (root / "secret.bin").string()}) { loc : std::vector<std::string>{"../secret.bin", (root / "secret.bin").string()}) {
+    write_bytes(root / "model" / "m.onnx", external_model(loc).SerializeAsString());
+    try {
+      load_model((root / "model" / "m.onnx").string());
+      FAIL() << loc;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("external data"), std::string::npos) << e.what();
+    }
+  }
+  // A link inside the folder pointing outside is refused too.
+  fs::create_symlink(root / "secret.bin", root / "model" / "link.bin");
+  write_bytes(root / "model" / "m.onnx", external_model("link.bin").SerializeAsString());
+  try {
+    load_model((root / "model" / "m.onnx").string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the model's folder"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Functions, LocalFunctionsAreInlined) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* imp = m.add_opset_import();
+  imp->set_domain("custom");
+  imp->set_version(1);
+  auto* f = m.add_functions();
+  f->set_name("AddRelu");
+  f->set_domain("custom");
+  f->add_input("a");
+  f->add_input("b");
+  f->add_output("o");
+  f->add_opset_import()->set_version(17);
+  auto* fn1 = f->add_node();
+  fn1->set_op_type("Add");
+  fn1->add_input("a");
+  fn1->add_input("b");
+  fn1->add_output("t");
+  auto* fn2 = f->add_node();
+  fn2->set_op_type("Relu");
+  fn2->add_input("t");
+  fn2->add_output("o");
+  auto* g = m.mutable_graph();
+  for (const char* n : {"x", "y"}) {
+    auto* in = g->add_input();
+    in->set_name(n);
+    in->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  }
+  auto* call = g->add_node();
+  call->set_op_type("AddRelu");
+  call->set_domain("custom");
+  call->add_input("x");
+  call->add_input("y");
+  call->add_output("z");
+  g->add_output()->set_name("z");
+  std::string bytes = m.SerializeAsString();
+  auto model = load_model_from_bytes(bytes.data(), bytes.size());
+  ASSERT_EQ(model->graph->num_nodes(), 2u);
+  Session s(std::move(model), {});
+  auto out = s.run({{"x", Tensor::from_vector<float>({2}, {1, -5})}, {"y", Tensor::from_vector<float>({2}, {1, 1})}});
+  onyx::test::expect_near(out.at("z"), {2, 0});
+}
+
+TEST(ShapeInference, BroadcastAndMatMulKeepSymbols) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::symbol("batch"), Dim::fixed(4), Dim::fixed(8)});
+  b.initializer("w", Tensor::zeros(DataType::Float, {8, 5}));
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Relu", {"m"}, {"y"});
+  b.output("y");
+  auto model = b.build();
+  infer_types_and_shapes(*model);
+  const Value* y = model->graph->find_value("y");
+  ASSERT_TRUE(y->type.shape);
+  EXPECT_EQ(sym_shape_str(*y->type.shape), "[batch, 4, 5]");
+  EXPECT_EQ(y->type.elem, DataType::Float);
+  auto b2 = broadcast_shapes({Dim::symbol("n"), Dim::fixed(1)}, {Dim::fixed(3)});
+  ASSERT_TRUE(b2);
+  EXPECT_EQ(sym_shape_str(*b2), "[n, 3]");
+}

@@ -1,0 +1,226 @@
+// CPU compute kernels (matmul, conv, pool, normalization) against hand-computed values,
+// across the oneDNN paths (float32, bfloat16) and our own loops (double, integers), plus
+// the bad-input errors they raise.
+#include <numeric>
+
+#include "test_util.h"
+
+using namespace onyx;
+using onyx::test::attr_float;
+using onyx::test::attr_int;
+using onyx::test::attr_ints;
+using onyx::test::attr_string;
+using onyx::test::expect_near;
+using onyx::test::ModelBuilder;
+
+namespace {
+
+using Named = std::vector<std::pair<std::string, Tensor>>;
+
+/// Runs one `op` node on inputs in the order given (an undefined Tensor omits an input);
+/// outputs are y0..y{outputs-1}. With `symbolic`, input dims are unknown to the model.
+NamedTensors run_op(const std::string& op, const Named& inputs, std::vector<Attribute> attrs = {},
+                    int outputs = 1, int64_t opset = 21, bool symbolic = false) {
+  ModelBuilder b(opset);
+  std::vector<std::string> ins, outs;
+  NamedTensors feeds;
+  for (const auto& [name, t] : inputs) {
+    ins.push_back(t.defined() ? name : "");
+    if (!t.defined()) continue;
+    if (symbolic) {
+      SymShape s;
+      for (size_t i = 0; i < t.shape().size(); ++i) s.push_back(Dim::symbol(name + std::to_string(i)));
+      b.input(name, t.dtype(), s);
+    } else {
+      b.input(name, t.dtype(), t.shape());
+    }
+    feeds[name] = t;
+  }
+  for (int i = 0; i < outputs; ++i) outs.push_back("y" + std::to_string(i));
+  onyx::test::set_attrs(b.node(op, ins, outs), std::move(attrs));
+  for (const auto& o : outs) b.output(o);
+  return b.session().run(feeds);
+}
+
+template <typename T = float>
+Tensor T_(const Shape& shape, const std::vector<double>& v) {
+  std::vector<T> c;
+  for (double x : v) c.push_back(static_cast<T>(x));
+  return Tensor::from_vector<T>(shape, c);
+}
+
+Tensor iota(const Shape& shape, DataType dt = DataType::Float) {
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  std::iota(v.begin(), v.end(), 0.0);
+  if (dt == DataType::Double) return T_<double>(shape, v);
+  return T_<float>(shape, v);
+}
+
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    FAIL() << "expected onyx::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+const std::vector<double> kA23 = {1, 2, 3, 4, 5, 6}, kB32 = {1, 0, 0, 1, 1, 1};
+
+TEST(NnOps, MatMul2dEveryDtype) {
+  auto y = run_op("MatMul", {{"a", T_<float>({2, 3}, kA23)}, {"b", T_<float>({3, 2}, kB32)}});
+  expect_near(y.at("y0"), {4, 5, 10, 11});
+  y = run_op("MatMul", {{"a", T_<double>({2, 3}, kA23)}, {"b", T_<double>({3, 2}, kB32)}});
+  expect_near(y.at("y0"), {4, 5, 10, 11});
+  y = run_op("MatMul", {{"a", T_<int64_t>({2, 3}, kA23)}, {"b", T_<int64_t>({3, 2}, kB32)}});
+  EXPECT_EQ(y.at("y0").dtype(), DataType::Int64);
+  expect_near(y.at("y0"), {4, 5, 10, 11});
+  y = run_op("MatMul", {{"a", T_<bfloat16>({2, 3}, kA23)}, {"b", T_<bfloat16>({3, 2}, kB32)}});
+  EXPECT_EQ(y.at("y0").dtype(), DataType::BFloat16);
+  expect_near(y.at("y0"), {4, 5, 10, 11});
+}
+
+TEST(NnOps, MatMulBroadcastAndVectors) {
+  // A batched over a shared B, then B batched over a shared A.
+  auto y = run_op("MatMul", {{"a", T_({2, 1, 2}, {1, 2, 3, 4})}, {"b", T_({2, 2}, {1, 1, 0, 1})}});
+  EXPECT_EQ(y.at("y0").shape(), (Shape{2, 1, 2}));
+  expect_near(y.at("y0"), {1, 3, 3, 7});
+  y = run_op("MatMul", {{"a", T_({2, 2}, {1, 0, 0, 1})}, {"b", iota({3, 2, 2})}});
+  EXPECT_EQ(y.at("y0").shape(), (Shape{3, 2, 2}));
+  expect_near(y.at("y0"), {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  y = run_op("MatMul", {{"a", T_({3}, {1, 2, 3})}, {"b", T_({3}, {4, 5, 6})}});
+  EXPECT_EQ(y.at("y0").shape(), Shape{});
+  expect_near(y.at("y0"), {32});
+  y = run_op("MatMul", {{"a", T_<double>({3}, {1, 2, 3})}, {"b", T_<double>({2, 3, 1}, {1, 1, 1, 0, 0, 2})}});
+  EXPECT_EQ(y.at("y0").shape(), (Shape{2, 1}));
+  expect_near(y.at("y0"), {6, 6});
+}
+
+TEST(NnOps, GemmTransposesAlphaBetaBroadcastC) {
+  // A' = [[1,2,3],[4,5,6]] stored transposed; B' = [[1,0],[0,1],[1,1]] stored transposed.
+  Tensor a = T_({3, 2}, {1, 4, 2, 5, 3, 6}), b = T_({2, 3}, {1, 0, 1, 0, 1, 1});
+  auto y = run_op("Gemm", {{"a", a}, {"b", b}, {"c", T_({2}, {10, 20})}},
+                  {attr_int("transA", 1), attr_int("transB", 1), attr_float("alpha", 2),
+                   attr_float("beta", 0.5f)});
+  expect_near(y.at("y0"), {13, 20, 25, 32});
+  y = run_op("Gemm", {{"a", T_<int32_t>({3, 2}, {1, 4, 2, 5, 3, 6})},
+                      {"b", T_<int32_t>({2, 3}, {1, 0, 1, 0, 1, 1})},
+                      {"c", T_<int32_t>({2, 1}, {10, 20})}},
+             {attr_int("transA", 1), attr_int("transB", 1), attr_float("alpha", 2)});
+  expect_near(y.at("y0"), {18, 20, 40, 42});
+  y = run_op("Gemm", {{"a", T_({2, 3}, kA23)}, {"b", T_({3, 2}, kB32)}});
+  expect_near(y.at("y0"), {4, 5, 10, 11});
+}
+
+TEST(NnOps, MatMulIntegerZeroPoints) {
+  auto y = run_op("MatMulInteger", {{"a", T_<uint8_t>({2, 2}, {11, 12, 13, 14})},
+                                    {"b", T_<uint8_t>({2, 1}, {1, 2})},
+                                    {"az", T_<uint8_t>({}, {10})}});
+  EXPECT_EQ(y.at("y0").dtype(), DataType::Int32);
+  expect_near(y.at("y0"), {1 + 4, 3 + 8});
+}
+
+TEST(NnOps, ConvPaddingStridesBiasAndDouble) {
+  Tensor w = T_({1, 1, 2, 2}, {1, 1, 1, 1});
+  auto y = run_op("Conv", {{"x", iota({1, 1, 3, 3})}, {"w", w}, {"b", T_({1}, {1})}});
+  EXPECT_EQ(y.at("y0").shape(), (Shape{1, 1, 2, 2}));
+  expect_near(y.at("y0"), {9, 13, 21, 25});
+  std::vector<Attribute> attrs = {attr_ints("pads", {1, 1, 1, 1}), attr_ints("strides", {2, 2})};
+  y = run_op("Conv", {{"x", iota({1, 1, 3, 3})}, {"w", w}}, attrs);
+  expect_near(y.at("y0"), {0, 3, 9, 24});
+  y = run_op("Conv", {{"x", iota({1, 1, 3, 3}, DataType::Double)}, {"w", T_<double>({1, 1, 2, 2}, {1, 1, 1, 1})}},
+             attrs);
+  EXPECT_EQ(y.at("y0").dtype(), DataType::Double);
+  expect_near(y.at("y0"), {0, 3, 9, 24});
+}
+
+TEST(NnOps, ConvDepthwiseAndSamePadding) {
+  auto y = run_op("Conv", {{"x", T_({1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8})}, {"w", T_({2, 1, 1, 1}, {2, 3})}},
+                  {attr_int("group", 2)});
+  expect_near(y.at("y0"), {2, 4, 6, 8, 15, 18, 21, 24});
+  // 1-D SAME_UPPER with kernel 2: one pad on the right.
+  y = run_op("Conv", {{"x", T_({1, 1, 3}, {1, 2, 3})}, {"w", T_({1, 1, 2}, {1, 1})}},
+             {attr_string("auto_pad", "SAME_UPPER")});
+  expect_near(y.at("y0"), {3, 5, 3});
+}
+
+TEST(NnOps, ConvTranspose1d) {
+  Tensor x = T_({1, 1, 3}, {1, 2, 3}), w = T_({1, 1, 2}, {1, 1});
+  auto y = run_op("ConvTranspose", {{"x", x}, {"w", w}});
+  expect_near(y.at("y0"), {1, 3, 5, 3});
+  y = run_op("ConvTranspose", {{"x", x}, {"w", w}}, {attr_ints("strides", {2})});
+  expect_near(y.at("y0"), {1, 1, 2, 2, 3, 3});
+  // output_shape one longer than natural: a trailing zero (our own loop, negative pad).
+  y = run_op("ConvTranspose", {{"x", x}, {"w", w}}, {attr_ints("strides", {2}), attr_ints("output_shape", {7})});
+  expect_near(y.at("y0"), {1, 1, 2, 2, 3, 3, 0});
+}
+
+TEST(NnOps, MaxPoolCeilModeWithIndices) {
+  Tensor x = T_({1, 1, 3, 3}, {5, 1, 7, 2, 9, 3, 8, 4, 6});
+  std::vector<Attribute> attrs = {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2}),
+                                  attr_int("ceil_mode", 1)};
+  auto y = run_op("MaxPool", {{"x", x}}, attrs, 2);
+  expect_near(y.at("y0"), {9, 7, 8, 6});
+  expect_near(y.at("y1"), {4, 2, 6, 8});
+  attrs.push_back(attr_int("storage_order", 1));
+  y = run_op("MaxPool", {{"x", x}}, attrs, 2);
+  expect_near(y.at("y1"), {4, 6, 2, 8});
+  y = run_op("MaxPool", {{"x", T_<uint8_t>({1, 1, 3, 3}, {5, 1, 7, 2, 9, 3, 8, 4, 6})}}, attrs);
+  expect_near(y.at("y0"), {9, 7, 8, 6});
+}
+
+TEST(NnOps, AveragePoolCountIncludePad) {
+  std::vector<Attribute> attrs = {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2}),
+                                  attr_ints("pads", {1, 1, 1, 1})};
+  auto y = run_op("AveragePool", {{"x", iota({1, 1, 3, 3})}}, attrs);
+  expect_near(y.at("y0"), {0, 1.5, 4.5, 6});
+  attrs.push_back(attr_int("count_include_pad", 1));
+  y = run_op("AveragePool", {{"x", iota({1, 1, 3, 3})}}, attrs);
+  expect_near(y.at("y0"), {0, 0.75, 2.25, 6});
+  y = run_op("AveragePool", {{"x", iota({1, 1, 3, 3}, DataType::Double)}}, attrs);
+  expect_near(y.at("y0"), {0, 0.75, 2.25, 6});
+  y = run_op("GlobalAveragePool", {{"x", T_({1, 2, 2, 1}, {1, 2, 3, 4})}});
+  EXPECT_EQ(y.at("y0").shape(), (Shape{1, 2, 1, 1}));
+  expect_near(y.at("y0"), {1.5, 3.5});
+}
+
+TEST(NnOps, BatchAndInstanceNormalization) {
+  auto y = run_op("BatchNormalization",
+                  {{"x", T_({1, 2, 1, 2}, {1, 2, 3, 4})}, {"s", T_({2}, {1, 2})}, {"b", T_({2}, {0, 1})},
+                   {"m", T_({2}, {1, 3})}, {"v", T_({2}, {4, 1})}},
+                  {attr_float("epsilon", 0)});
+  expect_near(y.at("y0"), {0, 0.5, 1, 3});
+  y = run_op("InstanceNormalization", {{"x", T_({1, 1, 2}, {1, 3})}, {"s", T_({1}, {2})}, {"b", T_({1}, {1})}},
+             {attr_float("epsilon", 0)});
+  expect_near(y.at("y0"), {-1, 3});
+}
+
+TEST(NnOps, LayerGroupAndRmsNormalization) {
+  auto y = run_op("LayerNormalization",
+                  {{"x", T_({2, 2}, {1, 3, 2, 6})}, {"s", T_({2}, {1, 1})}, {"b", T_({2}, {0, 0})}},
+                  {attr_float("epsilon", 0)}, 3);
+  expect_near(y.at("y0"), {-1, 1, -1, 1});
+  EXPECT_EQ(y.at("y1").shape(), (Shape{2, 1}));
+  expect_near(y.at("y1"), {2, 4});
+  expect_near(y.at("y2"), {1, 0.5});
+  y = run_op("GroupNormalization",
+             {{"x", T_({1, 4, 1, 1}, {1, 3, 5, 7})}, {"s", T_({4}, {1, 1, 1, 1})}, {"b", T_({4}, {0, 0, 0, 0})}},
+             {attr_int("num_groups", 2), attr_float("epsilon", 0)});
+  expect_near(y.at("y0"), {-1, 1, -1, 1});
+  y = run_op("RMSNormalization", {{"x", T_({1, 2}, {3, 4})}, {"s", T_({2}, {1, 2})}},
+             {attr_float("epsilon", 0)}, 1, 23);
+  expect_near(y.at("y0"), {0.848528, 2.262742});
+}
+
+TEST(NnOps, BadInputsThrow) {
+  expect_error([] { run_op("MatMul", {{"a", iota({2, 3})}, {"b", iota({2, 2})}}, {}, 1, 21, true); },
+               "inner dims");
+  expect_error([] { run_op("Conv", {{"x", iota({1, 3, 4, 4})}, {"w", iota({1, 2, 2, 2})}}, {}, 1, 21, true); },
+               "does not fit");
+  expect_error([] {
+    run_op("Gemm", {{"a", iota({2, 3})}, {"b", iota({3, 2})}, {"c", iota({3})}}, {}, 1, 21, true);
+  }, "does not broadcast");
+}
+
+}  // namespace

@@ -1,0 +1,196 @@
+// inference/: Session feeds and outputs, concurrency, memory reuse, profiling, optimization.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "graph/onnx_io.h"
+#include "inference/arena.h"
+#include "test_util.h"
+
+using namespace onyx;
+using onyx::test::expect_near;
+using onyx::test::ModelBuilder;
+
+namespace {
+
+// y = Relu(x * 2 + 1) with x[batch, 4]; a chain long enough that buffers can be reused.
+Session chain_session(SessionOptions opts = {}) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::symbol("batch"), Dim::fixed(4)});
+  b.initializer("two", Tensor::scalar<float>(2));
+  b.initializer("one", Tensor::scalar<float>(1));
+  b.node("Mul", {"x", "two"}, {"a"});
+  b.node("Add", {"a", "one"}, {"b"});
+  b.node("Relu", {"b"}, {"c"});
+  b.node("Neg", {"c"}, {"d"});
+  b.node("Neg", {"d"}, {"y"});
+  b.output("y");
+  b.output("a");
+  return b.session(opts);
+}
+
+Tensor iota(int64_t batch) {
+  std::vector<float> v(static_cast<size_t>(batch * 4));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) - 3.f;
+  return Tensor::from_vector<float>({batch, 4}, v);
+}
+
+}  // namespace
+
+TEST(Session, RunsAnyBatchSizeItsSymbolsAllow) {
+  Session s = chain_session();
+  for (int64_t batch : {1, 3, 17}) {
+    auto out = s.run({{"x", iota(batch)}});
+    const Tensor& y = out.at("y");
+    ASSERT_EQ(y.shape(), (Shape{batch, 4}));
+    auto x = iota(batch).to_double_vector();
+    auto got = y.to_double_vector();
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(got[i], std::max(0.0, x[i] * 2 + 1));
+  }
+}
+
+TEST(Session, ChoiceOfOutputs) {
+  Session s = chain_session();
+  auto out = s.run({{"x", iota(2)}}, {"a"});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out.count("a"), 1u);
+  EXPECT_THROW(s.run({{"x", iota(2)}}, {"nope"}), Error);
+}
+
+TEST(Session, FeedErrorsNameTheProblem) {
+  Session s = chain_session();
+  auto expect_error = [&](const NamedTensors& feeds, const std::string& needle) {
+    try {
+      s.run(feeds);
+      FAIL() << "expected onyx::Error containing " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error({{"x", Tensor::zeros(DataType::Int64, {2, 4})}}, "expects dtype float but got int64");
+  expect_error({{"x", Tensor::zeros(DataType::Float, {2, 5})}}, "dim 1 must be 4");
+  expect_error({{"x", Tensor::zeros(DataType::Float, {8})}}, "expects rank 2");
+  expect_error({{"y", iota(1)}}, "not an input");
+  expect_error({}, "missing feed for input 'x'");
+  // The session is still usable after bad feeds.
+  auto out = s.run({{"x", iota(1)}});
+  EXPECT_EQ(out.at("y").shape(), (Shape{1, 4}));
+}
+
+TEST(Session, SymbolsMustAgreeAcrossInputs) {
+  ModelBuilder b(17);
+  b.input("p", DataType::Float, SymShape{Dim::symbol("n")});
+  b.input("q", DataType::Float, SymShape{Dim::symbol("n")});
+  b.node("Add", {"p", "q"}, {"y"});
+  b.output("y");
+  Session s = b.session();
+  EXPECT_THROW(s.run({{"p", Tensor::zeros(DataType::Float, {2})}, {"q", Tensor::zeros(DataType::Float, {3})}}),
+               Error);
+}
+
+TEST(Session, ConcurrentRunsFromFourThreads) {
+  Session s = chain_session({.intra_op_threads = 1});
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        int64_t batch = 1 + (t * 7 + i) % 9;
+        auto out = s.run({{"x", iota(batch)}});
+        auto x = iota(batch).to_double_vector();
+        auto got = out.at("y").to_double_vector();
+        bool good = got.size() == x.size();
+        for (size_t k = 0; good && k < x.size(); ++k) good = got[k] == std::max(0.0, x[k] * 2 + 1);
+        if (good) ++ok;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 200);
+}
+
+TEST(Session, IntermediatesAreReleasedAndPeakReported) {
+  Session s = chain_session();
+  RunStats stats;
+  int64_t batch = 1024;
+  s.run({{"x", iota(batch)}}, {}, &stats);
+  size_t one = static_cast<size_t>(batch) * 4 * sizeof(float);
+  // Five nodes each make a tensor of `one` bytes; y and a must stay, the rest are freed
+  // after their last reader, so at most four are alive at once.
+  EXPECT_GE(stats.peak_bytes, 2 * one);
+  EXPECT_LE(stats.peak_bytes, 4 * one);
+  EXPECT_EQ(stats.nodes_run, 5u);
+}
+
+TEST(Arena, ReusesFreedBlocks) {
+  auto arena = std::make_shared<Arena>();
+  {
+    Tensor a = Tensor::empty(DataType::Float, {1000}, arena);
+  }
+  size_t reserved = arena->reserved_bytes();
+  for (int i = 0; i < 10; ++i) Tensor b = Tensor::empty(DataType::Float, {990}, arena);
+  EXPECT_EQ(arena->reserved_bytes(), reserved);
+  EXPECT_EQ(arena->in_use_bytes(), 0u);
+}
+
+TEST(Session, ConstantFoldingAndDeadCodeElimination) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{3});
+  b.initializer("c", Tensor::from_vector<float>({3}, {1, 2, 3}));
+  b.node("Neg", {"c"}, {"nc"});        // constant: folded
+  b.node("Add", {"x", "nc"}, {"y"});
+  b.node("Relu", {"x"}, {"unused"});   // dead: removed
+  b.output("y");
+  auto model = b.build();
+  std::string bytes = serialize_model(*model);
+  Session basic = Session::from_bytes(bytes.data(), bytes.size(), {.opt_level = OptLevel::Basic});
+  Session none = Session::from_bytes(bytes.data(), bytes.size(), {.opt_level = OptLevel::None});
+  EXPECT_EQ(basic.model().graph->num_nodes(), 1u);
+  EXPECT_EQ(none.model().graph->num_nodes(), 3u);
+  auto x = Tensor::from_vector<float>({3}, {10, 10, 10});
+  expect_near(basic.run({{"x", x}}).at("y"), {9, 8, 7});
+  expect_near(none.run({{"x", x}}).at("y"), {9, 8, 7});
+}
+
+TEST(Session, ProfilingWritesChromeTrace) {
+  auto path = (std::filesystem::temp_directory_path() / ("onyx_profile_" + std::to_string(getpid()) + ".json")).string();
+  Session s = chain_session({.profiling = true, .profile_path = path});
+  s.run({{"x", iota(2)}});
+  EXPECT_EQ(s.end_profiling(), path);
+  auto j = nlohmann::json::parse(std::ifstream(path));
+  int nodes = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["cat"] == "node") {
+      ++nodes;
+      EXPECT_TRUE(e["args"].contains("op"));
+      EXPECT_TRUE(e["args"].contains("input_shapes"));
+      EXPECT_GE(e["dur"].get<int64_t>(), 0);
+    } else {
+      EXPECT_TRUE(e["args"].contains("peak_bytes"));
+    }
+  }
+  EXPECT_EQ(nodes, 5);
+}
+
+TEST(Session, MetadataDescribesTheModel) {
+  Session s = chain_session();
+  ASSERT_EQ(s.inputs().size(), 1u);
+  EXPECT_EQ(s.inputs()[0].name, "x");
+  EXPECT_EQ(s.inputs()[0].type.elem, DataType::Float);
+  EXPECT_EQ(sym_shape_str(*s.inputs()[0].type.shape), "[batch, 4]");
+  ASSERT_EQ(s.outputs().size(), 2u);
+  EXPECT_EQ(s.metadata().opsets.at(0).version, 17);
+}
+
+TEST(Session, MissingKernelIsAClearError) {
+  ModelBuilder b(17, "com.example");
+  b.input("x", DataType::Float, Shape{2});
+  b.node("Frobnicate", {"x"}, {"y"}, "com.example");
+  b.output("y");
+  try {
+    b.session();
+    FAIL();
+  } catch (const NotImplemented& e) {
+    EXPECT_NE(std::string(e.what()).find("Frobnicate"), std::string::npos) << e.what();
+  }
+}

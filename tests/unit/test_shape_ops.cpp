@@ -1,0 +1,226 @@
+// CPU data-movement kernels (shape_ops, tensor_ops, gather_scatter) against hand-computed
+// values, plus the bad-input errors they raise.
+#include <numeric>
+
+#include "test_util.h"
+
+using namespace onyx;
+using onyx::test::attr_int;
+using onyx::test::attr_ints;
+using onyx::test::attr_string;
+using onyx::test::ModelBuilder;
+
+namespace {
+
+using Named = std::vector<std::pair<std::string, Tensor>>;
+
+/// Runs one `op` node: `feeds` become graph inputs, `consts` initializers; outputs y0..y{n-1}.
+NamedTensors run_op(const std::string& op, const Named& feeds, const Named& consts,
+                    std::vector<Attribute> attrs = {}, int outputs = 1, int64_t opset = 21) {
+  ModelBuilder b(opset);
+  std::vector<std::string> ins, outs;
+  NamedTensors feed_map;
+  for (const auto& [name, t] : feeds) {
+    b.input(name, t.dtype(), t.shape());
+    feed_map[name] = t;
+  }
+  for (const auto& [name, t] : consts) b.initializer(name, t);
+  // Inputs in the order given: feeds first unless names say otherwise ("in0", "in1", ...).
+  std::vector<std::pair<std::string, Tensor>> all = feeds;
+  all.insert(all.end(), consts.begin(), consts.end());
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [name, t] : all) ins.push_back(name);
+  for (int i = 0; i < outputs; ++i) outs.push_back("y" + std::to_string(i));
+  onyx::test::set_attrs(b.node(op, ins, outs), std::move(attrs));
+  for (const auto& o : outs) b.output(o);
+  return b.session().run(feed_map);
+}
+
+Tensor iota_f(const Shape& shape) {
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  std::iota(v.begin(), v.end(), 0.f);
+  return Tensor::from_vector<float>(shape, v);
+}
+
+Tensor i64(const Shape& shape, std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(shape, v); }
+
+std::vector<double> vals(const Tensor& t) { return t.to_double_vector(); }
+
+/// Expects an onyx::Error whose message contains `needle`.
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    FAIL() << "expected onyx::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(ShapeOps, ReshapeCopiesZeroAndInfersMinusOne) {
+  auto out = run_op("Reshape", {{"in0", iota_f({2, 3, 4})}}, {{"in1", i64({3}, {0, -1, 2})}});
+  EXPECT_EQ(out.at("y0").shape(), (Shape{2, 6, 2}));
+  EXPECT_EQ(vals(out.at("y0"))[23], 23.0);
+  expect_error([] { run_op("Reshape", {{"in0", iota_f({2, 3})}}, {{"in1", i64({1}, {5})}}); },
+               "cannot reshape");
+}
+
+TEST(ShapeOps, ShapeStartEndAndSqueezeUnsqueeze) {
+  auto s = run_op("Shape", {{"in0", iota_f({2, 3, 4, 5})}}, {}, {attr_int("start", 1), attr_int("end", -1)});
+  EXPECT_EQ(vals(s.at("y0")), (std::vector<double>{3, 4}));
+  auto u = run_op("Unsqueeze", {{"in0", iota_f({2, 3})}}, {{"in1", i64({2}, {-1, 0})}});
+  EXPECT_EQ(u.at("y0").shape(), (Shape{1, 2, 3, 1}));
+  auto q = run_op("Squeeze", {{"in0", iota_f({1, 2, 1, 3})}}, {});
+  EXPECT_EQ(q.at("y0").shape(), (Shape{2, 3}));
+  expect_error([] { run_op("Squeeze", {{"in0", iota_f({2, 3})}}, {{"in1", i64({1}, {0})}}); },
+               "cannot squeeze axis 0");
+}
+
+TEST(ShapeOps, TransposeMatchesNaiveForTiledAndGenericPaths) {
+  // 2-D (tiled), NCHW->NHWC (batched 2-D) and a permutation needing the generic path.
+  struct Case { Shape shape; std::vector<int64_t> perm; };
+  for (const Case& c : {Case{{67, 45}, {1, 0}}, Case{{2, 5, 7, 9}, {0, 2, 3, 1}},
+                        Case{{3, 4, 5, 6}, {2, 0, 3, 1}}, Case{{2, 3, 4}, {1, 0, 2}}}) {
+    Tensor x = iota_f(c.shape);
+    auto y = run_op("Transpose", {{"in0", x}}, {}, {attr_ints("perm", c.perm)}).at("y0");
+    Shape os;
+    for (int64_t p : c.perm) os.push_back(c.shape[static_cast<size_t>(p)]);
+    ASSERT_EQ(y.shape(), os);
+    std::vector<int64_t> xs(c.shape.size(), 1), idx(c.shape.size(), 0);
+    for (size_t i = c.shape.size() - 1; i-- > 0;) xs[i] = xs[i + 1] * c.shape[i + 1];
+    const float* got = y.data<float>();
+    for (int64_t o = 0; o < y.numel(); ++o) {
+      int64_t rem = o, src = 0;
+      for (size_t d = os.size(); d-- > 0;) {
+        src += (rem % os[d]) * xs[static_cast<size_t>(c.perm[d])];
+        rem /= os[d];
+      }
+      ASSERT_EQ(got[o], static_cast<float>(src)) << "output element " << o;
+    }
+  }
+}
+
+TEST(ShapeOps, SliceNegativeStepsAndClamping) {
+  // x = [[0..4], [5..9]]; rows all, columns from 10 (clamped to 4) down to 0 exclusive by -2.
+  auto y = run_op("Slice", {{"in0", iota_f({2, 5})}},
+                  {{"in1", i64({1}, {10})}, {"in2", i64({1}, {0})}, {"in3", i64({1}, {1})},
+                   {"in4", i64({1}, {-2})}})
+               .at("y0");
+  EXPECT_EQ(y.shape(), (Shape{2, 2}));
+  EXPECT_EQ(vals(y), (std::vector<double>{4, 2, 9, 7}));
+}
+
+TEST(ShapeOps, PadModes) {
+  Tensor x = iota_f({1, 3});  // [0, 1, 2]
+  auto pads = i64({4}, {0, 2, 0, 2});
+  auto run = [&](const std::string& mode) {
+    return vals(run_op("Pad", {{"in0", x}}, {{"in1", pads}}, {attr_string("mode", mode)}).at("y0"));
+  };
+  EXPECT_EQ(run("constant"), (std::vector<double>{0, 0, 0, 1, 2, 0, 0}));
+  EXPECT_EQ(run("reflect"), (std::vector<double>{2, 1, 0, 1, 2, 1, 0}));
+  EXPECT_EQ(run("edge"), (std::vector<double>{0, 0, 0, 1, 2, 2, 2}));
+  EXPECT_EQ(run("wrap"), (std::vector<double>{1, 2, 0, 1, 2, 0, 1}));
+  // Negative pads crop; constant_value fills.
+  auto y = run_op("Pad", {{"in0", x}},
+                  {{"in1", i64({4}, {0, -1, 0, 1})}, {"in2", Tensor::scalar<float>(7)}})
+               .at("y0");
+  EXPECT_EQ(vals(y), (std::vector<double>{1, 2, 7}));
+}
+
+TEST(ShapeOps, ConcatSplitExpandTile) {
+  auto c = run_op("Concat", {{"in0", iota_f({2, 1})}, {"in1", iota_f({2, 2})}}, {}, {attr_int("axis", 1)});
+  EXPECT_EQ(vals(c.at("y0")), (std::vector<double>{0, 0, 1, 1, 2, 3}));
+  expect_error([] { run_op("Concat", {{"in0", iota_f({2, 1})}, {"in1", iota_f({3, 1})}}, {}, {attr_int("axis", 1)}); },
+               "only axis 1 may differ");
+  auto s = run_op("Split", {{"in0", iota_f({7})}}, {}, {attr_int("num_outputs", 3)}, 3, 18);
+  EXPECT_EQ(vals(s.at("y0")), (std::vector<double>{0, 1, 2}));
+  EXPECT_EQ(vals(s.at("y2")), (std::vector<double>{6}));
+  auto e = run_op("Expand", {{"in0", iota_f({3, 1})}}, {{"in1", i64({3}, {2, 1, 2})}});
+  EXPECT_EQ(e.at("y0").shape(), (Shape{2, 3, 2}));
+  EXPECT_EQ(vals(e.at("y0")), (std::vector<double>{0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2}));
+  auto t = run_op("Tile", {{"in0", iota_f({1, 2})}}, {{"in1", i64({2}, {2, 2})}});
+  EXPECT_EQ(vals(t.at("y0")), (std::vector<double>{0, 1, 0, 1, 0, 1, 0, 1}));
+}
+
+TEST(ShapeOps, StringsMoveLikeAnyOtherDtype) {
+  Tensor s = Tensor::from_vector<std::string>({3}, {"a", "bb", "ccc"});
+  auto g = run_op("Gather", {{"in0", s}}, {{"in1", i64({2}, {2, -3})}}).at("y0");
+  EXPECT_EQ(g.data<std::string>()[0], "ccc");
+  EXPECT_EQ(g.data<std::string>()[1], "a");
+}
+
+TEST(GatherScatter, GatherAndErrors) {
+  auto y = run_op("Gather", {{"in0", iota_f({3, 2})}}, {{"in1", i64({2}, {2, 0})}}).at("y0");
+  EXPECT_EQ(vals(y), (std::vector<double>{4, 5, 0, 1}));
+  expect_error([] { run_op("Gather", {{"in0", iota_f({3, 2})}}, {{"in1", i64({1}, {3})}}); },
+               "indices value 3 is out of range");
+}
+
+TEST(GatherScatter, ElementsAndNDWithReductions) {
+  auto ge = run_op("GatherElements", {{"in0", iota_f({2, 2})}}, {{"in1", i64({2, 2}, {0, 0, 1, 0})}},
+                   {attr_int("axis", 1)});
+  EXPECT_EQ(vals(ge.at("y0")), (std::vector<double>{0, 0, 3, 2}));
+  auto se = run_op("ScatterElements", {{"in0", iota_f({1, 3})}},
+                   {{"in1", i64({1, 2}, {1, 1})}, {"in2", Tensor::from_vector<float>({1, 2}, {10, 20})}},
+                   {attr_int("axis", 1), attr_string("reduction", "add")});
+  EXPECT_EQ(vals(se.at("y0")), (std::vector<double>{0, 31, 2}));
+  auto gn = run_op("GatherND", {{"in0", iota_f({2, 2, 2})}}, {{"in1", i64({2, 1}, {1, 0})}},
+                   {attr_int("batch_dims", 1)});
+  EXPECT_EQ(vals(gn.at("y0")), (std::vector<double>{2, 3, 4, 5}));
+  auto sn = run_op("ScatterND", {{"in0", iota_f({4})}},
+                   {{"in1", i64({2, 1}, {3, 1})}, {"in2", Tensor::from_vector<float>({2}, {9, 8})}},
+                   {attr_string("reduction", "max")});
+  EXPECT_EQ(vals(sn.at("y0")), (std::vector<double>{0, 8, 2, 9}));
+}
+
+TEST(GatherScatter, OneHotNonZeroCompressUnique) {
+  auto oh = run_op("OneHot", {{"in0", i64({3}, {0, -1, 5})}},
+                   {{"in1", Tensor::scalar<int64_t>(3)}, {"in2", Tensor::from_vector<float>({2}, {0, 1})}});
+  EXPECT_EQ(vals(oh.at("y0")), (std::vector<double>{1, 0, 0, 0, 0, 1, 0, 0, 0}));
+  auto nz = run_op("NonZero", {{"in0", Tensor::from_vector<float>({2, 2}, {1, 0, 0, 3})}}, {});
+  EXPECT_EQ(nz.at("y0").shape(), (Shape{2, 2}));
+  EXPECT_EQ(vals(nz.at("y0")), (std::vector<double>{0, 1, 0, 1}));
+  auto cp = run_op("Compress", {{"in0", iota_f({3, 2})}}, {{"in1", Tensor::from_vector<bool>({3}, {false, true, true})}},
+                   {attr_int("axis", 0)});
+  EXPECT_EQ(vals(cp.at("y0")), (std::vector<double>{2, 3, 4, 5}));
+  auto un = run_op("Unique", {{"in0", Tensor::from_vector<float>({5}, {3, 1, 3, 2, 1})}}, {},
+                   {attr_int("sorted", 0)}, 4);
+  EXPECT_EQ(vals(un.at("y0")), (std::vector<double>{3, 1, 2}));
+  EXPECT_EQ(vals(un.at("y1")), (std::vector<double>{0, 1, 3}));
+  EXPECT_EQ(vals(un.at("y2")), (std::vector<double>{0, 1, 0, 2, 1}));
+  EXPECT_EQ(vals(un.at("y3")), (std::vector<double>{2, 2, 1}));
+}
+
+TEST(TensorOps, TriluDepthToSpaceReverseSequence) {
+  auto tr = run_op("Trilu", {{"in0", iota_f({3, 3})}}, {{"in1", Tensor::scalar<int64_t>(1)}});
+  EXPECT_EQ(vals(tr.at("y0")), (std::vector<double>{0, 1, 2, 0, 0, 5, 0, 0, 0}));
+  // DCR: channel c*4 + ... : x[0, :, 0, 0] = [0, 1, 2, 3] becomes a 2x2 block.
+  auto d2s = run_op("DepthToSpace", {{"in0", iota_f({1, 4, 1, 1})}}, {}, {attr_int("blocksize", 2)});
+  EXPECT_EQ(d2s.at("y0").shape(), (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(vals(d2s.at("y0")), (std::vector<double>{0, 1, 2, 3}));
+  auto s2d = run_op("SpaceToDepth", {{"in0", d2s.at("y0")}}, {}, {attr_int("blocksize", 2)});
+  EXPECT_EQ(vals(s2d.at("y0")), (std::vector<double>{0, 1, 2, 3}));
+  auto rs = run_op("ReverseSequence", {{"in0", iota_f({3, 2})}}, {{"in1", i64({2}, {3, 1})}});
+  EXPECT_EQ(vals(rs.at("y0")), (std::vector<double>{4, 1, 2, 3, 0, 5}));
+}
+
+TEST(ShapeOps, ConstantsRangeEyeLikeDropout) {
+  auto r = run_op("Range", {{"in0", Tensor::scalar<int32_t>(10)}},
+                  {{"in1", Tensor::scalar<int32_t>(4)}, {"in2", Tensor::scalar<int32_t>(-3)}});
+  EXPECT_EQ(vals(r.at("y0")), (std::vector<double>{10, 7}));
+  auto ey = run_op("EyeLike", {{"in0", Tensor::zeros(DataType::Int32, {2, 3})}}, {}, {attr_int("k", 1)});
+  EXPECT_EQ(vals(ey.at("y0")), (std::vector<double>{0, 1, 0, 0, 0, 1}));
+  Tensor value = Tensor::scalar<int32_t>(5).reshape({1});
+  Attribute v;
+  v.name = "value";
+  v.type = Attribute::Type::Tensor;
+  v.t = value;
+  auto cs = run_op("ConstantOfShape", {{"in0", i64({2}, {2, 1})}}, {}, {v});
+  EXPECT_EQ(cs.at("y0").dtype(), DataType::Int32);
+  EXPECT_EQ(vals(cs.at("y0")), (std::vector<double>{5, 5}));
+  auto dr = run_op("Dropout", {{"in0", iota_f({3})}}, {}, {}, 2);
+  EXPECT_EQ(vals(dr.at("y0")), (std::vector<double>{0, 1, 2}));
+  EXPECT_EQ(vals(dr.at("y1")), (std::vector<double>{1, 1, 1}));
+}
