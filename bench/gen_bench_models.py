@@ -30,7 +30,7 @@ from onnx import TensorProto
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from gen_models import Builder  # noqa: E402
 
-VERSION = "1"
+VERSION = "2"
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
 OPSET = 17
 
@@ -48,10 +48,10 @@ def mlp(b):
     return io, {"x": {"kind": "normal"}}, [1, 32]
 
 
-def conv_bn(b, x, cin, cout, k, stride, relu=True):
+def conv_bn(b, x, cin, cout, k, stride, relu=True, gamma=1.0):
     w, _ = b.weight((cout, cin, k, k), math.sqrt(2.0 / (cin * k * k)))
     rng = b.rng
-    bn = [b.const((1.0 + 0.1 * rng.standard_normal(cout)).astype(np.float32)),
+    bn = [b.const((gamma * (1.0 + 0.1 * rng.standard_normal(cout))).astype(np.float32)),
           b.const((0.1 * rng.standard_normal(cout)).astype(np.float32)),
           b.const((0.1 * rng.standard_normal(cout)).astype(np.float32)),
           b.const((0.5 + rng.random(cout)).astype(np.float32))]
@@ -72,11 +72,12 @@ def resnet(b, blocks, bottleneck):
             if bottleneck:
                 y = conv_bn(b, h, cin, width, 1, 1)
                 y = conv_bn(b, y, width, width, 3, stride)
-                y = conv_bn(b, y, width, cout, 1, 1, relu=False)
+                y = conv_bn(b, y, width, cout, 1, 1, relu=False, gamma=0.2)
             else:
                 y = conv_bn(b, h, cin, width, 3, stride)
-                y = conv_bn(b, y, width, cout, 3, 1, relu=False)
+                y = conv_bn(b, y, width, cout, 3, 1, relu=False, gamma=0.2)
             skip = conv_bn(b, h, cin, cout, 1, stride, relu=False) if (stride != 1 or cin != cout) else h
+            # Small last-BN scale in each branch keeps activations O(1) across the blocks.
             h = b.op("Relu", [b.op("Add", [y, skip])])
             cin = cout
     h = b.op("Flatten", [b.op("GlobalAveragePool", [h])], axis=1)

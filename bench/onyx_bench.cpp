@@ -2,10 +2,14 @@
 // line {"median_ms", "mean_ms", "min_ms", "runs", "load_ms", "first_run_ms"}.
 //
 //   onyx_bench --model m.onnx --inputs DIR [--threads 2] [--warmup 3] [--iters 20]
-//              [--max-seconds 15] [--opt-level all] [--save-outputs DIR]
+//              [--max-seconds 15] [--opt-level all] [--save-outputs DIR] [--profile FILE]
 //
 // DIR holds input_<i>.pb (TensorProto, the model's input order); --save-outputs writes the
-// outputs of the first run as output_<i>.pb so the driver can compare them with ORT's.
+// outputs of the first run as output_<i>.pb so the driver can compare them with ORT's;
+// --profile writes a Chrome trace of the timed runs (slower: one event per node).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -13,9 +17,6 @@
 #include <iostream>
 #include <numeric>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "graph/onnx_io.h"
 #include "inference/session.h"
@@ -54,13 +55,14 @@ void save_outputs(const onyx::Session& session, const onyx::NamedTensors& out,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, inputs, save, opt = "all";
+  std::string model, inputs, save, profile, opt = "all";
   int threads = 2, warmup = 3, iters = 20;
   double max_seconds = 15;
   CLI::App app("Time one onyx model run on saved inputs (used by bench/run_bench.py)");
   app.add_option("--model", model, "ONNX model")->required()->check(CLI::ExistingFile);
-  app.add_option("--inputs", inputs, "folder of input_<i>.pb")->required()->check(
-      CLI::ExistingDirectory);
+  app.add_option("--inputs", inputs, "folder of input_<i>.pb")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   app.add_option("--threads", threads, "intra-op threads")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed runs (at least 1)")->capture_default_str();
   app.add_option("--iters", iters, "timed runs at most")->capture_default_str();
@@ -68,12 +70,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--opt-level", opt, "none, basic, extended, all")->capture_default_str();
   app.add_option("--save-outputs", save, "write the outputs as output_<i>.pb here");
+  app.add_option("--profile", profile, "write a Chrome trace of the runs here");
   CLI11_PARSE(app, argc, argv);
 
   try {
     onyx::SessionOptions so;
     so.intra_op_threads = threads;
     so.opt_level = onyx::opt_level_from_name(opt);
+    so.profiling = !profile.empty();
+    so.profile_path = profile;
     auto t0 = Clock::now();
     onyx::Session session(model, so);
     double load_ms = ms_since(t0);
@@ -94,6 +99,7 @@ int main(int argc, char** argv) {
       ms.push_back(ms_since(t0));
       if (ms.size() >= 3 && ms_since(start) > max_seconds * 1e3) break;
     }
+    if (!profile.empty()) session.end_profiling();
     std::sort(ms.begin(), ms.end());
     size_t n = ms.size();
     double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;

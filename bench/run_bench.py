@@ -33,7 +33,7 @@ def make_inputs(meta, batch, seed):
     rng = np.random.default_rng(seed)
     feeds = {}
     for name in meta["inputs"]:
-        spec, seq = meta["feeds"][name], None
+        spec = meta["feeds"][name]
         shape = meta["shapes"][name]
         shape = [batch if isinstance(d, str) else d for d in shape]
         if spec["kind"] == "normal":
@@ -89,11 +89,27 @@ def run_onyx(model_path, input_dir, out_dir, args):
            str(args.threads), "--warmup", str(args.warmup), "--iters", str(args.iters),
            "--max-seconds", str(args.max_seconds), "--opt-level", args.opt_level,
            "--save-outputs", out_dir]
+    if args.profile:
+        cmd += ["--profile", os.path.join(out_dir, "profile.json")]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         lines = (p.stderr.strip() or p.stdout.strip() or f"exit {p.returncode}").splitlines()
         return None, lines[-1][:160]
     return json.loads(p.stdout.strip().splitlines()[-1]), None
+
+
+def profile_summary(path, top=6):
+    """'Conv 61%, Add 9%, ...': onyx's time by op type over the profiled runs."""
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    by_op = {}
+    for e in events:
+        if e.get("cat") == "node":
+            op = e.get("args", {}).get("op", e["name"])
+            by_op[op] = by_op.get(op, 0) + e["dur"]
+    total = sum(by_op.values()) or 1
+    worst = sorted(by_op.items(), key=lambda kv: -kv[1])[:top]
+    return ", ".join(f"{op} {100 * t / total:.0f}%" for op, t in worst)
 
 
 def max_rel_diff(onyx_dir, ort_outs):
@@ -127,6 +143,8 @@ def main():
                     help="batch sizes to time (default: each model's own, 1 and 32)")
     ap.add_argument("--opt-level", default="all", help="onyx optimization level")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
+    ap.add_argument("--profile", action="store_true",
+                    help="profile onyx's runs and print its time by op type (slows onyx)")
     args = ap.parse_args()
     args.warmup = max(1, args.warmup)
 
@@ -169,6 +187,8 @@ def main():
                     row.update(onyx_ms=res["median_ms"], onyx_runs=res["runs"],
                                onyx_load_ms=res.get("load_ms"),
                                diff=max_rel_diff(out_dir, ort_outs))
+                    if args.profile:
+                        row["profile"] = profile_summary(os.path.join(out_dir, "profile.json"))
                 else:
                     row["error"] = err
                 print(f"  {name} batch {bs}: onyx {'done' if res else 'FAILED'} "
@@ -198,6 +218,9 @@ def main():
     print(f"load average (1 min) {load_before:.1f} before, {load_after:.1f} after, "
           f"{os.cpu_count()} cores" + ("; other work was running: timings are unreliable"
                                        if busy else ""))
+    for r in rows:
+        if r.get("profile"):
+            print(f"onyx time by op, {r['model']} batch {r['batch']}: {r['profile']}")
     for r in rows:
         if r["error"]:
             print(f"onyx failed on {r['model']} batch {r['batch']}: {r['error']}")

@@ -8,18 +8,30 @@ namespace {
 /// A scalar of `dt` holding `v`; float when `dt` is not a plain numeric type.
 Tensor numeric_scalar(DataType dt, double v) {
   switch (dt) {
-    case DataType::Double: return Tensor::scalar<double>(v);
-    case DataType::Float16: return Tensor::scalar<float16>(static_cast<float>(v));
-    case DataType::BFloat16: return Tensor::scalar<bfloat16>(static_cast<float>(v));
-    case DataType::Int8: return Tensor::scalar<int8_t>(static_cast<int8_t>(v));
-    case DataType::Int16: return Tensor::scalar<int16_t>(static_cast<int16_t>(v));
-    case DataType::Int32: return Tensor::scalar<int32_t>(static_cast<int32_t>(v));
-    case DataType::Int64: return Tensor::scalar<int64_t>(static_cast<int64_t>(v));
-    case DataType::UInt8: return Tensor::scalar<uint8_t>(static_cast<uint8_t>(v));
-    case DataType::UInt16: return Tensor::scalar<uint16_t>(static_cast<uint16_t>(v));
-    case DataType::UInt32: return Tensor::scalar<uint32_t>(static_cast<uint32_t>(v));
-    case DataType::UInt64: return Tensor::scalar<uint64_t>(static_cast<uint64_t>(v));
-    default: return Tensor::scalar<float>(static_cast<float>(v));
+    case DataType::Double:
+      return Tensor::scalar<double>(v);
+    case DataType::Float16:
+      return Tensor::scalar<float16>(static_cast<float>(v));
+    case DataType::BFloat16:
+      return Tensor::scalar<bfloat16>(static_cast<float>(v));
+    case DataType::Int8:
+      return Tensor::scalar<int8_t>(static_cast<int8_t>(v));
+    case DataType::Int16:
+      return Tensor::scalar<int16_t>(static_cast<int16_t>(v));
+    case DataType::Int32:
+      return Tensor::scalar<int32_t>(static_cast<int32_t>(v));
+    case DataType::Int64:
+      return Tensor::scalar<int64_t>(static_cast<int64_t>(v));
+    case DataType::UInt8:
+      return Tensor::scalar<uint8_t>(static_cast<uint8_t>(v));
+    case DataType::UInt16:
+      return Tensor::scalar<uint16_t>(static_cast<uint16_t>(v));
+    case DataType::UInt32:
+      return Tensor::scalar<uint32_t>(static_cast<uint32_t>(v));
+    case DataType::UInt64:
+      return Tensor::scalar<uint64_t>(static_cast<uint64_t>(v));
+    default:
+      return Tensor::scalar<float>(static_cast<float>(v));
   }
 }
 
@@ -81,7 +93,8 @@ void topk_input(Graph& g, Node& n) {
 }
 
 void dropout_inputs(Graph& g, Node& n) {
-  if (n.has_attr("ratio")) attach(g, n, 1, "ratio", Tensor::scalar<float>(n.attr_float("ratio", 0.5f)));
+  if (n.has_attr("ratio"))
+    attach(g, n, 1, "ratio", Tensor::scalar<float>(n.attr_float("ratio", 0.5f)));
   n.attrs.erase("ratio");
   n.attrs.erase("is_test");
   n.attrs.erase("consumed_inputs");

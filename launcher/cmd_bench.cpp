@@ -1,11 +1,11 @@
 // onyx bench: latency percentiles and throughput of one model on random inputs.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "launcher/commands.h"
 #include "launcher/feeds.h"
@@ -37,7 +37,8 @@ int bench(const BenchOptions& o, const CommonOptions& common) {
 
   fmt::print("model: {}\n", o.model);
   for (const auto& [name, v] : feeds)
-    fmt::print("  input {}: {}{}\n", name, dtype_name(v.tensor.dtype()), shape_str(v.tensor.shape()));
+    fmt::print("  input {}: {}{}\n", name, dtype_name(v.tensor.dtype()),
+               shape_str(v.tensor.shape()));
   for (int i = 0; i < o.warmup; ++i) session.run_values(feeds);
 
   std::vector<double> ms(static_cast<size_t>(o.iters));
@@ -51,10 +52,10 @@ int bench(const BenchOptions& o, const CommonOptions& common) {
   fmt::print("threads {}, batch {}, {} warmup + {} timed runs\n",
              o.threads == 0 ? std::string("auto") : std::to_string(o.threads), o.batch, o.warmup,
              o.iters);
-  fmt::print("latency ms: p50 {:.3f}  p90 {:.3f}  p99 {:.3f}  mean {:.3f}  min {:.3f}  max {:.3f}\n",
-             percentile(ms, 50), percentile(ms, 90), percentile(ms, 99), mean, ms.front(),
-             ms.back());
-  fmt::print("throughput: {:.1f} runs/s, {:.1f} samples/s\n", 1000.0 / mean,
+  fmt::print(
+      "latency ms: p50 {:.4g}  p90 {:.4g}  p99 {:.4g}  mean {:.4g}  min {:.4g}  max {:.4g}\n",
+      percentile(ms, 50), percentile(ms, 90), percentile(ms, 99), mean, ms.front(), ms.back());
+  fmt::print("throughput: {:.5g} runs/s, {:.5g} samples/s\n", 1000.0 / mean,
              1000.0 * static_cast<double>(o.batch) / mean);
   return 0;
 }
@@ -67,15 +68,16 @@ Command add_bench_command(CLI::App& parent, const CommonOptions& common) {
   app->add_option("model", o->model, "ONNX model file")->required()->check(CLI::ExistingFile);
   app->add_option("-t,--threads", o->threads, "Intra-op threads (0: one per core)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 20));
   app->add_option("-b,--batch", o->batch, "Size of each input's first symbolic dimension")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app->add_option("-n,--iters", o->iters, "Timed runs")->capture_default_str()->check(
-      CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 30));
+  app->add_option("-n,--iters", o->iters, "Timed runs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 30));
   app->add_option("-w,--warmup", o->warmup, "Untimed runs first")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 20));
   app->add_option("--dim", o->dims, "Size of another symbolic dimension, NAME=VALUE")
       ->allow_extra_args(false);
   app->add_option("--seed", o->seed, "Seed for the random inputs")->capture_default_str();

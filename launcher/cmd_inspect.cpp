@@ -1,9 +1,9 @@
 // onyx inspect: what a model file holds, without compiling it.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "graph/onnx_io.h"
 #include "launcher/commands.h"
@@ -68,10 +68,9 @@ int inspect(const InspectOptions& o) {
   for (const auto& op : model->opsets)
     opsets.push_back(fmt::format("{} {}", op.domain.empty() ? "ai.onnx" : op.domain, op.version));
   fmt::print("opsets:       {}\n", fmt::join(opsets, ", "));
-  fmt::print("producer:     {}\n",
-             model->producer_name.empty()
-                 ? "(none)"
-                 : fmt::format("{} {}", model->producer_name, model->producer_version));
+  std::string producer = model->producer_name;
+  if (!model->producer_version.empty()) producer += " " + model->producer_version;
+  fmt::print("producer:     {}\n", producer.empty() ? "(none)" : producer);
   if (!model->domain.empty() || model->model_version != 0)
     fmt::print("domain:       {} (model version {})\n", model->domain, model->model_version);
   fmt::print("graph:        {}\n", g.name.empty() ? "(unnamed)" : g.name);

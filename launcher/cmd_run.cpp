@@ -1,10 +1,10 @@
 // onyx run: one inference, outputs written as .npy and summarised.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <filesystem>
 #include <memory>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "kernels/dispatch.h"
 #include "launcher/commands.h"
@@ -36,9 +36,10 @@ std::string summary(const Tensor& t, size_t n = 6) {
   size_t shown = std::min<size_t>(n, static_cast<size_t>(t.numel()));
   std::vector<std::string> vals;
   if (t.dtype() == DataType::String) {
-    for (size_t i = 0; i < shown; ++i) vals.push_back(fmt::format("\"{}\"", t.data<std::string>()[i]));
-  } else if (!is_float8(t.dtype()) && !is_sub_byte(t.dtype()) &&
-             t.dtype() != DataType::Complex64 && t.dtype() != DataType::Complex128) {
+    for (size_t i = 0; i < shown; ++i)
+      vals.push_back(fmt::format("\"{}\"", t.data<std::string>()[i]));
+  } else if (!is_float8(t.dtype()) && !is_sub_byte(t.dtype()) && t.dtype() != DataType::Complex64 &&
+             t.dtype() != DataType::Complex128) {
     dispatch<NumericBoolTypes>(t.dtype(), "onyx run", [&]<typename T>() {
       for (size_t i = 0; i < shown; ++i)
         vals.push_back(fmt::format("{:.6g}", static_cast<double>(t.data<T>()[i])));
@@ -95,8 +96,8 @@ int run(const RunOptions& o, const CommonOptions& common) {
       fmt::print("  {:<24} none (empty optional)\n", io.name);
     }
   }
-  fmt::print("load {:.2f} ms, run {:.3f} ms ({} nodes, peak {:.1f} KiB intermediate)\n",
-             ms(t0, t1), ms(t2, t3), stats.nodes_run, stats.peak_bytes / 1024.0);
+  fmt::print("load {:.2f} ms, run {:.3f} ms ({} nodes, peak {:.1f} KiB intermediate)\n", ms(t0, t1),
+             ms(t2, t3), stats.nodes_run, stats.peak_bytes / 1024.0);
   if (!o.output_dir.empty()) fmt::print("outputs written to {}/\n", o.output_dir);
   if (so.profiling) fmt::print("profile written to {}\n", session.end_profiling());
   return 0;
@@ -119,7 +120,7 @@ Command add_run_command(CLI::App& parent, const CommonOptions& common) {
   app->add_option("-o,--output-dir", o->output_dir, "Write each output to DIR/<name>.npy");
   app->add_option("-t,--threads", o->threads, "Intra-op threads (0: one per core)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 20));
   app->add_option("--opt", o->opt, "Graph optimization level")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "basic", "extended", "all"}));

@@ -84,25 +84,29 @@ Tensor random_tensor(DataType dtype, const Shape& shape, uint64_t seed) {
     for (int64_t i = 0; i < n; ++i) t.data_as<uint8_t>()[i] = static_cast<uint8_t>(small(rng));
   } else if (dtype == DataType::Complex64 || dtype == DataType::Complex128) {
     for (int64_t i = 0; i < 2 * n; ++i) {
-      if (dtype == DataType::Complex64) t.data_as<float>()[i] = real(rng);
-      else t.data_as<double>()[i] = real(rng);
+      if (dtype == DataType::Complex64)
+        t.data_as<float>()[i] = real(rng);
+      else
+        t.data_as<double>()[i] = real(rng);
     }
   } else {
     dispatch<NumericBoolTypes>(dtype, "random input", [&]<typename T>() {
       T* out = t.data<T>();
       for (int64_t i = 0; i < n; ++i) {
-        if constexpr (std::is_same_v<T, bool>) out[i] = small(rng) & 1;
-        else if constexpr (std::is_integral_v<T>) out[i] = static_cast<T>(small(rng));
-        else out[i] = static_cast<T>(real(rng));
+        if constexpr (std::is_same_v<T, bool>)
+          out[i] = small(rng) & 1;
+        else if constexpr (std::is_integral_v<T>)
+          out[i] = static_cast<T>(small(rng));
+        else
+          out[i] = static_cast<T>(real(rng));
       }
     });
   }
   return t;
 }
 
-NamedValues make_feeds(const Session& session, const std::vector<std::string>& files,
-                       bool random, const std::map<std::string, int64_t>& dims, int64_t batch,
-                       uint64_t seed) {
+NamedValues make_feeds(const Session& session, const std::vector<std::string>& files, bool random,
+                       const std::map<std::string, int64_t>& dims, int64_t batch, uint64_t seed) {
   const auto& inputs = session.inputs();
   NamedValues feeds;
   for (const auto& spec : files) {
@@ -129,8 +133,8 @@ NamedValues make_feeds(const Session& session, const std::vector<std::string>& f
     if (feeds.count(io.name)) continue;
     ONYX_CHECK(random, "[onyx] missing input '{}' ({}): pass --input {}=FILE.npy or --random",
                io.name, io.type.str(), io.name);
-    feeds[io.name] = random_tensor(tensor_type(io).elem, concrete_shape(io, dims, batch),
-                                   seed * 1000003 + k);
+    feeds[io.name] =
+        random_tensor(tensor_type(io).elem, concrete_shape(io, dims, batch), seed * 1000003 + k);
   }
   return feeds;
 }

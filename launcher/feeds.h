@@ -25,8 +25,7 @@ Tensor random_tensor(DataType dtype, const Shape& shape, uint64_t seed);
 
 /// Feeds for `session`: each "NAME=FILE.npy" (or a bare FILE.npy for a one-input model)
 /// from `files`; the rest random when `random`, else an onyx::Error naming what is missing.
-NamedValues make_feeds(const Session& session, const std::vector<std::string>& files,
-                       bool random, const std::map<std::string, int64_t>& dims, int64_t batch,
-                       uint64_t seed);
+NamedValues make_feeds(const Session& session, const std::vector<std::string>& files, bool random,
+                       const std::map<std::string, int64_t>& dims, int64_t batch, uint64_t seed);
 
 }  // namespace onyx::cli

@@ -1,12 +1,12 @@
 // The `onyx` command line: parses, dispatches to one subcommand, and turns every error into
 // one line on stderr and a non-zero exit code.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <iostream>
 #include <new>
 #include <string>
 #include <vector>
-
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "graph/error.h"
 #include "launcher/commands.h"
@@ -42,13 +42,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
   // One file per command; `train` and `launch` join here.
-  std::vector<Command> commands = {add_run_command(app, common),
-                                   add_inspect_command(app, common),
+  std::vector<Command> commands = {add_run_command(app, common), add_inspect_command(app, common),
                                    add_bench_command(app, common)};
   // CLI11 would only say a subcommand is required; name the word it did not know.
-  if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* c) {
-                                         return c->get_name() == argv[1];
-                                       }).empty())
+  if (argc > 1 && argv[1][0] != '-' &&
+      app.get_subcommands([&](CLI::App* c) { return c->get_name() == argv[1]; }).empty())
     return fail(fmt::format("unknown command '{}' (commands: run, inspect, bench; see onyx --help)",
                             argv[1]));
   try {

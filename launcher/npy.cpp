@@ -27,21 +27,36 @@ struct Descr {
 /// The numpy kind and item size of onyx dtypes stored as numpy stores them.
 std::optional<Descr> native_descr(DataType t) {
   switch (t) {
-    case DataType::Float: return Descr{'<', 'f', 4};
-    case DataType::Double: return Descr{'<', 'f', 8};
-    case DataType::Float16: return Descr{'<', 'f', 2};
-    case DataType::Int8: return Descr{'|', 'i', 1};
-    case DataType::Int16: return Descr{'<', 'i', 2};
-    case DataType::Int32: return Descr{'<', 'i', 4};
-    case DataType::Int64: return Descr{'<', 'i', 8};
-    case DataType::UInt8: return Descr{'|', 'u', 1};
-    case DataType::UInt16: return Descr{'<', 'u', 2};
-    case DataType::UInt32: return Descr{'<', 'u', 4};
-    case DataType::UInt64: return Descr{'<', 'u', 8};
-    case DataType::Bool: return Descr{'|', 'b', 1};
-    case DataType::Complex64: return Descr{'<', 'c', 8};
-    case DataType::Complex128: return Descr{'<', 'c', 16};
-    default: return std::nullopt;
+    case DataType::Float:
+      return Descr{'<', 'f', 4};
+    case DataType::Double:
+      return Descr{'<', 'f', 8};
+    case DataType::Float16:
+      return Descr{'<', 'f', 2};
+    case DataType::Int8:
+      return Descr{'|', 'i', 1};
+    case DataType::Int16:
+      return Descr{'<', 'i', 2};
+    case DataType::Int32:
+      return Descr{'<', 'i', 4};
+    case DataType::Int64:
+      return Descr{'<', 'i', 8};
+    case DataType::UInt8:
+      return Descr{'|', 'u', 1};
+    case DataType::UInt16:
+      return Descr{'<', 'u', 2};
+    case DataType::UInt32:
+      return Descr{'<', 'u', 4};
+    case DataType::UInt64:
+      return Descr{'<', 'u', 8};
+    case DataType::Bool:
+      return Descr{'|', 'b', 1};
+    case DataType::Complex64:
+      return Descr{'<', 'c', 8};
+    case DataType::Complex128:
+      return Descr{'<', 'c', 16};
+    default:
+      return std::nullopt;
   }
 }
 
@@ -159,15 +174,14 @@ Header parse_header(const std::string& text, const std::string& source) {
 
 /// Parses "<f4" and friends into a Descr; refuses big-endian multi-byte data.
 Descr parse_descr(const std::string& d, const std::string& source) {
-  ONYX_CHECK(d.size() >= 2 && std::strchr("<>|=", d[0]),
-             "[npy] '{}': unsupported numpy dtype '{}'", source, d);
+  ONYX_CHECK(d.size() >= 2 && std::strchr("<>|=", d[0]), "[npy] '{}': unsupported numpy dtype '{}'",
+             source, d);
   Descr out;
   out.order = d[0] == '=' ? '<' : d[0];
   out.kind = d[1];
   std::string digits = d.substr(2);
   ONYX_CHECK(std::strchr("fiubcUS", out.kind) && !digits.empty() &&
-                 digits.find_first_not_of("0123456789") == std::string::npos &&
-                 digits.size() < 10,
+                 digits.find_first_not_of("0123456789") == std::string::npos && digits.size() < 10,
              "[npy] '{}': unsupported numpy dtype '{}' (onyx reads bool, int, uint, float, "
              "complex and unicode/bytes string arrays)",
              source, d);
@@ -182,10 +196,10 @@ Descr parse_descr(const std::string& d, const std::string& source) {
 
 DataType dtype_for(const Descr& d, const std::string& raw, const std::string& source) {
   if (d.kind == 'U' || d.kind == 'S') return DataType::String;
-  for (DataType t : {DataType::Float, DataType::Double, DataType::Float16, DataType::Int8,
-                     DataType::Int16, DataType::Int32, DataType::Int64, DataType::UInt8,
-                     DataType::UInt16, DataType::UInt32, DataType::UInt64, DataType::Bool,
-                     DataType::Complex64, DataType::Complex128}) {
+  for (DataType t :
+       {DataType::Float, DataType::Double, DataType::Float16, DataType::Int8, DataType::Int16,
+        DataType::Int32, DataType::Int64, DataType::UInt8, DataType::UInt16, DataType::UInt32,
+        DataType::UInt64, DataType::Bool, DataType::Complex64, DataType::Complex128}) {
     auto n = native_descr(t);
     if (n->kind == d.kind && n->size == d.size) return t;
   }
@@ -271,8 +285,8 @@ std::string shape_tuple(const Shape& shape) {
 
 /// Header and padding for `descr` and `shape`, in the smallest format version that fits.
 std::string make_preamble(const std::string& descr, const Shape& shape) {
-  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
-                                 descr, shape_tuple(shape));
+  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr,
+                                 shape_tuple(shape));
   for (int version : {1, 2}) {
     size_t len_bytes = version == 1 ? 2 : 4;
     size_t prefix = kMagicLen + 2 + len_bytes;
@@ -338,14 +352,15 @@ Tensor decode(const std::string& bytes, const std::string& source) {
   ONYX_CHECK(bytes.size() >= kMagicLen + 4 && bytes.compare(0, kMagicLen, kMagic, kMagicLen) == 0,
              "[npy] '{}' is not a .npy file (no \\x93NUMPY magic)", source);
   int major = static_cast<unsigned char>(bytes[kMagicLen]);
-  ONYX_CHECK(major >= 1 && major <= 3, "[npy] '{}': unsupported .npy format version {}.{}",
-             source, major, static_cast<int>(static_cast<unsigned char>(bytes[kMagicLen + 1])));
+  ONYX_CHECK(major >= 1 && major <= 3, "[npy] '{}': unsupported .npy format version {}.{}", source,
+             major, static_cast<int>(static_cast<unsigned char>(bytes[kMagicLen + 1])));
   size_t len_bytes = major == 1 ? 2 : 4;
   ONYX_CHECK(bytes.size() >= kMagicLen + 2 + len_bytes, "[npy] '{}': truncated header", source);
   size_t header_len = read_le(bytes, kMagicLen + 2, len_bytes);
   size_t data_at = kMagicLen + 2 + len_bytes + header_len;
-  ONYX_CHECK(data_at <= bytes.size(), "[npy] '{}': truncated header ({} bytes declared, {} present)",
-             source, header_len, bytes.size() - (kMagicLen + 2 + len_bytes));
+  ONYX_CHECK(data_at <= bytes.size(),
+             "[npy] '{}': truncated header ({} bytes declared, {} present)", source, header_len,
+             bytes.size() - (kMagicLen + 2 + len_bytes));
   Header h = parse_header(bytes.substr(kMagicLen + 2 + len_bytes, header_len), source);
   ONYX_CHECK(!h.fortran_order,
              "[npy] '{}': Fortran-order arrays are not supported; save "
@@ -362,9 +377,8 @@ Tensor decode(const std::string& bytes, const std::string& source) {
   ONYX_CHECK(!__builtin_mul_overflow(numel, item, &need), "[npy] '{}': shape {} is too large",
              source, shape_str(h.shape));
   size_t have = bytes.size() - data_at;
-  ONYX_CHECK(have >= need,
-             "[npy] '{}' is truncated: {} {} needs {} data bytes, the file has {}", source,
-             h.descr, shape_str(h.shape), need, have);
+  ONYX_CHECK(have >= need, "[npy] '{}' is truncated: {} {} needs {} data bytes, the file has {}",
+             source, h.descr, shape_str(h.shape), need, have);
   ONYX_CHECK(have == need, "[npy] '{}': {} unexpected bytes after the array data", source,
              have - need);
 

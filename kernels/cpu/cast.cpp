@@ -52,20 +52,22 @@ D convert(S s) {
 // Python repr layout of a number with significant `digits` and decimal exponent `exp`.
 std::string repr_layout(bool neg, const std::string& digits, int exp) {
   std::string out = neg ? "-" : "";
-  if (exp >= -4 && exp < 16) {
-    if (exp >= 0) {
-      std::string ip = digits.substr(0, std::min<size_t>(digits.size(), size_t(exp) + 1));
-      ip.resize(size_t(exp) + 1, '0');
-      std::string fp = digits.size() > size_t(exp) + 1 ? digits.substr(size_t(exp) + 1) : "0";
-      return out + ip + "." + fp;
-    }
-    return out + "0." + std::string(size_t(-exp - 1), '0') + digits;
+  const size_t nd = digits.size();
+  if (exp >= 0 && exp < 16) {  // 123.45, 1000000.0
+    const size_t ip = size_t(exp) + 1;
+    out.append(digits, 0, std::min(nd, ip)).append(ip > nd ? ip - nd : 0, '0').push_back('.');
+    if (nd > ip) out.append(digits, ip);
+    else out.push_back('0');
+  } else if (exp < 0 && exp >= -4) {  // 0.00123
+    out.append("0.").append(size_t(-exp - 1), '0').append(digits);
+  } else {  // 1.5e-05, 1e+16
+    out.push_back(digits[0]);
+    if (nd > 1) out.append(1, '.').append(digits, 1);
+    char e[16];
+    std::snprintf(e, sizeof e, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+    out.append(e);
   }
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
-  char e[16];
-  std::snprintf(e, sizeof e, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
-  return out + e;
+  return out;
 }
 
 // Shortest round-trip string of a float value with `prec` significant digits.

@@ -16,7 +16,8 @@ constexpr int64_t kGrain = 1 << 15;
 std::vector<int64_t> checked_indices(const KernelContext& ctx, const Tensor& t, int64_t dim,
                                      const char* what) {
   ONYX_CHECK(t.dtype() == DataType::Int64 || t.dtype() == DataType::Int32,
-             "[{}] {} should be int32 or int64 but is {}", ctx.label(), what, dtype_name(t.dtype()));
+             "[{}] {} should be int32 or int64 but is {}", ctx.label(), what,
+             dtype_name(t.dtype()));
   auto v = t.to_int64_vector();
   for (int64_t& i : v) {
     ONYX_CHECK(i >= -dim && i < dim, "[{}] {} value {} is out of range [{}, {})", ctx.label(), what,
@@ -39,16 +40,19 @@ class GatherKernel final : public Kernel {
     out.insert(out.end(), ind.shape().begin(), ind.shape().end());
     out.insert(out.end(), x.shape().begin() + static_cast<int64_t>(a) + 1, x.shape().end());
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
-    int64_t outer = dims_product(x.shape(), 0, a), inner = dims_product(x.shape(), a + 1, x.shape().size());
+    int64_t outer = dims_product(x.shape(), 0, a),
+            inner = dims_product(x.shape(), a + 1, x.shape().size());
     auto n = static_cast<int64_t>(idx.size());
     if (inner == 0) return;
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
       const T* s = x.data_as<T>();
       T* o = y.data_as<T>();
-      parallel_for(outer * n, ctx.threads(), std::max<int64_t>(1, kGrain / inner), [&](int64_t b, int64_t e) {
-        for (int64_t w = b; w < e; ++w)
-          std::copy_n(s + ((w / n) * dim + idx[static_cast<size_t>(w % n)]) * inner, inner, o + w * inner);
-      });
+      parallel_for(outer * n, ctx.threads(), std::max<int64_t>(1, kGrain / inner),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t w = b; w < e; ++w)
+                       std::copy_n(s + ((w / n) * dim + idx[static_cast<size_t>(w % n)]) * inner,
+                                   inner, o + w * inner);
+                   });
     });
   }
 
@@ -75,11 +79,21 @@ void combine(T& d, const T& s, Reduction r) {
   } else {
     using A = acc_t<T>;
     switch (r) {
-      case Reduction::None: d = s; break;
-      case Reduction::Add: d = T(static_cast<A>(A(d) + A(s))); break;
-      case Reduction::Mul: d = T(static_cast<A>(A(d) * A(s))); break;
-      case Reduction::Max: d = A(s) > A(d) ? s : d; break;
-      case Reduction::Min: d = A(s) < A(d) ? s : d; break;
+      case Reduction::None:
+        d = s;
+        break;
+      case Reduction::Add:
+        d = T(static_cast<A>(A(d) + A(s)));
+        break;
+      case Reduction::Mul:
+        d = T(static_cast<A>(A(d) * A(s)));
+        break;
+      case Reduction::Max:
+        d = A(s) > A(d) ? s : d;
+        break;
+      case Reduction::Min:
+        d = A(s) < A(d) ? s : d;
+        break;
     }
   }
 }
@@ -87,8 +101,10 @@ void combine(T& d, const T& s, Reduction r) {
 /// Calls f<T>() with a byte-width type for plain writes, the real type for reductions.
 template <typename F>
 void dispatch_scatter(DataType dt, Reduction r, const std::string& who, F&& f) {
-  if (r == Reduction::None) dispatch_move(dt, who, f);
-  else dispatch<NumericBoolTypes>(dt, who, f);
+  if (r == Reduction::None)
+    dispatch_move(dt, who, f);
+  else
+    dispatch<NumericBoolTypes>(dt, who, f);
 }
 
 /// Walks every element of `shape`, calling fn(linear, offset) where offset moves by
@@ -114,7 +130,9 @@ void walk(const Shape& shape, const std::vector<int64_t>& strides, size_t axis, 
 /// Shared checks of GatherElements / ScatterElements: same rank, index dims within data's.
 void check_element_indices(const KernelContext& ctx, const Tensor& x, const Tensor& ind) {
   bool ok = ind.rank() == x.rank();
-  for (int64_t d = 0; ok && d < x.rank(); ++d) ok = ind.shape()[static_cast<size_t>(d)] <= x.shape()[static_cast<size_t>(d)] || ind.numel() == 0;
+  for (int64_t d = 0; ok && d < x.rank(); ++d)
+    ok = ind.shape()[static_cast<size_t>(d)] <= x.shape()[static_cast<size_t>(d)] ||
+         ind.numel() == 0;
   ONYX_CHECK(ok, "[{}] indices shape {} should have data's rank and fit in data shape {}",
              ctx.label(), shape_str(ind.shape()), shape_str(x.shape()));
 }
@@ -133,9 +151,8 @@ class GatherElementsKernel final : public Kernel {
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
       const T* s = x.data_as<T>();
       T* o = y.data_as<T>();
-      walk(ind.shape(), xs, a, [&](int64_t i, int64_t off) {
-        o[i] = s[off + idx[static_cast<size_t>(i)] * xs[a]];
-      });
+      walk(ind.shape(), xs, a,
+           [&](int64_t i, int64_t off) { o[i] = s[off + idx[static_cast<size_t>(i)] * xs[a]]; });
     });
   }
 
@@ -181,13 +198,14 @@ class ScatterElementsKernel final : public Kernel {
 /// `batch` leading dims, whose offsets the caller adds).
 std::vector<int64_t> nd_offsets(const KernelContext& ctx, const Tensor& ind, const Shape& shape,
                                 size_t batch) {
-  ONYX_CHECK(ind.dtype() == DataType::Int64, "[{}] indices should be int64 but are {}",
-             ctx.label(), dtype_name(ind.dtype()));
+  ONYX_CHECK(ind.dtype() == DataType::Int64, "[{}] indices should be int64 but are {}", ctx.label(),
+             dtype_name(ind.dtype()));
   ONYX_CHECK(ind.rank() >= 1, "[{}] indices should have rank >= 1", ctx.label());
   auto k = static_cast<size_t>(ind.dim(-1));
   ONYX_CHECK(k <= shape.size() - batch, "[{}] indices tuples of {} do not fit data shape {}",
              ctx.label(), k, shape_str(shape));
-  auto strides = contiguous_strides(Shape(shape.begin() + static_cast<int64_t>(batch), shape.end()));
+  auto strides =
+      contiguous_strides(Shape(shape.begin() + static_cast<int64_t>(batch), shape.end()));
   const int64_t* v = ind.data<int64_t>();
   size_t n = k ? static_cast<size_t>(ind.numel()) / k : static_cast<size_t>(ind.numel());
   std::vector<int64_t> offs(n, 0);
@@ -218,17 +236,20 @@ class GatherNDKernel final : public Kernel {
     out.insert(out.end(), x.shape().begin() + static_cast<int64_t>(b + k), x.shape().end());
     int64_t slice = dims_product(x.shape(), b + k, x.shape().size());
     int64_t batch_size = dims_product(x.shape(), b, x.shape().size());
-    int64_t per_batch = static_cast<int64_t>(offs.size()) / std::max<int64_t>(1, dims_product(x.shape(), 0, b));
+    int64_t per_batch =
+        static_cast<int64_t>(offs.size()) / std::max<int64_t>(1, dims_product(x.shape(), 0, b));
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     if (slice == 0) return;
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
       const T* s = x.data_as<T>();
       T* o = y.data_as<T>();
       auto n = static_cast<int64_t>(offs.size());
-      parallel_for(n, ctx.threads(), std::max<int64_t>(1, kGrain / slice), [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i)
-          std::copy_n(s + (i / per_batch) * batch_size + offs[static_cast<size_t>(i)], slice, o + i * slice);
-      });
+      parallel_for(n, ctx.threads(), std::max<int64_t>(1, kGrain / slice),
+                   [&](int64_t lo, int64_t hi) {
+                     for (int64_t i = lo; i < hi; ++i)
+                       std::copy_n(s + (i / per_batch) * batch_size + offs[static_cast<size_t>(i)],
+                                   slice, o + i * slice);
+                   });
     });
   }
 
@@ -310,8 +331,10 @@ void nonzero_compute(KernelContext& ctx) {
     const T* s = x.data<T>();
     for (int64_t i = 0; i < x.numel(); ++i) {
       bool nz;
-      if constexpr (std::is_same_v<T, std::string>) nz = !s[i].empty();
-      else nz = static_cast<acc_t<T>>(s[i]) != acc_t<T>(0);
+      if constexpr (std::is_same_v<T, std::string>)
+        nz = !s[i].empty();
+      else
+        nz = static_cast<acc_t<T>>(s[i]) != acc_t<T>(0);
       if (nz) hits.push_back(i);
     }
   });
@@ -322,7 +345,8 @@ void nonzero_compute(KernelContext& ctx) {
   auto strides = contiguous_strides(shape);
   for (int64_t j = 0; j < n; ++j)
     for (int64_t d = 0; d < r; ++d)
-      o[d * n + j] = (hits[static_cast<size_t>(j)] / strides[static_cast<size_t>(d)]) % shape[static_cast<size_t>(d)];
+      o[d * n + j] = (hits[static_cast<size_t>(j)] / strides[static_cast<size_t>(d)]) %
+                     shape[static_cast<size_t>(d)];
 }
 
 class CompressKernel final : public Kernel {
@@ -342,7 +366,8 @@ class CompressKernel final : public Kernel {
     std::vector<int64_t> keep;
     for (int64_t i = 0; i < c.numel(); ++i) {
       if (!cond[i]) continue;
-      ONYX_CHECK(i < dim, "[{}] condition selects index {} beyond axis size {}", ctx.label(), i, dim);
+      ONYX_CHECK(i < dim, "[{}] condition selects index {} beyond axis size {}", ctx.label(), i,
+                 dim);
       keep.push_back(i);
     }
     Shape out = shape;
@@ -409,7 +434,8 @@ class UniqueKernel final : public Kernel {
       std::vector<size_t> rank(first.size());
       std::iota(rank.begin(), rank.end(), 0);
       if (!sorted_)
-        std::sort(rank.begin(), rank.end(), [&](size_t i, size_t j) { return first[i] < first[j]; });
+        std::sort(rank.begin(), rank.end(),
+                  [&](size_t i, size_t j) { return first[i] < first[j]; });
       std::vector<int64_t> pos(first.size());
       for (size_t k = 0; k < rank.size(); ++k) pos[rank[k]] = static_cast<int64_t>(k);
       auto u = static_cast<int64_t>(first.size());
@@ -443,7 +469,8 @@ void register_gather_kernels(KernelRegistry& r) {
   r.add({"Gather", "", 1, INT_MAX, "cpu", 0, types, make_factory<GatherKernel>()});
   r.add({"GatherElements", "", 11, INT_MAX, "cpu", 0, types, make_factory<GatherElementsKernel>()});
   r.add({"GatherND", "", 11, INT_MAX, "cpu", 0, types, make_factory<GatherNDKernel>()});
-  r.add({"ScatterElements", "", 11, INT_MAX, "cpu", 0, types, make_factory<ScatterElementsKernel>()});
+  r.add(
+      {"ScatterElements", "", 11, INT_MAX, "cpu", 0, types, make_factory<ScatterElementsKernel>()});
   r.add({"Scatter", "", 9, 10, "cpu", 0, types, make_factory<ScatterElementsKernel>()});
   r.add({"ScatterND", "", 11, INT_MAX, "cpu", 0, types, make_factory<ScatterNDKernel>()});
   r.add({"OneHot", "", 9, INT_MAX, "cpu", 0, numeric_types(), make_factory<OneHotKernel>()});

@@ -27,10 +27,11 @@ inline std::vector<DataType> movable_types() {
 
 /// movable_types() plus float8, float4 and the sub-byte ints (Reshape, Transpose, ... at 21+).
 inline std::vector<DataType> stored_types() {
-  return movable_types() + std::vector<DataType>{
-      DataType::Float8E4M3FN, DataType::Float8E4M3FNUZ, DataType::Float8E5M2,
-      DataType::Float8E5M2FNUZ, DataType::Float8E8M0, DataType::Float4E2M1,
-      DataType::UInt4, DataType::Int4, DataType::UInt2, DataType::Int2};
+  return movable_types() + std::vector<DataType>{DataType::Float8E4M3FN, DataType::Float8E4M3FNUZ,
+                                                 DataType::Float8E5M2,   DataType::Float8E5M2FNUZ,
+                                                 DataType::Float8E8M0,   DataType::Float4E2M1,
+                                                 DataType::UInt4,        DataType::Int4,
+                                                 DataType::UInt2,        DataType::Int2};
 }
 
 /// `axis` in [-rank, rank) mapped to [0, rank); onyx::Error naming `who` otherwise.

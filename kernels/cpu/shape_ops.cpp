@@ -153,9 +153,9 @@ void identity_compute(KernelContext& ctx) {
 class DropoutKernel final : public Kernel {
  public:
   explicit DropoutKernel(const KernelInfo& info)
-      : bool_mask_(info.opset >= 10), rng_(static_cast<uint32_t>(info.node.has_attr("seed")
-                                                                    ? info.node.attr_int("seed", 0)
-                                                                    : std::random_device{}())) {}
+      : bool_mask_(info.opset >= 10),
+        rng_(static_cast<uint32_t>(info.node.has_attr("seed") ? info.node.attr_int("seed", 0)
+                                                              : std::random_device{}())) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
@@ -188,9 +188,8 @@ class DropoutKernel final : public Kernel {
       return;
     }
     Tensor& m = ctx.allocate_output(1, x.dtype(), x.shape());
-    dispatch<FloatTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
-      std::fill_n(m.data<T>(), m.numel(), T(1.0f));
-    });
+    dispatch<FloatTypes>(x.dtype(), ctx.label(),
+                         [&]<typename T>() { std::fill_n(m.data<T>(), m.numel(), T(1.0f)); });
   }
 
   void train(KernelContext& ctx, const Tensor& x, double ratio) const {
@@ -285,7 +284,8 @@ class ConstantOfShapeKernel final : public Kernel {
 class EyeLikeKernel final : public Kernel {
  public:
   explicit EyeLikeKernel(const KernelInfo& info)
-      : dtype_(static_cast<DataType>(info.node.attr_int("dtype", 0))), k_(info.node.attr_int("k", 0)) {}
+      : dtype_(static_cast<DataType>(info.node.attr_int("dtype", 0))),
+        k_(info.node.attr_int("k", 0)) {}
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     ONYX_CHECK(x.rank() == 2, "[{}] input should be 2-D but has shape {}", ctx.label(),
@@ -342,13 +342,24 @@ void register_shape_kernels(KernelRegistry& r) {
                                      DataType::Float8E5M2, DataType::Float8E5M2FNUZ},
          make_factory<DropoutKernel>()});
   r.add({"Constant", "", 1, INT_MAX, "cpu", -1, {}, make_factory<ConstantKernel>()});
-  r.add({"ConstantOfShape", "", 9, INT_MAX, "cpu", 0, {DataType::Int64},
+  r.add({"ConstantOfShape",
+         "",
+         9,
+         INT_MAX,
+         "cpu",
+         0,
+         {DataType::Int64},
          make_factory<ConstantOfShapeKernel>()});
   r.add({"EyeLike", "", 9, INT_MAX, "cpu", 0, numeric_types() + std::vector{DataType::Bool},
          make_factory<EyeLikeKernel>()});
-  r.add({"Range", "", 11, INT_MAX, "cpu", 0,
-         {DataType::Float, DataType::Double, DataType::Float16, DataType::BFloat16,
-          DataType::Int16, DataType::Int32, DataType::Int64},
+  r.add({"Range",
+         "",
+         11,
+         INT_MAX,
+         "cpu",
+         0,
+         {DataType::Float, DataType::Double, DataType::Float16, DataType::BFloat16, DataType::Int16,
+          DataType::Int32, DataType::Int64},
          function_factory(range_compute)});
 }
 

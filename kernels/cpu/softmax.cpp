@@ -31,7 +31,7 @@ inline float exp_vec(float x) {
 inline float fast_exp(float x) { return exp_vec(x); }
 inline double fast_exp(double x) { return std::exp(x); }
 
-/// Maximum of a contiguous row, in independent lanes so it vectorises.
+/// Maximum and sum of a contiguous row, in independent lanes so the loops vectorise.
 template <typename A>
 A row_max(const A* x, int64_t n) {
   constexpr int kLanes = 16;
@@ -44,6 +44,18 @@ A row_max(const A* x, int64_t n) {
   for (int l = 1; l < kLanes; ++l) m = lanes[l] > m ? lanes[l] : m;
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
+}
+template <typename A>
+A row_sum(const A* x, int64_t n) {
+  constexpr int kLanes = 16;
+  A lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += x[i + l];
+  A s = A(0);
+  for (int l = 0; l < kLanes; ++l) s += lanes[l];
+  for (; i < n; ++i) s += x[i];
+  return s;
 }
 
 /// One contiguous row in the compute type A; `x` and `y` may alias.
@@ -58,19 +70,23 @@ void row_kernel(SoftmaxKind kind, const A* x, A* y, int64_t n) {
     return;
   }
   const A m = row_max(x, n);
-  A sum = A(0);
   if (kind == SoftmaxKind::Softmax) {
-    for (int64_t i = 0; i < n; ++i) {
-      y[i] = fast_exp(x[i] - m);
-      sum += y[i];
-    }
-    const A inv = A(1) / sum;
+    for (int64_t i = 0; i < n; ++i) y[i] = fast_exp(x[i] - m);
+    const A inv = A(1) / row_sum(y, n);
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
-  } else {
-    for (int64_t i = 0; i < n; ++i) sum += fast_exp(x[i] - m);
-    const A shift = m + std::log(sum);
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;
+    return;
   }
+  // LogSoftmax: exponentials go to a small block buffer since y may alias x.
+  constexpr int64_t kBlock = 256;
+  A e[kBlock];
+  A sum = A(0);
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t len = std::min(kBlock, n - i0);
+    for (int64_t i = 0; i < len; ++i) e[i] = fast_exp(x[i0 + i] - m);
+    sum += row_sum(e, len);
+  }
+  const A shift = m + std::log(sum);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;
 }
 
 class SoftmaxKernel final : public Kernel {

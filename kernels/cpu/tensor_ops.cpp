@@ -92,22 +92,23 @@ void tiled_transpose(const T* src, T* dst, const Shape& batch, const std::vector
                      int64_t A, int64_t B, int64_t sb, int threads) {
   constexpr int64_t kTile = 32;
   int64_t nb = shape_numel(batch), ta = (A + kTile - 1) / kTile;
-  parallel_for(nb * ta, threads, std::max<int64_t>(1, kGrain / (kTile * B)), [&](int64_t lo, int64_t hi) {
-    for (int64_t w = lo; w < hi; ++w) {
-      int64_t n = w / ta, a0 = (w % ta) * kTile, a1 = std::min(A, a0 + kTile), off = 0;
-      for (size_t d = batch.size(), t = static_cast<size_t>(n); d-- > 0;) {
-        off += static_cast<int64_t>(t % static_cast<size_t>(batch[d])) * bstr[d];
-        t /= static_cast<size_t>(batch[d]);
-      }
-      const T* s = src + off;
-      T* o = dst + n * A * B;
-      for (int64_t b0 = 0; b0 < B; b0 += kTile) {
-        int64_t b1 = std::min(B, b0 + kTile);
-        for (int64_t a = a0; a < a1; ++a)
-          for (int64_t b = b0; b < b1; ++b) o[a * B + b] = s[a + b * sb];
-      }
-    }
-  });
+  parallel_for(nb * ta, threads, std::max<int64_t>(1, kGrain / (kTile * B)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t w = lo; w < hi; ++w) {
+                   int64_t n = w / ta, a0 = (w % ta) * kTile, a1 = std::min(A, a0 + kTile), off = 0;
+                   for (size_t d = batch.size(), t = static_cast<size_t>(n); d-- > 0;) {
+                     off += static_cast<int64_t>(t % static_cast<size_t>(batch[d])) * bstr[d];
+                     t /= static_cast<size_t>(batch[d]);
+                   }
+                   const T* s = src + off;
+                   T* o = dst + n * A * B;
+                   for (int64_t b0 = 0; b0 < B; b0 += kTile) {
+                     int64_t b1 = std::min(B, b0 + kTile);
+                     for (int64_t a = a0; a < a1; ++a)
+                       for (int64_t b = b0; b < b1; ++b) o[a * B + b] = s[a + b * sb];
+                   }
+                 }
+               });
 }
 
 /// dst = src (contiguous, `in_shape`) with its axes permuted by `perm`.
@@ -173,8 +174,8 @@ class SpaceDepthKernel final : public Kernel {
   }
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
-    ONYX_CHECK(x.rank() == 4, "[{}] input should be 4-D (N, C, H, W) but has shape {}",
-               ctx.label(), shape_str(x.shape()));
+    ONYX_CHECK(x.rank() == 4, "[{}] input should be 4-D (N, C, H, W) but has shape {}", ctx.label(),
+               shape_str(x.shape()));
     int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3], b = b_;
     Shape view, out;
     std::vector<int64_t> perm;
@@ -313,7 +314,8 @@ class SplitKernel final : public Kernel {
       for (int64_t i = 0, left = dim; i < n; ++i, left -= chunk)
         sizes.push_back(std::clamp<int64_t>(left, 0, chunk));
     }
-    int64_t outer = dims_product(x.shape(), 0, a), inner = dims_product(x.shape(), a + 1, x.shape().size());
+    int64_t outer = dims_product(x.shape(), 0, a),
+            inner = dims_product(x.shape(), a + 1, x.shape().size());
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
       int64_t col = 0;
       for (int i = 0; i < n; ++i) {
@@ -341,14 +343,15 @@ void slice_compute(KernelContext& ctx) {
   auto ends = ctx.required_input(2).to_int64_vector();
   int64_t r = x.rank();
   std::vector<int64_t> axes, steps(starts.size(), 1);
-  if (const Tensor* t = ctx.input(3)) axes = t->to_int64_vector();
+  if (const Tensor* t = ctx.input(3))
+    axes = t->to_int64_vector();
   else
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (const Tensor* t = ctx.input(4)) steps = t->to_int64_vector();
-  ONYX_CHECK(ends.size() == starts.size() && axes.size() == starts.size() &&
-                 steps.size() == starts.size(),
-             "[{}] starts {}, ends {}, axes {} and steps {} should have the same length",
-             ctx.label(), starts, ends, axes, steps);
+  ONYX_CHECK(
+      ends.size() == starts.size() && axes.size() == starts.size() && steps.size() == starts.size(),
+      "[{}] starts {}, ends {}, axes {} and steps {} should have the same length", ctx.label(),
+      starts, ends, axes, steps);
   Shape out = x.shape();
   auto xs = contiguous_strides(x.shape());
   std::vector<int64_t> strides = xs;
@@ -388,11 +391,16 @@ class PadKernel final : public Kernel {
  public:
   explicit PadKernel(const KernelInfo& info) {
     std::string m = info.node.attr_string("mode", "constant");
-    if (m == "constant") mode_ = PadMode::Constant;
-    else if (m == "reflect") mode_ = PadMode::Reflect;
-    else if (m == "edge") mode_ = PadMode::Edge;
-    else if (m == "wrap" && info.opset >= 19) mode_ = PadMode::Wrap;
-    else ONYX_THROW("[{}] unknown mode '{}' at opset {}", info.label(), m, info.opset);
+    if (m == "constant")
+      mode_ = PadMode::Constant;
+    else if (m == "reflect")
+      mode_ = PadMode::Reflect;
+    else if (m == "edge")
+      mode_ = PadMode::Edge;
+    else if (m == "wrap" && info.opset >= 19)
+      mode_ = PadMode::Wrap;
+    else
+      ONYX_THROW("[{}] unknown mode '{}' at opset {}", info.label(), m, info.opset);
   }
 
   void compute(KernelContext& ctx) const override {
@@ -400,7 +408,8 @@ class PadKernel final : public Kernel {
     int64_t r = x.rank();
     auto pads = ctx.required_input(1).to_int64_vector();
     std::vector<int64_t> axes;
-    if (const Tensor* t = ctx.input(3)) axes = t->to_int64_vector();
+    if (const Tensor* t = ctx.input(3))
+      axes = t->to_int64_vector();
     else
       for (int64_t i = 0; i < r; ++i) axes.push_back(i);
     auto na = axes.size();
@@ -420,10 +429,11 @@ class PadKernel final : public Kernel {
       ONYX_CHECK(out[a] >= 0, "[{}] pads {} shrink axis {} of shape {} below zero", ctx.label(),
                  pads, a, shape_str(x.shape()));
       ONYX_CHECK(mode_ == PadMode::Constant || d > 0 || out[a] == 0,
-                 "[{}] cannot pad empty axis {} of shape {} in a non-constant mode", ctx.label(),
-                 a, shape_str(x.shape()));
+                 "[{}] cannot pad empty axis {} of shape {} in a non-constant mode", ctx.label(), a,
+                 shape_str(x.shape()));
       maps[a].resize(static_cast<size_t>(out[a]));
-      for (int64_t o = 0; o < out[a]; ++o) maps[a][static_cast<size_t>(o)] = source_index(o - before[a], d);
+      for (int64_t o = 0; o < out[a]; ++o)
+        maps[a][static_cast<size_t>(o)] = source_index(o - before[a], d);
     }
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
@@ -437,9 +447,12 @@ class PadKernel final : public Kernel {
   int64_t source_index(int64_t i, int64_t d) const {
     if (i >= 0 && i < d) return i;
     switch (mode_) {
-      case PadMode::Constant: return -1;
-      case PadMode::Edge: return i < 0 ? 0 : d - 1;
-      case PadMode::Wrap: return ((i % d) + d) % d;
+      case PadMode::Constant:
+        return -1;
+      case PadMode::Edge:
+        return i < 0 ? 0 : d - 1;
+      case PadMode::Wrap:
+        return ((i % d) + d) % d;
       case PadMode::Reflect: {
         if (d == 1) return 0;
         int64_t p = 2 * (d - 1), m = ((i % p) + p) % p;
@@ -461,7 +474,8 @@ class PadKernel final : public Kernel {
     if constexpr (!std::is_same_v<T, std::string>) {
       double d = v->to_double_vector()[0];
       Tensor t = Tensor::zeros(dt, {});
-      dispatch<NumericTypes>(dt, ctx.label(), [&]<typename U>() { *t.data<U>() = U(static_cast<acc_t<U>>(d)); });
+      dispatch<NumericTypes>(dt, ctx.label(),
+                             [&]<typename U>() { *t.data<U>() = U(static_cast<acc_t<U>>(d)); });
       out = *t.data_as<T>();
     }
     return out;
@@ -480,7 +494,8 @@ class PadKernel final : public Kernel {
     size_t r = out.size();
     auto xs = contiguous_strides(in);
     int64_t W = out[r - 1], d = in[r - 1], rows = n / W;
-    int64_t lo = std::clamp<int64_t>(before[r - 1], 0, W), hi = std::clamp<int64_t>(before[r - 1] + d, lo, W);
+    int64_t lo = std::clamp<int64_t>(before[r - 1], 0, W),
+            hi = std::clamp<int64_t>(before[r - 1] + d, lo, W);
     const auto& inner_map = maps[r - 1];
     parallel_for(rows, threads, std::max<int64_t>(1, kGrain / W), [&](int64_t b, int64_t e) {
       for (int64_t row = b; row < e; ++row) {
@@ -527,15 +542,16 @@ class TriluKernel final : public Kernel {
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
       const T* s = x.data_as<T>();
       T* o = y.data_as<T>();
-      parallel_for(rows, ctx.threads(), std::max<int64_t>(1, kGrain / M), [&](int64_t b, int64_t e) {
-        for (int64_t row = b; row < e; ++row) {
-          int64_t i = row % N, edge = std::clamp<int64_t>(upper_ ? i + k : i + k + 1, 0, M);
-          // upper keeps columns >= i + k; lower keeps columns <= i + k.
-          int64_t z0 = upper_ ? 0 : edge, z1 = upper_ ? edge : M;
-          std::copy_n(s + row * M, M, o + row * M);
-          std::fill(o + row * M + z0, o + row * M + z1, T{});
-        }
-      });
+      parallel_for(
+          rows, ctx.threads(), std::max<int64_t>(1, kGrain / M), [&](int64_t b, int64_t e) {
+            for (int64_t row = b; row < e; ++row) {
+              int64_t i = row % N, edge = std::clamp<int64_t>(upper_ ? i + k : i + k + 1, 0, M);
+              // upper keeps columns >= i + k; lower keeps columns <= i + k.
+              int64_t z0 = upper_ ? 0 : edge, z1 = upper_ ? edge : M;
+              std::copy_n(s + row * M, M, o + row * M);
+              std::fill(o + row * M + z0, o + row * M + z1, T{});
+            }
+          });
     });
   }
 
@@ -546,7 +562,8 @@ class TriluKernel final : public Kernel {
 class ReverseSequenceKernel final : public Kernel {
  public:
   explicit ReverseSequenceKernel(const KernelInfo& info)
-      : time_axis_(info.node.attr_int("time_axis", 0)), batch_axis_(info.node.attr_int("batch_axis", 1)) {
+      : time_axis_(info.node.attr_int("time_axis", 0)),
+        batch_axis_(info.node.attr_int("batch_axis", 1)) {
     ONYX_CHECK((time_axis_ == 0 && batch_axis_ == 1) || (time_axis_ == 1 && batch_axis_ == 0),
                "[{}] time_axis and batch_axis should be 0 and 1 (in either order), got {} and {}",
                info.label(), time_axis_, batch_axis_);
@@ -555,12 +572,14 @@ class ReverseSequenceKernel final : public Kernel {
     const Tensor& x = ctx.required_input(0);
     ONYX_CHECK(x.rank() >= 2, "[{}] input should have rank >= 2 but has shape {}", ctx.label(),
                shape_str(x.shape()));
-    int64_t T_ = x.shape()[static_cast<size_t>(time_axis_)], B = x.shape()[static_cast<size_t>(batch_axis_)];
+    int64_t T_ = x.shape()[static_cast<size_t>(time_axis_)],
+            B = x.shape()[static_cast<size_t>(batch_axis_)];
     auto lens = ctx.required_input(1).to_int64_vector();
-    ONYX_CHECK(static_cast<int64_t>(lens.size()) == B, "[{}] sequence_lens has {} values for batch {}",
-               ctx.label(), lens.size(), B);
+    ONYX_CHECK(static_cast<int64_t>(lens.size()) == B,
+               "[{}] sequence_lens has {} values for batch {}", ctx.label(), lens.size(), B);
     for (int64_t l : lens)
-      ONYX_CHECK(l >= 0 && l <= T_, "[{}] sequence length {} is outside [0, {}]", ctx.label(), l, T_);
+      ONYX_CHECK(l >= 0 && l <= T_, "[{}] sequence length {} is outside [0, {}]", ctx.label(), l,
+                 T_);
     int64_t inner = dims_product(x.shape(), 2, x.shape().size());
     int64_t ts = time_axis_ == 0 ? B * inner : inner, bs = time_axis_ == 0 ? inner : T_ * inner;
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());

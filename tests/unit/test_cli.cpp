@@ -63,9 +63,9 @@ class Cli : public ::testing::Test {
 
   /// Runs `onyx ARGS` (already shell-quoted), capturing stdout, stderr and the exit code.
   Result onyx(const std::string& args) {
-    std::string cmd = fmt::format("{} {} >{} 2>{}", quote(onyx_binary()), args,
-                                  quote((dir_ / "stdout").string()),
-                                  quote((dir_ / "stderr").string()));
+    std::string cmd =
+        fmt::format("{} {} >{} 2>{}", quote(onyx_binary()), args, quote((dir_ / "stdout").string()),
+                    quote((dir_ / "stderr").string()));
     int status = std::system(cmd.c_str());
     Result r;
     EXPECT_TRUE(WIFEXITED(status)) << "onyx died: " << cmd;
@@ -110,15 +110,16 @@ TEST_F(Cli, RunMatchesTheBackendCaseOutput) {
   for (size_t i = 0; i < model->graph->inputs.size(); ++i) {
     const std::string& name = model->graph->inputs[i]->name;
     fs::path npy_path = dir_ / (name + ".npy");
-    npy::save(load_tensor_pb((test_case / "test_data_set_0" / fmt::format("input_{}.pb", i)).string()),
-              npy_path.string());
+    npy::save(
+        load_tensor_pb((test_case / "test_data_set_0" / fmt::format("input_{}.pb", i)).string()),
+        npy_path.string());
     args += " --input " + quote(name + "=" + npy_path.string());
   }
   Result r = onyx("run " + args + " --threads 2 --output-dir " + quote((dir_ / "out").string()));
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string& out_name = model->graph->outputs[0]->name;
   EXPECT_NE(r.out.find(out_name), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("float[3, 4, 5]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("float [3, 4, 5]"), std::string::npos) << r.out;
 
   Tensor got = npy::load((dir_ / "out" / (out_name + ".npy")).string());
   Tensor want = load_tensor_pb((test_case / "test_data_set_0" / "output_0.pb").string());
@@ -130,8 +131,8 @@ TEST_F(Cli, RunMatchesTheBackendCaseOutput) {
 TEST_F(Cli, RunRandomWithDimsWritesSlashNamesWithUnderscores) {
   std::string model = relu_model();
   fs::path out = dir_ / "out";
-  Result r = onyx("run " + quote(model) + " --random --dim batch=5 --seed 7 -o " +
-                  quote(out.string()));
+  Result r =
+      onyx("run " + quote(model) + " --random --dim batch=5 --seed 7 -o " + quote(out.string()));
   ASSERT_EQ(r.code, 0) << r.err;
   Tensor y = npy::load((out / "block_relu:0.npy").string());
   EXPECT_EQ(y.shape(), (Shape{5, 3}));
@@ -147,9 +148,9 @@ TEST_F(Cli, RunRandomWithDimsWritesSlashNamesWithUnderscores) {
 TEST_F(Cli, Inspect) {
   Result r = onyx("inspect " + quote(relu_model()));
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* part : {"ir version:   10", "ai.onnx 17", "onyx-test", "inputs (1)",
-                           "tensor(float)[batch, 3]", "outputs (1)", "block/relu:0", "Relu  1",
-                           "12 elements, 48 B in 1 initializers"})
+  for (const char* part :
+       {"ir version:   10", "ai.onnx 17", "onyx-test", "inputs (1)", "tensor(float)[batch, 3]",
+        "outputs (1)", "block/relu:0", "Relu  1", "12 elements, 48 B in 1 initializers"})
     EXPECT_NE(r.out.find(part), std::string::npos) << "'" << part << "' not in:\n" << r.out;
 }
 

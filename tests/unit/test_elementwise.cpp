@@ -145,7 +145,7 @@ TEST(Binary, WhereBroadcastsStrings) {
   Tensor c = Tensor::from_vector<bool>({2, 1}, {true, false});
   Tensor x = Tensor::from_vector<std::string>({2}, {"a", "b"});
   Tensor y = Tensor::from_vector<std::string>({}, {"z"});
-  Tensor out = run1("Where", {{"c", c}, {"x", x}, {"y", y}});
+  Tensor out = run1("Where", {{"c", c}, {"x", x}, {"z", y}});
   ASSERT_EQ(out.shape(), (Shape{2, 2}));
   const std::string* p = out.data<std::string>();
   EXPECT_EQ(p[0], "a");

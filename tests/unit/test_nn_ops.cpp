@@ -29,7 +29,7 @@ NamedTensors run_op(const std::string& op, const Named& inputs, std::vector<Attr
     if (!t.defined()) continue;
     if (symbolic) {
       SymShape s;
-      for (size_t i = 0; i < t.shape().size(); ++i) s.push_back(Dim::symbol(name + std::to_string(i)));
+      for (size_t i = 0; i < t.shape().size(); ++i) s.push_back(Dim::symbol(fmt::format("{}{}", name, i)));
       b.input(name, t.dtype(), s);
     } else {
       b.input(name, t.dtype(), t.shape());
@@ -143,6 +143,18 @@ TEST(NnOps, ConvDepthwiseAndSamePadding) {
   y = run_op("Conv", {{"x", T_({1, 1, 3}, {1, 2, 3})}, {"w", T_({1, 1, 2}, {1, 1})}},
              {attr_string("auto_pad", "SAME_UPPER")});
   expect_near(y.at("y0"), {3, 5, 3});
+}
+
+TEST(NnOps, ConvHalfFloats) {
+  for (DataType dt : {DataType::Float16, DataType::BFloat16}) {
+    auto cast = [&](const std::vector<double>& v, const Shape& s) {
+      return dt == DataType::Float16 ? T_<float16>(s, v) : T_<bfloat16>(s, v);
+    };
+    auto y = run_op("Conv", {{"x", cast({0, 1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 3, 3})},
+                             {"w", cast({1, 1, 1, 1}, {1, 1, 2, 2})}, {"b", cast({1}, {1})}});
+    EXPECT_EQ(y.at("y0").dtype(), dt);
+    expect_near(y.at("y0"), {9, 13, 21, 25});
+  }
 }
 
 TEST(NnOps, ConvTranspose1d) {

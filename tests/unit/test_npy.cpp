@@ -2,6 +2,7 @@
 // byte-exact agreement with files numpy wrote (launcher/testdata/numpy_fixtures.txt), and
 // the errors bad files give.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -36,13 +37,14 @@ const std::string& numpy_file(const std::string& name) {
 }
 
 std::string temp_path(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / "onyx_test_npy";
+  auto dir = std::filesystem::temp_directory_path() / ("onyx_test_npy_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }
 
 void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 /// Element bytes of `n` elements cycling through a pattern valid for every 1-byte type.
@@ -60,8 +62,8 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 
 struct Case {
   DataType dtype;
-  std::string descr;     // what the file says
-  DataType file_dtype;   // what reading it without a model gives
+  std::string descr;    // what the file says
+  DataType file_dtype;  // what reading it without a model gives
 };
 
 TEST(Npy, RoundTripEveryNumericDtypeAndConvention) {
@@ -112,10 +114,8 @@ TEST(Npy, RoundTripBoolAndSubByteTypes) {
     std::string descr;
   };
   const std::vector<Sub> subs = {
-      {DataType::Int4, {-8, -1, 0, 7}, "|i1"},
-      {DataType::Int2, {-2, -1, 0, 1}, "|i1"},
-      {DataType::UInt4, {0, 1, 9, 15}, "|u1"},
-      {DataType::UInt2, {0, 1, 2, 3}, "|u1"},
+      {DataType::Int4, {-8, -1, 0, 7}, "|i1"},      {DataType::Int2, {-2, -1, 0, 1}, "|i1"},
+      {DataType::UInt4, {0, 1, 9, 15}, "|u1"},      {DataType::UInt2, {0, 1, 2, 3}, "|u1"},
       {DataType::Float4E2M1, {0, 7, 8, 15}, "|u1"},
   };
   for (const auto& s : subs) {
@@ -163,7 +163,8 @@ TEST(Npy, ShapesScalarEmptyAndFileRoundTrip) {
 TEST(Npy, HeaderIsNumpysFormat) {
   std::string bytes = npy::encode(Tensor::zeros(DataType::Float, {2, 3}));
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
-  size_t header_len = static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8;
+  size_t header_len = static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9])
+                                                                 << 8;
   EXPECT_EQ((10 + header_len) % 64, 0u);
   EXPECT_EQ(bytes[10 + header_len - 1], '\n');
   EXPECT_EQ(bytes.size(), 10 + header_len + 24);
@@ -176,7 +177,8 @@ TEST(Npy, WritesTheBytesNumpyWrites) {
   EXPECT_EQ(npy::encode(Tensor::empty(DataType::Int64, {0, 2})), numpy_file("i8_0x2"));
   EXPECT_EQ(npy::encode(Tensor::from_vector<bool>({4}, {true, false, false, true})),
             numpy_file("b1_4"));
-  Tensor s = Tensor::from_vector<std::string>({4}, {"a", "h\xc3\xa9llo", "", "\xe6\x97\xa5\xe6\x9c\xac"});
+  Tensor s =
+      Tensor::from_vector<std::string>({4}, {"a", "h\xc3\xa9llo", "", "\xe6\x97\xa5\xe6\x9c\xac"});
   EXPECT_EQ(npy::encode(s), numpy_file("U_strings"));
   Tensor bf = Tensor::empty(DataType::BFloat16, {3});
   bf.data<bfloat16>()[0] = bfloat16(1.0f);
@@ -220,8 +222,9 @@ void expect_error(F&& f, const std::vector<std::string>& parts) {
     f();
     ADD_FAILURE() << "no onyx::Error thrown";
   } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-        << "'" << p << "' not in: " << e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "'" << p << "' not in: " << e.what();
   }
 }
 
@@ -253,19 +256,29 @@ TEST(Npy, WrongDtypeForInputNamesFileInputAndBothDtypes) {
   expect_error([&] { npy::load_as(path, DataType::Float, "images"); },
                {"doubles.npy", "'images'", "expected float", "<f4", "found double", "<f8"});
   // Conventions apply only to their own dtype: int8 data is not a uint4 input.
-  expect_error([] {
-    npy::convert_for_input(Tensor::zeros(DataType::Int8, {2}), DataType::UInt4, "q.npy", "q");
-  }, {"q.npy", "'q'", "expected uint4", "found int8"});
+  expect_error(
+      [] {
+        npy::convert_for_input(Tensor::zeros(DataType::Int8, {2}), DataType::UInt4, "q.npy", "q");
+      },
+      {"q.npy", "'q'", "expected uint4", "found int8"});
   // Sub-byte values must fit their type.
-  expect_error([] {
-    npy::convert_for_input(Tensor::from_vector<int8_t>({2}, {3, 9}), DataType::Int4, "w.npy", "w");
-  }, {"w.npy", "'w'", "int4", "element 1 is 9"});
-  expect_error([] {
-    npy::convert_for_input(Tensor::from_vector<uint8_t>({1}, {4}), DataType::UInt2, "u.npy", "u");
-  }, {"u.npy", "uint2", "element 0 is 4"});
-  expect_error([] {
-    npy::convert_for_input(Tensor::zeros(DataType::Float, {1}), DataType::String, "s.npy", "s");
-  }, {"s.npy", "expected string", "found float"});
+  expect_error(
+      [] {
+        npy::convert_for_input(Tensor::from_vector<int8_t>({2}, {3, 9}), DataType::Int4, "w.npy",
+                               "w");
+      },
+      {"w.npy", "'w'", "int4", "element 1 is 9"});
+  expect_error(
+      [] {
+        npy::convert_for_input(Tensor::from_vector<uint8_t>({1}, {4}), DataType::UInt2, "u.npy",
+                               "u");
+      },
+      {"u.npy", "uint2", "element 0 is 4"});
+  expect_error(
+      [] {
+        npy::convert_for_input(Tensor::zeros(DataType::Float, {1}), DataType::String, "s.npy", "s");
+      },
+      {"s.npy", "expected string", "found float"});
 }
 
 TEST(Npy, InvalidUtf8IsAnError) {

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,8 +71,8 @@ std::vector<DataSet> load_data_sets(const fs::path& dir) {
 ::testing::AssertionResult close(const std::string& what, const onyx::Tensor& got,
                                  const onyx::Tensor& want) {
   if (got.dtype() != onyx::DataType::Float || want.dtype() != onyx::DataType::Float)
-    return ::testing::AssertionFailure() << what << ": expected float32, got "
-                                         << onyx::dtype_name(got.dtype());
+    return ::testing::AssertionFailure()
+           << what << ": expected float32, got " << onyx::dtype_name(got.dtype());
   if (got.shape() != want.shape())
     return ::testing::AssertionFailure() << what << ": shape " << onyx::shape_str(got.shape())
                                          << ", expected " << onyx::shape_str(want.shape());
@@ -81,14 +81,15 @@ std::vector<DataSet> load_data_sets(const fs::path& dir) {
   double worst = -1;
   int64_t at = 0;
   for (int64_t i = 0; i < got.numel(); ++i) {
-    double e = std::isnan(a[i]) ? INFINITY
-                                : std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i])));
+    double e = std::isnan(a[i])
+                   ? INFINITY
+                   : std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i])));
     if (e > worst) worst = e, at = i;
   }
   if (worst <= kRelTol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": element " << at << " is " << a[at]
-                                       << ", expected " << b[at] << " (relative error " << worst
-                                       << " > " << kRelTol << ")";
+  return ::testing::AssertionFailure()
+         << what << ": element " << at << " is " << a[at] << ", expected " << b[at]
+         << " (relative error " << worst << " > " << kRelTol << ")";
 }
 
 // Runs every data set of `name` (at least `min_sets`: the symbolic-dim models carry two

@@ -27,12 +27,12 @@ NamedTensors run_node(const std::string& op, const std::vector<Tensor>& inputs,
       ins.push_back("");
       continue;
     }
-    const std::string name = "in" + std::to_string(i);
+    const std::string name = fmt::format("in{}", i);
     b.input(name, inputs[i].dtype(), inputs[i].shape());
     feeds[name] = inputs[i];
     ins.push_back(name);
   }
-  for (int i = 0; i < outputs; ++i) outs.push_back("y" + std::to_string(i));
+  for (int i = 0; i < outputs; ++i) outs.push_back(fmt::format("y{}", i));
   onyx::test::set_attrs(b.node(op, ins, outs), std::move(attrs));
   for (const auto& o : outs) b.output(o);
   return b.session().run(feeds);

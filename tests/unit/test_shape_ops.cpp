@@ -42,7 +42,9 @@ Tensor iota_f(const Shape& shape) {
   return Tensor::from_vector<float>(shape, v);
 }
 
-Tensor i64(const Shape& shape, std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(shape, v); }
+Tensor i64(const Shape& shape, std::vector<int64_t> v) {
+  return Tensor::from_vector<int64_t>(shape, v);
+}
 
 std::vector<double> vals(const Tensor& t) { return t.to_double_vector(); }
 
@@ -63,24 +65,34 @@ TEST(ShapeOps, ReshapeCopiesZeroAndInfersMinusOne) {
   auto out = run_op("Reshape", {{"in0", iota_f({2, 3, 4})}}, {{"in1", i64({3}, {0, -1, 2})}});
   EXPECT_EQ(out.at("y0").shape(), (Shape{2, 6, 2}));
   EXPECT_EQ(vals(out.at("y0"))[23], 23.0);
-  expect_error([] { run_op("Reshape", {{"in0", iota_f({2, 3})}}, {{"in1", i64({1}, {5})}}); },
-               "cannot reshape");
+  expect_error(
+      [] {
+        run_op("Reshape", {{"in0", iota_f({2, 3})}}, {{"in1", i64({1}, {5})}});
+      },
+      "cannot reshape");
 }
 
 TEST(ShapeOps, ShapeStartEndAndSqueezeUnsqueeze) {
-  auto s = run_op("Shape", {{"in0", iota_f({2, 3, 4, 5})}}, {}, {attr_int("start", 1), attr_int("end", -1)});
+  auto s = run_op("Shape", {{"in0", iota_f({2, 3, 4, 5})}}, {},
+                  {attr_int("start", 1), attr_int("end", -1)});
   EXPECT_EQ(vals(s.at("y0")), (std::vector<double>{3, 4}));
   auto u = run_op("Unsqueeze", {{"in0", iota_f({2, 3})}}, {{"in1", i64({2}, {-1, 0})}});
   EXPECT_EQ(u.at("y0").shape(), (Shape{1, 2, 3, 1}));
   auto q = run_op("Squeeze", {{"in0", iota_f({1, 2, 1, 3})}}, {});
   EXPECT_EQ(q.at("y0").shape(), (Shape{2, 3}));
-  expect_error([] { run_op("Squeeze", {{"in0", iota_f({2, 3})}}, {{"in1", i64({1}, {0})}}); },
-               "cannot squeeze axis 0");
+  expect_error(
+      [] {
+        run_op("Squeeze", {{"in0", iota_f({2, 3})}}, {{"in1", i64({1}, {0})}});
+      },
+      "cannot squeeze axis 0");
 }
 
 TEST(ShapeOps, TransposeMatchesNaiveForTiledAndGenericPaths) {
   // 2-D (tiled), NCHW->NHWC (batched 2-D) and a permutation needing the generic path.
-  struct Case { Shape shape; std::vector<int64_t> perm; };
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> perm;
+  };
   for (const Case& c : {Case{{67, 45}, {1, 0}}, Case{{2, 5, 7, 9}, {0, 2, 3, 1}},
                         Case{{3, 4, 5, 6}, {2, 0, 3, 1}}, Case{{2, 3, 4}, {1, 0, 2}}}) {
     Tensor x = iota_f(c.shape);
@@ -105,7 +117,9 @@ TEST(ShapeOps, TransposeMatchesNaiveForTiledAndGenericPaths) {
 TEST(ShapeOps, SliceNegativeStepsAndClamping) {
   // x = [[0..4], [5..9]]; rows all, columns from 10 (clamped to 4) down to 0 exclusive by -2.
   auto y = run_op("Slice", {{"in0", iota_f({2, 5})}},
-                  {{"in1", i64({1}, {10})}, {"in2", i64({1}, {0})}, {"in3", i64({1}, {1})},
+                  {{"in1", i64({1}, {10})},
+                   {"in2", i64({1}, {0})},
+                   {"in3", i64({1}, {1})},
                    {"in4", i64({1}, {-2})}})
                .at("y0");
   EXPECT_EQ(y.shape(), (Shape{2, 2}));
@@ -130,10 +144,15 @@ TEST(ShapeOps, PadModes) {
 }
 
 TEST(ShapeOps, ConcatSplitExpandTile) {
-  auto c = run_op("Concat", {{"in0", iota_f({2, 1})}, {"in1", iota_f({2, 2})}}, {}, {attr_int("axis", 1)});
+  auto c = run_op("Concat", {{"in0", iota_f({2, 1})}, {"in1", iota_f({2, 2})}}, {},
+                  {attr_int("axis", 1)});
   EXPECT_EQ(vals(c.at("y0")), (std::vector<double>{0, 0, 1, 1, 2, 3}));
-  expect_error([] { run_op("Concat", {{"in0", iota_f({2, 1})}, {"in1", iota_f({3, 1})}}, {}, {attr_int("axis", 1)}); },
-               "only axis 1 may differ");
+  expect_error(
+      [] {
+        run_op("Concat", {{"in0", iota_f({2, 1})}, {"in1", iota_f({3, 1})}}, {},
+               {attr_int("axis", 1)});
+      },
+      "only axis 1 may differ");
   auto s = run_op("Split", {{"in0", iota_f({7})}}, {}, {attr_int("num_outputs", 3)}, 3, 18);
   EXPECT_EQ(vals(s.at("y0")), (std::vector<double>{0, 1, 2}));
   EXPECT_EQ(vals(s.at("y2")), (std::vector<double>{6}));
@@ -154,17 +173,21 @@ TEST(ShapeOps, StringsMoveLikeAnyOtherDtype) {
 TEST(GatherScatter, GatherAndErrors) {
   auto y = run_op("Gather", {{"in0", iota_f({3, 2})}}, {{"in1", i64({2}, {2, 0})}}).at("y0");
   EXPECT_EQ(vals(y), (std::vector<double>{4, 5, 0, 1}));
-  expect_error([] { run_op("Gather", {{"in0", iota_f({3, 2})}}, {{"in1", i64({1}, {3})}}); },
-               "indices value 3 is out of range");
+  expect_error(
+      [] {
+        run_op("Gather", {{"in0", iota_f({3, 2})}}, {{"in1", i64({1}, {3})}});
+      },
+      "indices value 3 is out of range");
 }
 
 TEST(GatherScatter, ElementsAndNDWithReductions) {
-  auto ge = run_op("GatherElements", {{"in0", iota_f({2, 2})}}, {{"in1", i64({2, 2}, {0, 0, 1, 0})}},
-                   {attr_int("axis", 1)});
+  auto ge = run_op("GatherElements", {{"in0", iota_f({2, 2})}},
+                   {{"in1", i64({2, 2}, {0, 0, 1, 0})}}, {attr_int("axis", 1)});
   EXPECT_EQ(vals(ge.at("y0")), (std::vector<double>{0, 0, 3, 2}));
-  auto se = run_op("ScatterElements", {{"in0", iota_f({1, 3})}},
-                   {{"in1", i64({1, 2}, {1, 1})}, {"in2", Tensor::from_vector<float>({1, 2}, {10, 20})}},
-                   {attr_int("axis", 1), attr_string("reduction", "add")});
+  auto se =
+      run_op("ScatterElements", {{"in0", iota_f({1, 3})}},
+             {{"in1", i64({1, 2}, {1, 1})}, {"in2", Tensor::from_vector<float>({1, 2}, {10, 20})}},
+             {attr_int("axis", 1), attr_string("reduction", "add")});
   EXPECT_EQ(vals(se.at("y0")), (std::vector<double>{0, 31, 2}));
   auto gn = run_op("GatherND", {{"in0", iota_f({2, 2, 2})}}, {{"in1", i64({2, 1}, {1, 0})}},
                    {attr_int("batch_dims", 1)});
@@ -176,14 +199,16 @@ TEST(GatherScatter, ElementsAndNDWithReductions) {
 }
 
 TEST(GatherScatter, OneHotNonZeroCompressUnique) {
-  auto oh = run_op("OneHot", {{"in0", i64({3}, {0, -1, 5})}},
-                   {{"in1", Tensor::scalar<int64_t>(3)}, {"in2", Tensor::from_vector<float>({2}, {0, 1})}});
+  auto oh = run_op(
+      "OneHot", {{"in0", i64({3}, {0, -1, 5})}},
+      {{"in1", Tensor::scalar<int64_t>(3)}, {"in2", Tensor::from_vector<float>({2}, {0, 1})}});
   EXPECT_EQ(vals(oh.at("y0")), (std::vector<double>{1, 0, 0, 0, 0, 1, 0, 0, 0}));
   auto nz = run_op("NonZero", {{"in0", Tensor::from_vector<float>({2, 2}, {1, 0, 0, 3})}}, {});
   EXPECT_EQ(nz.at("y0").shape(), (Shape{2, 2}));
   EXPECT_EQ(vals(nz.at("y0")), (std::vector<double>{0, 1, 0, 1}));
-  auto cp = run_op("Compress", {{"in0", iota_f({3, 2})}}, {{"in1", Tensor::from_vector<bool>({3}, {false, true, true})}},
-                   {attr_int("axis", 0)});
+  auto cp =
+      run_op("Compress", {{"in0", iota_f({3, 2})}},
+             {{"in1", Tensor::from_vector<bool>({3}, {false, true, true})}}, {attr_int("axis", 0)});
   EXPECT_EQ(vals(cp.at("y0")), (std::vector<double>{2, 3, 4, 5}));
   auto un = run_op("Unique", {{"in0", Tensor::from_vector<float>({5}, {3, 1, 3, 2, 1})}}, {},
                    {attr_int("sorted", 0)}, 4);
@@ -197,7 +222,8 @@ TEST(TensorOps, TriluDepthToSpaceReverseSequence) {
   auto tr = run_op("Trilu", {{"in0", iota_f({3, 3})}}, {{"in1", Tensor::scalar<int64_t>(1)}});
   EXPECT_EQ(vals(tr.at("y0")), (std::vector<double>{0, 1, 2, 0, 0, 5, 0, 0, 0}));
   // DCR: channel c*4 + ... : x[0, :, 0, 0] = [0, 1, 2, 3] becomes a 2x2 block.
-  auto d2s = run_op("DepthToSpace", {{"in0", iota_f({1, 4, 1, 1})}}, {}, {attr_int("blocksize", 2)});
+  auto d2s =
+      run_op("DepthToSpace", {{"in0", iota_f({1, 4, 1, 1})}}, {}, {attr_int("blocksize", 2)});
   EXPECT_EQ(d2s.at("y0").shape(), (Shape{1, 1, 2, 2}));
   EXPECT_EQ(vals(d2s.at("y0")), (std::vector<double>{0, 1, 2, 3}));
   auto s2d = run_op("SpaceToDepth", {{"in0", d2s.at("y0")}}, {}, {attr_int("blocksize", 2)});
@@ -210,7 +236,8 @@ TEST(ShapeOps, ConstantsRangeEyeLikeDropout) {
   auto r = run_op("Range", {{"in0", Tensor::scalar<int32_t>(10)}},
                   {{"in1", Tensor::scalar<int32_t>(4)}, {"in2", Tensor::scalar<int32_t>(-3)}});
   EXPECT_EQ(vals(r.at("y0")), (std::vector<double>{10, 7}));
-  auto ey = run_op("EyeLike", {{"in0", Tensor::zeros(DataType::Int32, {2, 3})}}, {}, {attr_int("k", 1)});
+  auto ey =
+      run_op("EyeLike", {{"in0", Tensor::zeros(DataType::Int32, {2, 3})}}, {}, {attr_int("k", 1)});
   EXPECT_EQ(vals(ey.at("y0")), (std::vector<double>{0, 1, 0, 0, 0, 1}));
   Tensor value = Tensor::scalar<int32_t>(5).reshape({1});
   Attribute v;
