@@ -400,6 +400,7 @@ class ConvKernel final : public Kernel {
       key.insert(key.end(), X.shape().begin(), X.shape().end());
       key.insert(key.end(), W.shape().begin(), W.shape().end());
       auto e = cache_.get(key, [&] { return make_conv_entry(g, X.dtype(), B != nullptr, transpose_); });
+      if (getenv("H4DBG")) fprintf(stderr, "conv ok=%d run_dt=%d const=%d src_r=%d wei_r=%d dst_r=%d\n", e->ok, (int)e->run_dt, const_weights_, (bool)e->src_r, (bool)e->wei_r, (bool)e->dst_r);
       if (e->ok) {
         run_entry(ctx, *e, X, W, B, Y, const_weights_);
         return;

@@ -22,5 +22,18 @@ void register_conv_kernels(KernelRegistry& r);        // conv.cpp
 void register_pool_kernels(KernelRegistry& r);        // pool.cpp
 void register_norm_kernels(KernelRegistry& r);        // normalization.cpp
 void register_control_flow_kernels(KernelRegistry& r);  // control_flow.cpp
+void register_sequence_kernels(KernelRegistry& r);   // sequence_ops.cpp
+void register_optional_kernels(KernelRegistry& r);   // optional_ops.cpp
+void register_string_kernels(KernelRegistry& r);     // string_ops.cpp
+void register_signal_kernels(KernelRegistry& r);     // signal_ops.cpp
+void register_ml_kernels(KernelRegistry& r);         // ml_ops.cpp
+void register_resize_kernels(KernelRegistry& r);      // resize.cpp
+void register_grid_sample_kernels(KernelRegistry& r); // grid_sample.cpp
+void register_quantize_kernels(KernelRegistry& r);    // quantize.cpp
+void register_image_kernels(KernelRegistry& r);       // image_ops.cpp
+void register_attention_kernels(KernelRegistry& r);   // attention.cpp
+void register_loss_kernels(KernelRegistry& r);        // loss.cpp
+void register_rnn_kernels(KernelRegistry& r);         // rnn.cpp
+void register_misc_nn_kernels(KernelRegistry& r);     // misc_nn.cpp
 
 }  // namespace onyx::cpu

@@ -1,13 +1,17 @@
 // Loop templates shared by the CPU elementwise kernels: contiguous unary maps and
-// broadcasting binary/ternary maps, parallel over the session's threads. Inner loops are
-// plain pointer loops specialised on which operands advance, so the compiler vectorises
-// them; 16-bit floats are computed through float by the callers' functors.
+// broadcasting binary maps, parallel over the session's threads. Inner loops are plain
+// pointer loops specialised on which operands advance, so the compiler vectorises them;
+// 16-bit floats are widened to float in blocks, computed, and narrowed back.
 #pragma once
 
 #include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/broadcast.h"
 #include "kernels/dispatch.h"
@@ -28,58 +32,123 @@ std::vector<DataType> dtypes_of(TypeList<Ts...>) {
 template <typename T>
 inline constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
 
-/// y[i] = f(x[i]) for n contiguous elements. 16-bit floats go through float blocks so
-/// that `f` runs on a float array the compiler can vectorise.
+/// An element as its compute type: float for 16-bit floats, else the element itself
+/// (by reference, so strings are not copied).
+template <typename T>
+decltype(auto) widen1(const T& v) {
+  if constexpr (is_half_v<T>) return float(v);
+  else return (v);
+}
+
+/// float16/bfloat16 <-> float over arrays (F16C instructions where the build has them).
+inline void widen(const float16* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+#endif
+  for (; i < n; ++i) y[i] = float(x[i]);
+}
+inline void narrow(const float* x, float16* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+  for (; i < n; ++i) y[i] = float16(x[i]);
+}
+inline void widen(const bfloat16* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::bit_cast<float>(uint32_t(x[i].bits) << 16);
+}
+inline void narrow(const float* x, bfloat16* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {  // round to nearest even; NaN stays a quiet NaN
+    uint32_t f = std::bit_cast<uint32_t>(x[i]);
+    uint32_t r = (f + 0x7fffu + ((f >> 16) & 1u)) >> 16;
+    y[i].bits = uint16_t((f & 0x7fffffffu) > 0x7f800000u ? (f >> 16) | 0x40u : r);
+  }
+}
+
+/// y[i] = f(x[i]) for n contiguous elements, f taking and returning the compute type.
 template <typename In, typename Out, typename F>
 void unary_map(const In* x, Out* y, int64_t n, int threads, int64_t grain, F f) {
   parallel_for(n, threads, grain, [&](int64_t b, int64_t e) {
     if constexpr (is_half_v<In> && std::is_same_v<In, Out>) {
-      constexpr int64_t kBlock = 256;
+      constexpr int64_t kBlock = 512;
       float buf[kBlock];
       for (int64_t s = b; s < e; s += kBlock) {
         int64_t m = std::min(kBlock, e - s);
-        for (int64_t i = 0; i < m; ++i) buf[i] = float(x[s + i]);
+        widen(x + s, buf, m);
         for (int64_t i = 0; i < m; ++i) buf[i] = f(buf[i]);
-        for (int64_t i = 0; i < m; ++i) y[s + i] = Out(buf[i]);
+        narrow(buf, y + s, m);
       }
     } else {
-      for (int64_t i = b; i < e; ++i) y[i] = Out(f(acc_t<In>(x[i])));
+      for (int64_t i = b; i < e; ++i) y[i] = Out(f(widen1(x[i])));
     }
   });
 }
 
-/// out = f(a, b) with numpy broadcasting; `out` is allocated with the broadcast shape.
-/// f takes (A, B) element values and returns Out.
+namespace detail {
+// z[0..n) = f(x[i*sx], y[i*sy]) for sx, sy in {0, 1}, each case its own loop.
+template <typename A, typename B, typename Out, typename F>
+void binary_run(const A* x, bool sx, const B* y, bool sy, Out* z, int64_t n, F& f) {
+  if (sx && sy) {
+    for (int64_t i = 0; i < n; ++i) z[i] = Out(f(widen1(x[i]), widen1(y[i])));
+  } else if (sx) {
+    const auto yv = widen1(y[0]);
+    for (int64_t i = 0; i < n; ++i) z[i] = Out(f(widen1(x[i]), yv));
+  } else if (sy) {
+    const auto xv = widen1(x[0]);
+    for (int64_t i = 0; i < n; ++i) z[i] = Out(f(xv, widen1(y[i])));
+  } else {
+    std::fill(z, z + n, Out(f(widen1(x[0]), widen1(y[0]))));
+  }
+}
+
+// The same for 16-bit floats: blocks widened to float, computed, narrowed.
+template <typename T, typename Out, typename F>
+void binary_run_half(const T* x, bool sx, const T* y, bool sy, Out* z, int64_t n, F& f) {
+  constexpr int64_t kBlock = 512;
+  float bx[kBlock], by[kBlock];
+  using R = decltype(f(0.0f, 0.0f));
+  R bz[kBlock];
+  if (!sx) bx[0] = float(x[0]);
+  if (!sy) by[0] = float(y[0]);
+  for (int64_t s = 0; s < n; s += kBlock) {
+    int64_t m = std::min(kBlock, n - s);
+    if (sx) widen(x + s, bx, m);
+    if (sy) widen(y + s, by, m);
+    binary_run(bx, sx, by, sy, bz, m, f);
+    if constexpr (std::is_same_v<Out, T>) narrow(bz, z + s, m);
+    else std::copy(bz, bz + m, z + s);
+  }
+}
+}  // namespace detail
+
+/// out = f(a, b) with numpy broadcasting into `out` (allocated with the broadcast shape).
+/// f takes the compute types of A and B (see widen1) and returns something Out holds.
 template <typename A, typename B, typename Out, typename F>
 void binary_map(const Tensor& a, const Tensor& b, Tensor& out, int threads, int64_t grain,
                 F f) {
   const A* pa = a.data_as<A>();
   const B* pb = b.data_as<B>();
   Out* po = out.data_as<Out>();
-  if (a.shape() == b.shape()) {  // same shape: one flat loop
+  auto run = [&](const A* x, bool sx, const B* y, bool sy, Out* z, int64_t n) {
+    if constexpr (is_half_v<A> && std::is_same_v<A, B>)
+      detail::binary_run_half(x, sx, y, sy, z, n, f);
+    else
+      detail::binary_run(x, sx, y, sy, z, n, f);
+  };
+  if (a.shape() == b.shape()) {  // same shape: one flat run
     parallel_for(out.numel(), threads, grain, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) po[i] = f(pa[i], pb[i]);
+      run(pa + s, true, pb + s, true, po + s, e - s);
     });
     return;
   }
   BroadcastPlan p(out.shape(), {a.shape(), b.shape()});
   const bool sa = p.step[0] != 0, sb = p.step[1] != 0;
   broadcast_for<2>(p, threads, grain, [&](int64_t o, const std::array<int64_t, 2>& at, int64_t n) {
-    const A* x = pa + at[0];
-    const B* y = pb + at[1];
-    Out* z = po + o;
-    if (sa && sb) {
-      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
-    } else if (sa) {
-      const B yv = y[0];
-      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], yv);
-    } else if (sb) {
-      const A xv = x[0];
-      for (int64_t i = 0; i < n; ++i) z[i] = f(xv, y[i]);
-    } else {
-      const Out v = f(x[0], y[0]);
-      std::fill(z, z + n, v);
-    }
+    run(pa + at[0], sa, pb + at[1], sb, po + o, n);
   });
 }
 

@@ -172,10 +172,8 @@ class BinaryKernel final : public Kernel {
       using R = decltype(op_(std::declval<C>(), std::declval<C>()));
       using O = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
       Tensor& y = ctx.allocate_output(0, dtype_of<O>(), shape);
-      binary_map<T, T, O>(a, b, y, ctx.threads(), Grain, [this](const T& x, const T& z) {
-        if constexpr (std::is_same_v<T, C>) return O(op_(x, z));
-        else return O(op_(C(x), C(z)));
-      });
+      binary_map<T, T, O>(a, b, y, ctx.threads(), Grain,
+                          [this](const C& x, const C& z) { return op_(x, z); });
     });
   }
 
@@ -214,13 +212,13 @@ class PowKernel final : public Kernel {
     Tensor& y = ctx.allocate_output(0, a.dtype(), shape);
     dispatch<Base>(a.dtype(), ctx.label(), [&]<typename T>() {
       dispatch<NumericTypes>(b.dtype(), ctx.label(), [&]<typename E>() {
-        binary_map<T, E, T>(a, b, y, ctx.threads(), kCostlyGrain, [](T x, E e) {
+        binary_map<T, E, T>(a, b, y, ctx.threads(), kCostlyGrain, [](acc_t<T> x, acc_t<E> e) {
           if constexpr (std::is_integral_v<T> && std::is_integral_v<E>) {
             return int_pow<T>(x, int64_t(e));
           } else if constexpr (std::is_same_v<T, E>) {
-            return T(std::pow(acc_t<T>(x), acc_t<T>(e)));
+            return std::pow(x, e);  // in the compute type; 16-bit results narrow in blocks
           } else {
-            double r = std::pow(double(acc_t<T>(x)), double(acc_t<E>(e)));
+            double r = std::pow(double(x), double(e));
             if constexpr (std::is_integral_v<T>) return double_to_int<T>(r);
             else return T(acc_t<T>(r));
           }
@@ -253,7 +251,7 @@ class VariadicKernel final : public Kernel {
     Tensor& y = ctx.allocate_output(0, ins[0]->dtype(), shape);
     dispatch<Types>(y.dtype(), ctx.label(), [&]<typename T>() {
       using C = acc_t<T>;
-      auto f = [](T x, T z) { return T(Op{}(C(x), C(z))); };
+      auto f = [](C x, C z) { return Op{}(x, z); };
       if (ins.size() == 1) {
         const T* x = ins[0]->data<T>();
         T* out = y.data<T>();

@@ -321,10 +321,8 @@ class PReluKernel final : public Kernel {
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     dispatch<Types>(x.dtype(), ctx.label(), [&]<typename T>() {
       using C = acc_t<T>;
-      binary_map<T, T, T>(x, s, y, ctx.threads(), kCheapGrain, [](T a, T b) {
-        C v = C(a);
-        return T(v < C(0) ? C(b) * v : v);
-      });
+      binary_map<T, T, T>(x, s, y, ctx.threads(), kCheapGrain,
+                          [](C v, C slope) { return v < C(0) ? slope * v : v; });
     });
   }
 };

@@ -1,5 +1,5 @@
 // BatchNormalization, LayerNormalization, InstanceNormalization, GroupNormalization,
-// RMSNormalization. These are memory-bound: one statistics pass and one affine pass over
+// RMSNormalization, LRN. These are memory-bound: one statistics pass and one affine pass over
 // contiguous rows, vectorised and parallel, for every float dtype (statistics in double).
 #include <algorithm>
 #include <cmath>
@@ -303,6 +303,51 @@ class RowNormKernel final : public Kernel {
   bool rms_;
 };
 
+/// LRN: y = x / (bias + alpha / size * sum of x^2 over `size` neighbouring channels)^beta.
+class LrnKernel final : public Kernel {
+ public:
+  explicit LrnKernel(const KernelInfo& info)
+      : alpha_(info.node.attr_float("alpha", 1e-4f)),
+        beta_(info.node.attr_float("beta", 0.75f)),
+        bias_(info.node.attr_float("bias", 1.0f)),
+        size_(info.node.require_attr("size", Attribute::Type::Int).i) {
+    ONYX_CHECK(size_ >= 1, "[{}] size must be >= 1, got {}", info.label(), size_);
+  }
+  void compute(KernelContext& ctx) const override {
+    const Tensor& X = ctx.required_input(0);
+    ONYX_CHECK(X.rank() >= 2, "[{}] X must be [N, C, ...], got shape {}", ctx.label(),
+               shape_str(X.shape()));
+    int64_t N = X.dim(0), C = X.dim(1), S = X.numel() / std::max<int64_t>(N * C, 1);
+    int64_t lo = (size_ - 1) / 2, hi = size_ - 1 - lo;
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
+    dispatch<FloatTypes>(X.dtype(), ctx.label(), [&]<typename T>() {
+      using Acc = acc_t<T>;
+      const T* x = X.data<T>();
+      T* y = Y.data<T>();
+      Acc scale = static_cast<Acc>(alpha_ / size_);
+      parallel_for(N * C, ctx.threads(), 1, [&](int64_t b, int64_t e) {
+        std::vector<Acc> sq(S);
+        for (int64_t nc = b; nc < e; ++nc) {
+          int64_t n = nc / C, c = nc % C;
+          std::fill(sq.begin(), sq.end(), Acc(0));
+          for (int64_t k = std::max<int64_t>(0, c - lo); k <= std::min(C - 1, c + hi); ++k) {
+            const T* xk = x + (n * C + k) * S;
+            for (int64_t i = 0; i < S; ++i) sq[i] += static_cast<Acc>(xk[i]) * static_cast<Acc>(xk[i]);
+          }
+          for (int64_t i = 0; i < S; ++i)
+            y[nc * S + i] = static_cast<T>(static_cast<Acc>(x[nc * S + i]) /
+                                           std::pow(static_cast<Acc>(bias_) + scale * sq[i],
+                                                    static_cast<Acc>(beta_)));
+        }
+      });
+    });
+  }
+
+ private:
+  double alpha_, beta_, bias_;
+  int64_t size_;
+};
+
 template <typename K, bool kFlag>
 KernelFactory flag_factory() {
   return [](const KernelInfo& i) -> std::unique_ptr<Kernel> { return std::make_unique<K>(i, kFlag); };
@@ -319,6 +364,8 @@ void register_norm_kernels(KernelRegistry& r) {
          .create = flag_factory<GroupNormKernel, false>()});
   r.add({.op_type = "LayerNormalization", .domain = "", .since = 17, .types = float_types(),
          .create = flag_factory<RowNormKernel, false>()});
+  r.add({.op_type = "LRN", .domain = "", .since = 1, .types = float_types(),
+         .create = make_factory<LrnKernel>()});
   r.add({.op_type = "RMSNormalization", .domain = "", .since = 23, .types = float_types(),
          .create = flag_factory<RowNormKernel, true>()});
 }

@@ -77,7 +77,12 @@ ReducePlan make_reduce_plan(const Shape& shape, const std::vector<bool>& reduced
       p.kept_strides.push_back(strides[i]);
     }
   }
-  // Offsets of the reduced elements, in row-major order of the reduced axes.
+  // An innermost reduced axis is a contiguous run; the table lists where runs start.
+  if (red[n - 1]) {
+    p.red_run = red_dims.back();
+    red_dims.pop_back();
+    red_strides.pop_back();
+  }
   p.red_offsets.assign(1, 0);
   for (size_t i = 0; i < red_dims.size(); ++i) {
     std::vector<int64_t> next;

@@ -60,17 +60,45 @@ T saturate_cast(A v) {
 
 /// How a reduction over a set of axes walks its input. The fast form is [outer, red, inner]
 /// (reduced axes contiguous in the middle, output index o = outer_i * inner + inner_i); any
-/// other pattern uses the general form (per-output base offset + table of reduced offsets).
+/// other pattern uses the general form (per-output base offset + table of offsets of
+/// contiguous runs of reduced elements).
 struct ReducePlan {
   int64_t out_numel = 1;  // outputs
   int64_t red_numel = 1;  // elements reduced into each output
   bool general = false;
   int64_t outer = 1, red = 1, inner = 1;
   std::vector<int64_t> kept_dims, kept_strides;  // general: input strides of kept dims
-  std::vector<int64_t> red_offsets;              // general: offsets of one output's elements
+  std::vector<int64_t> red_offsets;              // general: where one output's runs start
+  int64_t red_run = 1;                           // general: contiguous elements per run
 };
 /// Plan for reducing the axes of `shape` whose `reduced` flag is set.
 ReducePlan make_reduce_plan(const Shape& shape, const std::vector<bool>& reduced);
+
+/// Input offset of output o's first element under a general plan.
+inline int64_t general_base(const ReducePlan& p, int64_t o) {
+  int64_t base = 0;
+  for (int64_t i = static_cast<int64_t>(p.kept_dims.size()) - 1; i >= 0; --i) {
+    base += (o % p.kept_dims[i]) * p.kept_strides[i];
+    o /= p.kept_dims[i];
+  }
+  return base;
+}
+
+/// Independent accumulators over a contiguous run, so the compiler can vectorise it.
+inline constexpr int kLanes = 8;
+template <typename Op, typename T>
+void accumulate_run(const Op& op, typename Op::Acc* lanes, const T* src, int64_t n, int64_t o) {
+  int64_t r = 0;
+  for (; r + kLanes <= n; r += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] = op.step(lanes[l], src[r + l], o);
+  for (int l = 0; r < n; ++r, ++l) lanes[l] = op.step(lanes[l], src[r], o);
+}
+template <typename Op>
+void store_lanes(const Op& op, const typename Op::Acc* lanes, int64_t o) {
+  typename Op::Acc a = lanes[0];
+  for (int l = 1; l < kLanes; ++l) a = op.combine(a, lanes[l]);
+  op.store(o, a);
+}
 
 /// Reduces x under plan `p` with `op`, which provides
 ///   using Acc; Acc init(); Acc step(Acc a, T x, int64_t o); Acc combine(Acc a, Acc b);
@@ -88,20 +116,16 @@ void run_reduce(const T* x, const ReducePlan& p, const Op& op, int threads) {
     return;
   }
   if (p.general) {
-    const int64_t nk = static_cast<int64_t>(p.kept_dims.size());
-    const int64_t* offs = p.red_offsets.data();
+    const int64_t nruns = static_cast<int64_t>(p.red_offsets.size()), run = p.red_run;
     parallel_for(p.out_numel, threads, std::max<int64_t>(1, kReduceGrain / p.red_numel),
                  [&](int64_t b, int64_t e) {
                    for (int64_t o = b; o < e; ++o) {
-                     int64_t base = 0;
-                     for (int64_t i = nk - 1, rem = o; i >= 0; --i) {
-                       base += (rem % p.kept_dims[i]) * p.kept_strides[i];
-                       rem /= p.kept_dims[i];
-                     }
-                     const T* src = x + base;
-                     Acc a = op.init();
-                     for (int64_t r = 0; r < p.red_numel; ++r) a = op.step(a, src[offs[r]], o);
-                     op.store(o, a);
+                     const T* base = x + general_base(p, o);
+                     Acc lanes[kLanes];
+                     for (int l = 0; l < kLanes; ++l) lanes[l] = op.init();
+                     for (int64_t q = 0; q < nruns; ++q)
+                       accumulate_run(op, lanes, base + p.red_offsets[q], run, o);
+                     store_lanes(op, lanes, o);
                    }
                  });
     return;
@@ -109,20 +133,13 @@ void run_reduce(const T* x, const ReducePlan& p, const Op& op, int threads) {
   const int64_t red = p.red, inner = p.inner;
   if (inner == 1) {
     // Innermost contiguous reduction: independent lanes let the compiler vectorise.
-    constexpr int kLanes = 8;
     parallel_for(p.outer, threads, std::max<int64_t>(1, kReduceGrain / red),
                  [&](int64_t b, int64_t e) {
                    for (int64_t o = b; o < e; ++o) {
-                     const T* row = x + o * red;
                      Acc lanes[kLanes];
                      for (int l = 0; l < kLanes; ++l) lanes[l] = op.init();
-                     int64_t r = 0;
-                     for (; r + kLanes <= red; r += kLanes)
-                       for (int l = 0; l < kLanes; ++l) lanes[l] = op.step(lanes[l], row[r + l], o);
-                     Acc a = lanes[0];
-                     for (int l = 1; l < kLanes; ++l) a = op.combine(a, lanes[l]);
-                     for (; r < red; ++r) a = op.step(a, row[r], o);
-                     op.store(o, a);
+                     accumulate_run(op, lanes, x + o * red, red, o);
+                     store_lanes(op, lanes, o);
                    }
                  });
     return;
@@ -153,16 +170,13 @@ template <typename F>
 void for_each_reduced(const ReducePlan& p, int threads, F&& fn) {
   if (p.out_numel == 0 || p.red_numel == 0) return;
   if (p.general) {
-    const int64_t nk = static_cast<int64_t>(p.kept_dims.size());
+    const int64_t nruns = static_cast<int64_t>(p.red_offsets.size()), run = p.red_run;
     parallel_for(p.out_numel, threads, std::max<int64_t>(1, kReduceGrain / p.red_numel),
                  [&](int64_t b, int64_t e) {
                    for (int64_t o = b; o < e; ++o) {
-                     int64_t base = 0;
-                     for (int64_t i = nk - 1, rem = o; i >= 0; --i) {
-                       base += (rem % p.kept_dims[i]) * p.kept_strides[i];
-                       rem /= p.kept_dims[i];
-                     }
-                     for (int64_t r = 0; r < p.red_numel; ++r) fn(o, base + p.red_offsets[r]);
+                     const int64_t base = general_base(p, o);
+                     for (int64_t q = 0; q < nruns; ++q)
+                       for (int64_t r = 0, off = base + p.red_offsets[q]; r < run; ++r) fn(o, off + r);
                    }
                  });
     return;

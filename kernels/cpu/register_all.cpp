@@ -17,6 +17,19 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_pool_kernels(r);
   register_norm_kernels(r);
   register_control_flow_kernels(r);
+  register_sequence_kernels(r);
+  register_optional_kernels(r);
+  register_string_kernels(r);
+  register_signal_kernels(r);
+  register_ml_kernels(r);
+  register_resize_kernels(r);
+  register_grid_sample_kernels(r);
+  register_quantize_kernels(r);
+  register_image_kernels(r);
+  register_attention_kernels(r);
+  register_loss_kernels(r);
+  register_rnn_kernels(r);
+  register_misc_nn_kernels(r);
 }
 
 }  // namespace onyx::cpu

@@ -1,7 +1,6 @@
 // TopK: the k largest (or smallest) elements along an axis and their int64 indices. Equal
 // values keep the lower index first; NaN sorts above every number, like numpy.
 #include <climits>
-#include <numeric>
 
 #include "kernels/cpu/reduce_plan.h"
 #include "kernels/dispatch.h"
@@ -52,27 +51,48 @@ class TopKKernel final : public Kernel {
     const bool largest = largest_, sorted = sorted_;
     parallel_for(s.outer * inner, threads, std::max<int64_t>(1, kReduceGrain / n),
                  [&](int64_t b, int64_t e) {
-                   std::vector<A> v(n);
-                   std::vector<int64_t> order(n);
+                   std::vector<std::pair<A, int64_t>> cand;
+                   cand.reserve(n);
                    for (int64_t t = b; t < e; ++t) {
                      const int64_t k1 = t / inner, j = t % inner;
                      const T* src = x + k1 * n * inner + j;
-                     for (int64_t r = 0; r < n; ++r) v[r] = static_cast<A>(src[r * inner]);
-                     std::iota(order.begin(), order.end(), int64_t{0});
                      // Total order: by value (descending when largest), then by index.
-                     auto before = [&](int64_t p, int64_t q) {
-                       const bool lt = largest ? nan_last_less(v[q], v[p]) : nan_last_less(v[p], v[q]);
-                       const bool gt = largest ? nan_last_less(v[p], v[q]) : nan_last_less(v[q], v[p]);
-                       return lt || (!gt && p < q);
+                     auto before = [largest](const std::pair<A, int64_t>& p,
+                                             const std::pair<A, int64_t>& q) {
+                       const bool lt = largest ? nan_last_less(q.first, p.first)
+                                               : nan_last_less(p.first, q.first);
+                       const bool gt = largest ? nan_last_less(p.first, q.first)
+                                               : nan_last_less(q.first, p.first);
+                       return lt || (!gt && p.second < q.second);
                      };
-                     if (k < n) std::nth_element(order.begin(), order.begin() + k, order.end(), before);
-                     if (sorted) std::sort(order.begin(), order.begin() + k, before);
-                     else std::sort(order.begin(), order.begin() + k);  // index order
+                     cand.clear();
+                     if (k * 16 < n) {
+                       // Small k: keep a heap of the k best seen, worst on top.
+                       for (int64_t r = 0; r < n; ++r) {
+                         std::pair<A, int64_t> c{static_cast<A>(src[r * inner]), r};
+                         if (static_cast<int64_t>(cand.size()) < k) {
+                           cand.push_back(c);
+                           std::push_heap(cand.begin(), cand.end(), before);
+                         } else if (k > 0 && before(c, cand.front())) {
+                           std::pop_heap(cand.begin(), cand.end(), before);
+                           cand.back() = c;
+                           std::push_heap(cand.begin(), cand.end(), before);
+                         }
+                       }
+                     } else {
+                       for (int64_t r = 0; r < n; ++r) cand.emplace_back(static_cast<A>(src[r * inner]), r);
+                       if (k < n) std::nth_element(cand.begin(), cand.begin() + k, cand.end(), before);
+                       cand.resize(k);
+                     }
+                     if (sorted) std::sort(cand.begin(), cand.end(), before);
+                     else std::sort(cand.begin(), cand.end(), [](const auto& p, const auto& q) {
+                       return p.second < q.second;  // unsorted output: index order
+                     });
                      T* vo = vals + k1 * k * inner + j;
                      int64_t* io = idxs + k1 * k * inner + j;
                      for (int64_t r = 0; r < k; ++r) {
-                       vo[r * inner] = src[order[r] * inner];
-                       io[r * inner] = order[r];
+                       vo[r * inner] = src[cand[r].second * inner];
+                       io[r * inner] = cand[r].second;
                      }
                    }
                  });

@@ -225,6 +225,13 @@ TEST(NnOps, LayerGroupAndRmsNormalization) {
   expect_near(y.at("y0"), {0.848528, 2.262742});
 }
 
+TEST(NnOps, Lrn) {
+  // Channel 0 sums channels 0..1, channel 1 only itself; alpha / size = 1.
+  auto y = run_op("LRN", {{"x", T_({1, 2, 1, 1}, {1, 2})}},
+                  {attr_int("size", 2), attr_float("alpha", 2), attr_float("beta", 1)});
+  expect_near(y.at("y0"), {1.0 / 6, 0.4});
+}
+
 TEST(NnOps, BadInputsThrow) {
   expect_error([] { run_op("MatMul", {{"a", iota({2, 3})}, {"b", iota({2, 2})}}, {}, 1, 21, true); },
                "inner dims");

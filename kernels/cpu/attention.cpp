@@ -1,0 +1,437 @@
+// Attention (opset 23+): scaled dot-product attention over 3-D or 4-D Q/K/V with grouped KV
+// heads, boolean or additive masks, offset-aligned causal and sliding-window masks, a KV cache
+// (past/present) or per-batch valid KV lengths, softcap, and the qk_matmul_output debug output.
+// Intermediates are rounded to the input dtype where the ONNX function body rounds them, so
+// float16 results match the reference. RotaryEmbedding (opset 23) rotates head channels.
+#include <climits>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/small_gemm.h"
+#include "kernels/dispatch.h"
+#include "kernels/parallel.h"
+
+namespace onyx::cpu {
+namespace {
+
+/// Input i, or nullptr when omitted or beyond the node's inputs.
+const Tensor* opt_input(const KernelContext& ctx, int i) {
+  return i < ctx.num_inputs() ? ctx.input(i) : nullptr;
+}
+
+/// x rounded to T's precision and back, as the reference does when it stores a T value.
+template <typename T, typename A>
+A rnd(A x) {
+  if constexpr (std::is_same_v<T, A>) return x;
+  else return static_cast<A>(static_cast<T>(x));
+}
+
+/// Where a head's rows live in a 3-D ([B, S, H*D]) or 4-D ([B, H, S, D]) tensor.
+struct HeadView {
+  int64_t batch, head, row;  // element strides; channels are contiguous
+  static HeadView of(bool three_d, int64_t heads, int64_t seq, int64_t dim) {
+    if (three_d) return {seq * heads * dim, dim, heads * dim};
+    return {heads * seq * dim, seq * dim, dim};
+  }
+  int64_t at(int64_t b, int64_t h, int64_t s) const { return b * batch + h * head + s * row; }
+};
+
+/// Everything about one call's shapes.
+struct AttnGeom {
+  bool three_d = false;
+  int64_t B = 0, Hq = 0, Hk = 0, Sq = 0, Snew = 0, P = 0, Skv = 0, Dq = 0, Dv = 0;
+};
+
+/// Softmax of a row as the reference computes it: a row whose maximum is -inf gives zeros.
+template <typename P, typename A>
+void softmax_row(const A* x, A* y, int64_t n) {
+  using C = acc_t<P>;
+  C m = -std::numeric_limits<C>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    const C v = static_cast<C>(static_cast<P>(x[j]));
+    if (std::isnan(v) || v > m) m = v;
+    if (std::isnan(m)) break;
+  }
+  if (std::isinf(m) && m < 0) m = C(0);
+  C s = C(0);
+  std::vector<C> e(n);
+  for (int64_t j = 0; j < n; ++j) s += e[j] = std::exp(static_cast<C>(static_cast<P>(x[j])) - m);
+  if (s == C(0)) s = C(1);
+  for (int64_t j = 0; j < n; ++j) y[j] = static_cast<A>(static_cast<P>(e[j] / s));
+}
+
+class AttentionKernel final : public Kernel {
+ public:
+  explicit AttentionKernel(const KernelInfo& info)
+      : is_causal_(info.node.attr_int("is_causal", 0) != 0),
+        q_heads_(info.node.attr_int("q_num_heads", 0)),
+        kv_heads_(info.node.attr_int("kv_num_heads", 0)),
+        mode_(info.node.attr_int("qk_matmul_output_mode", 0)),
+        has_scale_(info.node.has_attr("scale")),
+        scale_(info.node.attr_float("scale", 0.f)),
+        softcap_(info.node.attr_float("softcap", 0.f)),
+        softmax_dt_(static_cast<DataType>(info.node.attr_int("softmax_precision", 0))),
+        left_(info.opset >= 25 ? info.node.attr_int("left_window_size", -1) : -1),
+        right_(info.opset >= 25 ? info.node.attr_int("right_window_size", -1) : -1) {
+    ONYX_CHECK(mode_ >= 0 && mode_ <= 3, "[{}] qk_matmul_output_mode should be 0..3 but is {}",
+               info.label(), mode_);
+    ONYX_CHECK(softmax_dt_ == DataType::Undefined || is_float(softmax_dt_),
+               "[{}] softmax_precision should be a float type but is {}", info.label(),
+               static_cast<int>(softmax_dt_));
+    ONYX_CHECK(left_ >= -1 && right_ >= -1,
+               "[{}] window sizes should be -1 or >= 0 but are {} and {}", info.label(), left_,
+               right_);
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& q = ctx.required_input(0);
+    const Tensor& k = ctx.required_input(1);
+    const Tensor& v = ctx.required_input(2);
+    const Tensor* mask = opt_input(ctx, 3);
+    const Tensor* past_k = opt_input(ctx, 4);
+    const Tensor* past_v = opt_input(ctx, 5);
+    const Tensor* nonpad = opt_input(ctx, 6);
+    const AttnGeom g = geometry(ctx, q, k, v, past_k, past_v);
+    check_extras(ctx, g, q.dtype(), mask, nonpad, past_k);
+
+    const Shape present_k_shape{g.B, g.Hk, g.Skv, g.Dq}, present_v_shape{g.B, g.Hk, g.Skv, g.Dv};
+    Tensor pk = ctx.output_wanted(1) ? ctx.allocate_output(1, q.dtype(), present_k_shape)
+                                     : ctx.scratch(q.dtype(), present_k_shape);
+    Tensor pv = ctx.output_wanted(2) ? ctx.allocate_output(2, q.dtype(), present_v_shape)
+                                     : ctx.scratch(q.dtype(), present_v_shape);
+    Tensor& y = ctx.allocate_output(
+        0, q.dtype(), g.three_d ? Shape{g.B, g.Sq, g.Hq * g.Dv} : Shape{g.B, g.Hq, g.Sq, g.Dv});
+    Tensor* qk_out = nullptr;
+    if (ctx.num_outputs() > 3 && ctx.output_wanted(3))
+      qk_out = &ctx.allocate_output(3, q.dtype(), {g.B, g.Hq, g.Sq, g.Skv});
+
+    dispatch<FloatTypes>(q.dtype(), ctx.label(), [&]<typename T>() {
+      concat_cache<T>(g, past_k, k, g.Dq, pk);
+      concat_cache<T>(g, past_v, v, g.Dv, pv);
+      run<T>(ctx, g, q, pk, pv, mask, nonpad, past_k != nullptr, y, qk_out);
+    });
+  }
+
+ private:
+  AttnGeom geometry(const KernelContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor* past_k, const Tensor* past_v) const {
+    const std::string who = ctx.label();
+    ONYX_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(),
+               "[{}] Q, K and V should have one dtype but are {}, {} and {}", who,
+               dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
+    ONYX_CHECK((q.rank() == 3 || q.rank() == 4) && k.rank() == q.rank() && v.rank() == q.rank(),
+               "[{}] Q, K and V should all be 3-D or all 4-D but have shapes {}, {} and {}", who,
+               shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+    AttnGeom g;
+    g.three_d = q.rank() == 3;
+    g.B = q.dim(0);
+    ONYX_CHECK(k.dim(0) == g.B && v.dim(0) == g.B,
+               "[{}] Q, K and V should have one batch size but have shapes {}, {} and {}", who,
+               shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+    int64_t dk = 0;
+    if (g.three_d) {
+      ONYX_CHECK(q_heads_ > 0 && kv_heads_ > 0,
+                 "[{}] 3-D inputs need q_num_heads and kv_num_heads attributes (found {} and {})",
+                 who, q_heads_, kv_heads_);
+      ONYX_CHECK(q.dim(2) % q_heads_ == 0 && k.dim(2) % kv_heads_ == 0 &&
+                     v.dim(2) % kv_heads_ == 0,
+                 "[{}] hidden sizes of Q {}, K {} and V {} should divide by q_num_heads {} and "
+                 "kv_num_heads {}",
+                 who, q.dim(2), k.dim(2), v.dim(2), q_heads_, kv_heads_);
+      g.Hq = q_heads_, g.Hk = kv_heads_, g.Sq = q.dim(1), g.Snew = k.dim(1);
+      g.Dq = q.dim(2) / q_heads_, dk = k.dim(2) / kv_heads_, g.Dv = v.dim(2) / kv_heads_;
+      ONYX_CHECK(v.dim(1) == g.Snew, "[{}] K and V should have one sequence length but have {} and {}",
+                 who, shape_str(k.shape()), shape_str(v.shape()));
+    } else {
+      g.Hq = q.dim(1), g.Hk = k.dim(1), g.Sq = q.dim(2), g.Snew = k.dim(2);
+      g.Dq = q.dim(3), dk = k.dim(3), g.Dv = v.dim(3);
+      ONYX_CHECK(v.dim(1) == g.Hk && v.dim(2) == g.Snew,
+                 "[{}] K {} and V {} should have the same heads and sequence length", who,
+                 shape_str(k.shape()), shape_str(v.shape()));
+    }
+    ONYX_CHECK(dk == g.Dq, "[{}] Q and K should have one head size but have {} and {}", who, g.Dq,
+               dk);
+    ONYX_CHECK(g.Hk > 0 && g.Hq % g.Hk == 0,
+               "[{}] q heads ({}) should be a multiple of kv heads ({})", who, g.Hq, g.Hk);
+    ONYX_CHECK((past_k == nullptr) == (past_v == nullptr),
+               "[{}] past_key and past_value should be given together", who);
+    if (past_k) {
+      ONYX_CHECK(past_k->dtype() == q.dtype() && past_v->dtype() == q.dtype(),
+                 "[{}] past_key/past_value should be {} but are {} and {}", who,
+                 dtype_name(q.dtype()), dtype_name(past_k->dtype()), dtype_name(past_v->dtype()));
+      ONYX_CHECK(past_k->rank() == 4 && past_v->rank() == 4 && past_k->dim(0) == g.B &&
+                     past_k->dim(1) == g.Hk && past_k->dim(3) == g.Dq && past_v->dim(0) == g.B &&
+                     past_v->dim(1) == g.Hk && past_v->dim(2) == past_k->dim(2) &&
+                     past_v->dim(3) == g.Dv,
+                 "[{}] past_key {} and past_value {} should be [{}, {}, P, {}] and [{}, {}, P, {}]",
+                 who, shape_str(past_k->shape()), shape_str(past_v->shape()), g.B, g.Hk, g.Dq, g.B,
+                 g.Hk, g.Dv);
+      g.P = past_k->dim(2);
+    }
+    g.Skv = g.P + g.Snew;
+    return g;
+  }
+
+  void check_extras(const KernelContext& ctx, const AttnGeom& g, DataType dt, const Tensor* mask,
+                    const Tensor* nonpad, const Tensor* past_k) const {
+    const std::string who = ctx.label();
+    if (mask) {
+      ONYX_CHECK(mask->dtype() == DataType::Bool || is_float(mask->dtype()),
+                 "[{}] attn_mask should be bool or a float type like Q ({}) but is {}", who,
+                 dtype_name(dt), dtype_name(mask->dtype()));
+      const Shape target{g.B, g.Hq, g.Sq, g.Skv};
+      bool ok = mask->rank() >= 1 && mask->rank() <= 4 && mask->dim(-1) <= g.Skv;
+      for (int64_t i = 2; ok && i <= mask->rank(); ++i) {
+        const int64_t d = mask->dim(-i);
+        ok = d == 1 || d == target[4 - i];
+      }
+      ONYX_CHECK(ok, "[{}] attn_mask {} does not broadcast to [{}, {}, {}, <= {}]", who,
+                 shape_str(mask->shape()), g.B, g.Hq, g.Sq, g.Skv);
+    }
+    if (nonpad) {
+      ONYX_CHECK(!past_k, "[{}] nonpad_kv_seqlen cannot be combined with past_key/past_value",
+                 who);
+      ONYX_CHECK(nonpad->dtype() == DataType::Int64 && nonpad->rank() == 1 &&
+                     nonpad->dim(0) == g.B,
+                 "[{}] nonpad_kv_seqlen should be int64 [{}] but is {} {}", who, g.B,
+                 dtype_name(nonpad->dtype()), shape_str(nonpad->shape()));
+    }
+  }
+
+  /// present = concat(past, new) along the sequence axis, in [B, Hk, Skv, D].
+  template <typename T>
+  static void concat_cache(const AttnGeom& g, const Tensor* past, const Tensor& cur, int64_t D,
+                           Tensor& present) {
+    T* out = present.data<T>();
+    const T* pp = past ? past->data<T>() : nullptr;
+    const T* cp = cur.data<T>();
+    const HeadView cv = HeadView::of(g.three_d, g.Hk, g.Snew, D);
+    for (int64_t b = 0; b < g.B; ++b)
+      for (int64_t h = 0; h < g.Hk; ++h) {
+        T* dst = out + (b * g.Hk + h) * g.Skv * D;
+        if (pp) std::copy_n(pp + (b * g.Hk + h) * g.P * D, g.P * D, dst);
+        for (int64_t s = 0; s < g.Snew; ++s)
+          std::copy_n(cp + cv.at(b, h, s), D, dst + (g.P + s) * D);
+      }
+  }
+
+  /// Additive bias of one (batch, q head) block, [Sq, Skv]: mask, causal, window, padding.
+  template <typename A>
+  void fill_bias(const AttnGeom& g, int64_t b, int64_t h, const Tensor* mask,
+                 const int64_t* nonpad, bool has_past, A* bias) const {
+    const A ninf = -std::numeric_limits<A>::infinity();
+    std::fill_n(bias, g.Sq * g.Skv, A(0));
+    if (mask) {
+      const int64_t r = mask->rank(), lm = mask->dim(-1);
+      int64_t st[4] = {0, 0, 0, 0}, stride = 1;  // strides over [B, H, Sq, Lm], 0 = broadcast
+      for (int64_t i = 1; i <= r; ++i) {
+        st[4 - i] = mask->dim(-i) == 1 ? 0 : stride;
+        stride *= mask->dim(-i);
+      }
+      if (lm == 1) st[3] = 0;
+      const int64_t base = b * st[0] + h * st[1];
+      dispatch<TypeList<bool, float, double, float16, bfloat16>>(
+          mask->dtype(), "Attention", [&]<typename M>() {
+            const M* m = mask->data<M>();
+            for (int64_t i = 0; i < g.Sq; ++i)
+              for (int64_t j = 0; j < g.Skv; ++j) {
+                A val = ninf;  // keys past the mask's last axis are masked
+                if (j < lm) {
+                  const M mv = m[base + i * st[2] + j * st[3]];
+                  if constexpr (std::is_same_v<M, bool>) val = mv ? A(0) : ninf;
+                  else val = static_cast<A>(mv);
+                }
+                bias[i * g.Skv + j] = val;
+              }
+          });
+    }
+    const bool window = left_ >= 0 || right_ >= 0;
+    if (!is_causal_ && !window && !nonpad) return;
+    const int64_t offset = nonpad && !has_past ? nonpad[b] - g.Sq : g.P;
+    for (int64_t i = 0; i < g.Sq; ++i)
+      for (int64_t j = 0; j < g.Skv; ++j) {
+        const int64_t diff = i + offset - j;
+        bool allowed = !is_causal_ || diff >= 0;
+        if (left_ >= 0) allowed = allowed && diff <= left_;
+        if (right_ >= 0) allowed = allowed && -diff <= right_;
+        if (nonpad) allowed = allowed && j < nonpad[b];
+        if (!allowed) bias[i * g.Skv + j] += ninf;
+      }
+  }
+
+  template <typename T>
+  void run(KernelContext& ctx, const AttnGeom& g, const Tensor& qt, const Tensor& pk,
+           const Tensor& pv, const Tensor* mask, const Tensor* nonpad_t, bool has_past, Tensor& yt,
+           Tensor* qk_out) const {
+    using A = acc_t<T>;
+    const A ninf = -std::numeric_limits<A>::infinity();
+    const double scale = has_scale_ ? scale_ : 1.0 / std::sqrt(static_cast<double>(g.Dq));
+    // Q and K are each scaled by sqrt(scale) (rounded to T), as in the function body.
+    const A sq = static_cast<A>(static_cast<T>(std::sqrt(scale)));
+    const A cap = static_cast<A>(static_cast<T>(softcap_));
+    const T* q = qt.data<T>();
+    const T* kp = pk.data<T>();
+    const T* vp = pv.data<T>();
+    T* y = yt.data<T>();
+    T* qk = qk_out ? qk_out->data<T>() : nullptr;
+    const int64_t* nonpad = nonpad_t ? nonpad_t->data<int64_t>() : nullptr;
+    const HeadView qv = HeadView::of(g.three_d, g.Hq, g.Sq, g.Dq);
+    const HeadView yv = HeadView::of(g.three_d, g.Hq, g.Sq, g.Dv);
+    const int64_t rep = g.Hq / g.Hk;
+    const DataType sm_dt = softmax_dt_ == DataType::Undefined ? qt.dtype() : softmax_dt_;
+    dnnl_util::ThreadScope threads(1);
+    parallel_for(g.B * g.Hq, ctx.threads(), 1, [&](int64_t t0, int64_t t1) {
+      std::vector<A> qs(g.Sq * g.Dq), ks(g.Skv * g.Dq), vs(g.Skv * g.Dv), s(g.Sq * g.Skv),
+          bias(g.Sq * g.Skv), out(g.Sq * g.Dv);
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t b = t / g.Hq, h = t % g.Hq, hk = h / rep;
+        for (int64_t i = 0; i < g.Sq; ++i)
+          for (int64_t d = 0; d < g.Dq; ++d)
+            qs[i * g.Dq + d] = rnd<T>(static_cast<A>(q[qv.at(b, h, i) + d]) * sq);
+        const T* kh = kp + (b * g.Hk + hk) * g.Skv * g.Dq;
+        for (int64_t i = 0; i < g.Skv * g.Dq; ++i) ks[i] = rnd<T>(static_cast<A>(kh[i]) * sq);
+        gemm(true, g.Sq, g.Skv, g.Dq, qs.data(), g.Dq, ks.data(), g.Dq, A(0), s.data(), g.Skv);
+        for (A& x : s) x = rnd<T>(x);
+        if (softcap_ > 0)
+          for (A& x : s) x = rnd<T>(rnd<T>(std::tanh(rnd<T>(x / cap))) * cap);
+        fill_bias(g, b, h, mask, nonpad, has_past, bias.data());
+        T* qk_blk = qk ? qk + t * g.Sq * g.Skv : nullptr;
+        if (qk_blk && mode_ <= 1)
+          for (int64_t i = 0; i < g.Sq * g.Skv; ++i) qk_blk[i] = static_cast<T>(s[i]);
+        for (int64_t i = 0; i < g.Sq * g.Skv; ++i) s[i] = rnd<T>(s[i] + bias[i]);
+        if (qk_blk && mode_ == 2)
+          for (int64_t i = 0; i < g.Sq * g.Skv; ++i) qk_blk[i] = static_cast<T>(s[i]);
+        for (int64_t i = 0; i < g.Sq; ++i) {
+          A* row = s.data() + i * g.Skv;
+          dispatch<FloatTypes>(sm_dt, "Attention", [&]<typename P>() {
+            softmax_row<P>(row, row, g.Skv);
+          });
+          // A row whose bias masks every key attends nothing: zeros, not NaN.
+          const A* brow = bias.data() + i * g.Skv;
+          A bmax = ninf;
+          bool nan = false;
+          for (int64_t j = 0; j < g.Skv; ++j) nan |= std::isnan(brow[j]), bmax = std::max(bmax, brow[j]);
+          if (!nan && bmax == ninf) std::fill_n(row, g.Skv, A(0));
+          for (int64_t j = 0; j < g.Skv; ++j) row[j] = rnd<T>(row[j]);
+        }
+        if (qk_blk && mode_ == 3)
+          for (int64_t i = 0; i < g.Sq * g.Skv; ++i) qk_blk[i] = static_cast<T>(s[i]);
+        const T* vh = vp + (b * g.Hk + hk) * g.Skv * g.Dv;
+        for (int64_t i = 0; i < g.Skv * g.Dv; ++i) vs[i] = static_cast<A>(vh[i]);
+        gemm(false, g.Sq, g.Dv, g.Skv, s.data(), g.Skv, vs.data(), g.Dv, A(0), out.data(), g.Dv);
+        for (int64_t i = 0; i < g.Sq; ++i)
+          for (int64_t d = 0; d < g.Dv; ++d)
+            y[yv.at(b, h, i) + d] = static_cast<T>(out[i * g.Dv + d]);
+      }
+    });
+  }
+
+  bool is_causal_;
+  int64_t q_heads_, kv_heads_, mode_;
+  bool has_scale_;
+  float scale_, softcap_;
+  DataType softmax_dt_;
+  int64_t left_, right_;
+};
+
+class RotaryEmbeddingKernel final : public Kernel {
+ public:
+  explicit RotaryEmbeddingKernel(const KernelInfo& info)
+      : interleaved_(info.node.attr_int("interleaved", 0) != 0),
+        rotary_dim_(info.node.attr_int("rotary_embedding_dim", 0)),
+        num_heads_(info.node.attr_int("num_heads", 0)) {}
+
+  void compute(KernelContext& ctx) const override {
+    const std::string who = ctx.label();
+    const Tensor& x = ctx.required_input(0);
+    const Tensor& cos = ctx.required_input(1);
+    const Tensor& sin = ctx.required_input(2);
+    const Tensor* pos = opt_input(ctx, 3);
+    ONYX_CHECK(x.rank() == 3 || x.rank() == 4, "[{}] input should be 3-D or 4-D but is {}", who,
+               shape_str(x.shape()));
+    ONYX_CHECK(cos.dtype() == x.dtype() && sin.dtype() == x.dtype(),
+               "[{}] cos_cache and sin_cache should be {} but are {} and {}", who,
+               dtype_name(x.dtype()), dtype_name(cos.dtype()), dtype_name(sin.dtype()));
+    const bool three_d = x.rank() == 3;
+    const int64_t B = x.dim(0);
+    int64_t H, S, D;
+    if (three_d) {
+      ONYX_CHECK(num_heads_ > 0 && x.dim(2) % num_heads_ == 0,
+                 "[{}] 3-D input {} needs a num_heads attribute dividing its hidden size (found {})",
+                 who, shape_str(x.shape()), num_heads_);
+      H = num_heads_, S = x.dim(1), D = x.dim(2) / num_heads_;
+    } else {
+      H = x.dim(1), S = x.dim(2), D = x.dim(3);
+    }
+    const int64_t rd = rotary_dim_ > 0 ? rotary_dim_ : D;
+    ONYX_CHECK(rd <= D && rd % 2 == 0, "[{}] rotary_embedding_dim {} should be even and <= {}",
+               who, rd, D);
+    const int64_t half = rd / 2;
+    ONYX_CHECK(cos.shape() == sin.shape() && cos.rank() >= 2 && cos.dim(-1) == half,
+               "[{}] cos_cache {} and sin_cache {} should match, with last axis {}", who,
+               shape_str(cos.shape()), shape_str(sin.shape()), half);
+    std::vector<int64_t> rows(B * S);  // cache row of each (batch, position)
+    if (pos) {
+      ONYX_CHECK(pos->dtype() == DataType::Int64 && pos->shape() == Shape({B, S}) &&
+                     cos.rank() == 2,
+                 "[{}] position_ids should be int64 [{}, {}] with 2-D caches but is {} {}", who, B,
+                 S, dtype_name(pos->dtype()), shape_str(pos->shape()));
+      const int64_t* p = pos->data<int64_t>();
+      for (int64_t i = 0; i < B * S; ++i) {
+        ONYX_CHECK(p[i] >= 0 && p[i] < cos.dim(0),
+                   "[{}] position id {} is outside the cache of {} positions", who, p[i],
+                   cos.dim(0));
+        rows[i] = p[i];
+      }
+    } else {
+      ONYX_CHECK(cos.rank() == 3 && cos.dim(0) == B && cos.dim(1) == S,
+                 "[{}] without position_ids the caches should be [{}, {}, {}] but are {}", who, B,
+                 S, half, shape_str(cos.shape()));
+      for (int64_t i = 0; i < B * S; ++i) rows[i] = i;
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    const HeadView xv = HeadView::of(three_d, H, S, D);
+    dispatch<FloatTypes>(x.dtype(), who, [&]<typename T>() {
+      using A = acc_t<T>;
+      const T* xp = x.data<T>();
+      const T* cp = cos.data<T>();
+      const T* sp = sin.data<T>();
+      T* yp = y.data<T>();
+      parallel_for(B * H * S, ctx.threads(), std::max<int64_t>(1, 16384 / D), [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t b = t / (H * S), h = (t / S) % H, s = t % S;
+          const int64_t off = xv.at(b, h, s);
+          const T* src = xp + off;
+          T* dst = yp + off;
+          const T* c = cp + rows[b * S + s] * half;
+          const T* sn = sp + rows[b * S + s] * half;
+          for (int64_t i = 0; i < half; ++i) {
+            const int64_t i1 = interleaved_ ? 2 * i : i, i2 = interleaved_ ? 2 * i + 1 : i + half;
+            const A x1 = static_cast<A>(src[i1]), x2 = static_cast<A>(src[i2]);
+            const A cv = static_cast<A>(c[i]), sv = static_cast<A>(sn[i]);
+            dst[i1] = static_cast<T>(rnd<T>(cv * x1) - rnd<T>(sv * x2));
+            dst[i2] = static_cast<T>(rnd<T>(sv * x1) + rnd<T>(cv * x2));
+          }
+          std::copy(src + rd, src + D, dst + rd);
+        }
+      });
+    });
+  }
+
+ private:
+  bool interleaved_;
+  int64_t rotary_dim_, num_heads_;
+};
+
+}  // namespace
+
+void register_attention_kernels(KernelRegistry& r) {
+  r.add({"Attention", "", 23, INT_MAX, "cpu", 0, float_types(), make_factory<AttentionKernel>()});
+  r.add({"RotaryEmbedding", "", 23, INT_MAX, "cpu", 0,
+         {DataType::Float, DataType::Float16, DataType::BFloat16},
+         make_factory<RotaryEmbeddingKernel>()});
+}
+
+}  // namespace onyx::cpu

@@ -1,0 +1,123 @@
+// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss over [N, C, d1, ...] inputs and
+// [N, d1, ...] class targets: per-element loss -weight[t] * logp[n, t, d], where targets equal to
+// ignore_index count as weight 0; reduction none, sum, or mean (divided by the sum of weights).
+// SoftmaxCrossEntropyLoss also returns the log-probabilities as an optional second output.
+#include <climits>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/dispatch.h"
+#include "kernels/parallel.h"
+
+namespace onyx::cpu {
+namespace {
+
+enum class Reduction { None, Sum, Mean };
+
+class LossKernel final : public Kernel {
+ public:
+  LossKernel(const KernelInfo& info, bool softmax) : softmax_(softmax) {
+    const std::string red = info.node.attr_string("reduction", "mean");
+    if (red == "none") reduction_ = Reduction::None;
+    else if (red == "sum") reduction_ = Reduction::Sum;
+    else if (red == "mean") reduction_ = Reduction::Mean;
+    else ONYX_THROW("[{}] reduction should be none, sum or mean but is '{}'", info.label(), red);
+    has_ignore_ = info.node.has_attr("ignore_index");
+    ignore_ = info.node.attr_int("ignore_index", 0);
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const std::string who = ctx.label();
+    const Tensor& x = ctx.required_input(0);
+    const Tensor& target = ctx.required_input(1);
+    const Tensor* weight = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
+    ONYX_CHECK(x.rank() >= 2, "[{}] input should be [N, C, ...] but is {}", who,
+               shape_str(x.shape()));
+    const int64_t N = x.dim(0), C = x.dim(1), D = x.numel() / std::max<int64_t>(1, N * C);
+    Shape want_t{N};
+    want_t.insert(want_t.end(), x.shape().begin() + 2, x.shape().end());
+    ONYX_CHECK(target.shape() == want_t, "[{}] target should have shape {} but has {}", who,
+               shape_str(want_t), shape_str(target.shape()));
+    ONYX_CHECK(target.dtype() == DataType::Int32 || target.dtype() == DataType::Int64,
+               "[{}] target should be int32 or int64 but is {}", who, dtype_name(target.dtype()));
+    if (weight)
+      ONYX_CHECK(weight->dtype() == x.dtype() && weight->shape() == Shape({C}),
+                 "[{}] weight should be {} [{}] but is {} {}", who, dtype_name(x.dtype()), C,
+                 dtype_name(weight->dtype()), shape_str(weight->shape()));
+    const std::vector<int64_t> t = target.to_int64_vector();
+    for (int64_t v : t)
+      ONYX_CHECK((has_ignore_ && v == ignore_) || (v >= 0 && v < C),
+                 "[{}] target value {} is outside [0, {}) and is not ignore_index", who, v, C);
+
+    Tensor& loss = ctx.allocate_output(0, x.dtype(), reduction_ == Reduction::None ? want_t : Shape{});
+    Tensor* logp_out = softmax_ && ctx.num_outputs() > 1 && ctx.output_wanted(1)
+                           ? &ctx.allocate_output(1, x.dtype(), x.shape())
+                           : nullptr;
+    dispatch<FloatTypes>(x.dtype(), who, [&]<typename T>() {
+      using A = acc_t<T>;
+      const T* xp = x.data<T>();
+      // Log-probabilities: the input itself for NLL, log-softmax over C for cross entropy.
+      std::vector<A> lp;
+      if (softmax_) {
+        lp.resize(x.numel());
+        parallel_for(N * D, ctx.threads(), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, C)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t r = b; r < e; ++r) {
+                         const int64_t n = r / D, d = r % D, base = n * C * D + d;
+                         A m = -std::numeric_limits<A>::infinity();
+                         for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<A>(xp[base + c * D]));
+                         A s = A(0);
+                         for (int64_t c = 0; c < C; ++c) s += std::exp(static_cast<A>(xp[base + c * D]) - m);
+                         const A shift = m + std::log(s);
+                         for (int64_t c = 0; c < C; ++c)
+                           lp[base + c * D] = static_cast<A>(xp[base + c * D]) - shift;
+                       }
+                     });
+        if (logp_out) {
+          T* o = logp_out->data<T>();
+          for (int64_t i = 0; i < x.numel(); ++i) o[i] = static_cast<T>(lp[i]);
+        }
+      }
+      const T* w = weight ? weight->data<T>() : nullptr;
+      T* out = loss.data<T>();
+      double total = 0, wsum = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t d = 0; d < D; ++d) {
+          const int64_t tv = t[n * D + d];
+          double l = 0, wt = 0;
+          if (!(has_ignore_ && tv == ignore_)) {
+            const int64_t idx = (n * C + tv) * D + d;
+            const double logp = softmax_ ? static_cast<double>(lp[idx]) : static_cast<double>(xp[idx]);
+            wt = w ? static_cast<double>(w[tv]) : 1.0;
+            l = -wt * logp;
+          }
+          if (reduction_ == Reduction::None) out[n * D + d] = static_cast<T>(l);
+          total += l, wsum += wt;
+        }
+      if (reduction_ == Reduction::Sum) out[0] = static_cast<T>(total);
+      if (reduction_ == Reduction::Mean) out[0] = static_cast<T>(total / wsum);
+    });
+  }
+
+ private:
+  bool softmax_;
+  Reduction reduction_ = Reduction::Mean;
+  bool has_ignore_ = false;
+  int64_t ignore_ = 0;
+};
+
+}  // namespace
+
+void register_loss_kernels(KernelRegistry& r) {
+  r.add({"SoftmaxCrossEntropyLoss", "", 12, INT_MAX, "cpu", 0, float_types(),
+         [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+           return std::make_unique<LossKernel>(info, true);
+         }});
+  r.add({"NegativeLogLikelihoodLoss", "", 12, INT_MAX, "cpu", 0, float_types(),
+         [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+           return std::make_unique<LossKernel>(info, false);
+         }});
+}
+
+}  // namespace onyx::cpu

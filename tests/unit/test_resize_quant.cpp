@@ -1,0 +1,210 @@
+// Resize / GridSample / AffineGrid, the quantization ops and the image/detection ops
+// (CenterCropPad, Col2Im, MaxUnpool, RoiAlign, NonMaxSuppression, BitCast) against
+// hand-computed values, plus the bad-input errors they raise.
+#include "test_util.h"
+
+using namespace onyx;
+using onyx::test::attr_float;
+using onyx::test::attr_int;
+using onyx::test::attr_ints;
+using onyx::test::attr_string;
+using onyx::test::expect_near;
+using onyx::test::ModelBuilder;
+
+namespace {
+
+using Named = std::vector<std::pair<std::string, Tensor>>;
+
+/// Runs one `op` node on inputs in order (an undefined Tensor omits an input); outputs
+/// are y0..y{outputs-1}.
+NamedTensors run_op(const std::string& op, const Named& inputs, std::vector<Attribute> attrs = {},
+                    int outputs = 1, int64_t opset = 21) {
+  ModelBuilder b(opset);
+  std::vector<std::string> ins, outs;
+  NamedTensors feeds;
+  for (const auto& [name, t] : inputs) {
+    ins.push_back(t.defined() ? name : "");
+    if (!t.defined()) continue;
+    b.input(name, t.dtype(), t.shape());
+    feeds[name] = t;
+  }
+  for (int i = 0; i < outputs; ++i) outs.push_back("y" + std::to_string(i));
+  onyx::test::set_attrs(b.node(op, ins, outs), std::move(attrs));
+  for (const auto& o : outs) b.output(o);
+  return b.session().run(feeds);
+}
+
+template <typename T = float>
+Tensor T_(const Shape& shape, const std::vector<double>& v) {
+  std::vector<T> c;
+  for (double x : v) c.push_back(static_cast<T>(x));
+  return Tensor::from_vector<T>(shape, c);
+}
+
+// A sub-byte tensor (stored one value per byte).
+Tensor sub_byte(DataType dt, const Shape& shape, const std::vector<int>& v) {
+  Tensor t = Tensor::empty(dt, shape);
+  for (size_t i = 0; i < v.size(); ++i) t.data_as<int8_t>()[i] = int8_t(v[i]);
+  return t;
+}
+
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    FAIL() << "expected onyx::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+const Tensor kNone;
+
+TEST(ResizeQuant, ResizeNearestUpsamplesByRepeating) {
+  auto y = run_op("Resize", {{"x", T_({1, 1, 2, 2}, {1, 2, 3, 4})}, {"roi", kNone},
+                             {"scales", T_({4}, {1, 1, 2, 2})}},
+                  {attr_string("mode", "nearest")}, 1, 19);
+  EXPECT_EQ(y.at("y0").shape(), Shape({1, 1, 4, 4}));
+  expect_near(y.at("y0"), {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+}
+
+TEST(ResizeQuant, ResizeLinearHalfPixelAndAlignCorners) {
+  auto y = run_op("Resize", {{"x", T_({1, 1, 1, 2}, {0, 10})}, {"roi", kNone},
+                             {"scales", T_({4}, {1, 1, 1, 2})}},
+                  {attr_string("mode", "linear")}, 1, 19);
+  expect_near(y.at("y0"), {0, 2.5, 7.5, 10});
+  y = run_op("Resize", {{"x", T_({1, 1, 1, 2}, {0, 10})}, {"roi", kNone}, {"scales", kNone},
+                        {"sizes", T_<int64_t>({4}, {1, 1, 1, 4})}},
+             {attr_string("mode", "linear"),
+              attr_string("coordinate_transformation_mode", "align_corners")},
+             1, 19);
+  expect_near(y.at("y0"), {0, 10.0 / 3, 20.0 / 3, 10});
+}
+
+TEST(ResizeQuant, ResizeUint8RoundsAndUpsampleRepeats) {
+  auto y = run_op("Resize", {{"x", T_<uint8_t>({1, 2}, {0, 5})}, {"roi", kNone},
+                             {"scales", T_({2}, {1, 2})}},
+                  {attr_string("mode", "linear")}, 1, 19);
+  EXPECT_EQ(y.at("y0").dtype(), DataType::UInt8);
+  expect_near(y.at("y0"), {0, 1, 4, 5});  // 1.25 -> 1, 3.75 -> 4
+  y = run_op("Upsample", {{"x", T_({2, 1}, {7, 8})}, {"s", T_({2}, {1, 3})}},
+             {attr_string("mode", "nearest")}, 1, 9);
+  expect_near(y.at("y0"), {7, 7, 7, 8, 8, 8});
+}
+
+TEST(ResizeQuant, ResizeRejectsBadScales) {
+  expect_error([] {
+    run_op("Resize", {{"x", T_({1, 1, 2, 2}, {1, 2, 3, 4})}, {"roi", kNone},
+                      {"scales", T_({2}, {2, 2})}}, {}, 1, 19);
+  }, "scales should have 4 values");
+}
+
+TEST(ResizeQuant, GridSampleLinearAndAffineGrid) {
+  const Tensor x = T_({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto y = run_op("GridSample", {{"x", x}, {"g", T_({1, 1, 2, 2}, {0, 0, -1, -1})}}, {}, 1, 20);
+  expect_near(y.at("y0"), {2.5, 0.25});  // centre; corner mixes with three zero pixels
+  y = run_op("GridSample", {{"x", x}, {"g", T_({1, 1, 1, 2}, {-1, -1})}},
+             {attr_int("align_corners", 1)}, 1, 20);
+  expect_near(y.at("y0"), {1});
+  y = run_op("AffineGrid",
+             {{"t", T_({1, 2, 3}, {1, 0, 0, 0, 1, 0})}, {"s", T_<int64_t>({4}, {1, 1, 2, 2})}},
+             {attr_int("align_corners", 1)}, 1, 20);
+  EXPECT_EQ(y.at("y0").shape(), Shape({1, 2, 2, 2}));
+  expect_near(y.at("y0"), {-1, -1, 1, -1, -1, 1, 1, 1});
+}
+
+TEST(ResizeQuant, QuantizeLinearRoundsHalfToEvenAndSaturates) {
+  auto y = run_op("QuantizeLinear", {{"x", T_({6}, {0, 1, 3, 5, -300, 1000})},
+                                     {"s", T_({}, {2})}, {"z", T_<uint8_t>({}, {128})}});
+  EXPECT_EQ(y.at("y0").dtype(), DataType::UInt8);
+  expect_near(y.at("y0"), {128, 128, 130, 130, 0, 255});
+  y = run_op("QuantizeLinear", {{"x", T_({2, 2}, {1, 2, 3, 4})}, {"s", T_({2}, {1, 2})},
+                                {"z", T_<int8_t>({2}, {0, 1})}},
+             {attr_int("axis", 1)});
+  expect_near(y.at("y0"), {1, 2, 3, 3});
+  y = run_op("QuantizeLinear", {{"x", T_({3}, {-10, 3.4, 9})}, {"s", T_({}, {1})},
+                                {"z", sub_byte(DataType::Int4, {}, {0})}});
+  EXPECT_EQ(y.at("y0").dtype(), DataType::Int4);
+  expect_near(y.at("y0"), {-8, 3, 7});
+}
+
+TEST(ResizeQuant, DequantizeLinearBlockedAndDynamicQuantize) {
+  auto y = run_op("DequantizeLinear", {{"x", T_<int8_t>({1, 4}, {2, 4, 6, 8})},
+                                       {"s", T_({1, 2}, {1, 0.5})}},
+                  {attr_int("axis", 1), attr_int("block_size", 2)});
+  expect_near(y.at("y0"), {2, 4, 3, 4});
+  y = run_op("DynamicQuantizeLinear", {{"x", T_({3}, {-1, 0, 2})}}, {}, 3);
+  expect_near(y.at("y0"), {0, 85, 255});
+  expect_near(y.at("y1"), {3.0 / 255}, 1e-7);
+  expect_near(y.at("y2"), {85});
+}
+
+TEST(ResizeQuant, QuantizeRejectsWrongPerAxisScale) {
+  expect_error([] {
+    run_op("QuantizeLinear", {{"x", T_({2, 3}, {1, 2, 3, 4, 5, 6})}, {"s", T_({2}, {1, 2})}},
+           {attr_int("axis", 1)});
+  }, "per-axis scale should have shape [3]");
+}
+
+TEST(ResizeQuant, IntegerMatMulAndConv) {
+  auto y = run_op("MatMulInteger", {{"a", T_<uint8_t>({2, 2}, {1, 2, 3, 4})},
+                                    {"b", T_<uint8_t>({2, 2}, {1, 0, 0, 1})},
+                                    {"az", T_<uint8_t>({}, {1})}});
+  EXPECT_EQ(y.at("y0").dtype(), DataType::Int32);
+  expect_near(y.at("y0"), {0, 1, 2, 3});
+  // 1x1 kernel of weight 2 over a 2x2 image, x_zero_point 1.
+  y = run_op("ConvInteger", {{"x", T_<uint8_t>({1, 1, 2, 2}, {1, 2, 3, 4})},
+                             {"w", T_<uint8_t>({1, 1, 1, 1}, {2})},
+                             {"xz", T_<uint8_t>({}, {1})}},
+             {}, 1, 10);
+  expect_near(y.at("y0"), {0, 2, 4, 6});
+  // QLinearMatMul: (a @ b) * (0.5 * 1 / 1) + 10.
+  y = run_op("QLinearMatMul", {{"a", T_<uint8_t>({1, 2}, {2, 4})}, {"as", T_({}, {0.5})},
+                               {"az", T_<uint8_t>({}, {0})}, {"b", T_<uint8_t>({2, 1}, {1, 1})},
+                               {"bs", T_({}, {1})}, {"bz", T_<uint8_t>({}, {0})},
+                               {"ys", T_({}, {1})}, {"yz", T_<uint8_t>({}, {10})}});
+  expect_near(y.at("y0"), {13});
+}
+
+TEST(ResizeQuant, CenterCropPadCol2ImMaxUnpool) {
+  auto y = run_op("CenterCropPad",
+                  {{"x", T_({5}, {1, 2, 3, 4, 5})}, {"s", T_<int64_t>({1}, {3})}}, {}, 1, 18);
+  expect_near(y.at("y0"), {2, 3, 4});
+  y = run_op("CenterCropPad", {{"x", T_({5}, {1, 2, 3, 4, 5})}, {"s", T_<int64_t>({1}, {7})}},
+             {}, 1, 18);
+  expect_near(y.at("y0"), {0, 1, 2, 3, 4, 5, 0});
+  // Two overlapping 1x2 blocks over a 1x3 image: the middle pixel sums two taps.
+  y = run_op("Col2Im", {{"x", T_({1, 2, 2}, {1, 2, 10, 20})},
+                        {"i", T_<int64_t>({2}, {1, 3})}, {"b", T_<int64_t>({2}, {1, 2})}},
+             {}, 1, 18);
+  EXPECT_EQ(y.at("y0").shape(), Shape({1, 1, 1, 3}));
+  expect_near(y.at("y0"), {1, 12, 20});
+  y = run_op("MaxUnpool", {{"x", T_({1, 1, 1, 2}, {5, 7})}, {"i", T_<int64_t>({1, 1, 1, 2}, {1, 2})}},
+             {attr_ints("kernel_shape", {1, 2}), attr_ints("strides", {1, 2})});
+  expect_near(y.at("y0"), {0, 5, 7, 0});
+}
+
+TEST(ResizeQuant, RoiAlignNmsBitCast) {
+  auto y = run_op("RoiAlign", {{"x", T_({1, 1, 4, 4}, std::vector<double>(16, 3.0))},
+                               {"r", T_({1, 4}, {0, 0, 2, 2})},
+                               {"b", T_<int64_t>({1}, {0})}},
+                  {attr_int("output_height", 2), attr_int("output_width", 2)}, 1, 16);
+  expect_near(y.at("y0"), {3, 3, 3, 3});
+  // Boxes 0 and 1 overlap (IoU 0.81); box 2 is far away.
+  y = run_op("NonMaxSuppression",
+             {{"bx", T_({1, 3, 4}, {0, 0, 1, 1, 0, 0.1, 1, 1.1, 5, 5, 6, 6})},
+              {"sc", T_({1, 1, 3}, {0.9, 0.8, 0.7})},
+              {"m", T_<int64_t>({1}, {3})}, {"iou", T_({1}, {0.5})}},
+             {}, 1, 11);
+  EXPECT_EQ(y.at("y0").shape(), Shape({2, 3}));
+  expect_near(y.at("y0"), {0, 0, 0, 0, 0, 2});
+  y = run_op("BitCast", {{"x", T_({1}, {1.0})}}, {attr_int("to", int64_t(DataType::Int32))}, 1,
+             26);
+  EXPECT_EQ(y.at("y0").dtype(), DataType::Int32);
+  expect_near(y.at("y0"), {1065353216});
+  expect_error([] {
+    run_op("BitCast", {{"x", T_({1}, {1.0})}}, {attr_int("to", int64_t(DataType::Int64))}, 1, 26);
+  }, "bits");
+}
+
+}  // namespace
