@@ -30,37 +30,38 @@ class ArgReduceKernel final : public Kernel {
     Tensor& y = ctx.allocate_output(0, DataType::Int64, out_shape);
     if (y.numel() == 0) return;
     dispatch<NumericTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
-      if (is_max_) run<T, true>(x.data<T>(), y.data<int64_t>(), s, ctx.threads());
-      else run<T, false>(x.data<T>(), y.data<int64_t>(), s, ctx.threads());
+      const T* src = x.data<T>();
+      int64_t* dst = y.data<int64_t>();
+      if (is_max_) {
+        if (select_last_) run<T, true, true>(src, dst, s, ctx.threads());
+        else run<T, true, false>(src, dst, s, ctx.threads());
+      } else {
+        if (select_last_) run<T, false, true>(src, dst, s, ctx.threads());
+        else run<T, false, false>(src, dst, s, ctx.threads());
+      }
     });
   }
 
  private:
-  template <typename T, bool kMax>
-  void run(const T* x, int64_t* y, const AxisSplit& s, int threads) const {
+  /// True when v, at a later index, replaces the current best b. Branch-free (`|`, `&`) so
+  /// the loops vectorise.
+  template <typename A, bool kMax, bool kLast>
+  static bool beats(A v, A b) {
+    const bool vn = v != v, bn = b != b, b_number = !bn;
+    bool better;
+    if constexpr (kMax) better = kLast ? v >= b : v > b;
+    else better = kLast ? v <= b : v < b;
+    return (bn & kLast & vn) | (b_number & (vn | better));
+  }
+
+  template <typename T, bool kMax, bool kLast>
+  static void run(const T* x, int64_t* y, const AxisSplit& s, int threads) {
     using A = acc_t<T>;
-    const bool last = select_last_;
-    // True when v should replace the current best b.
-    auto beats = [last](A v, A b) {
-      if (b != b) return last && v != v;
-      if (v != v) return true;
-      if constexpr (kMax) return last ? v >= b : v > b;
-      else return last ? v <= b : v < b;
-    };
     const int64_t n = s.axis, inner = s.inner;
     if (inner == 1) {
       parallel_for(s.outer, threads, std::max<int64_t>(1, kReduceGrain / n),
                    [&](int64_t b, int64_t e) {
-                     for (int64_t o = b; o < e; ++o) {
-                       const T* row = x + o * n;
-                       A best = static_cast<A>(row[0]);
-                       int64_t idx = 0;
-                       for (int64_t r = 1; r < n; ++r) {
-                         const A v = static_cast<A>(row[r]);
-                         if (beats(v, best)) best = v, idx = r;
-                       }
-                       y[o] = idx;
-                     }
+                     for (int64_t o = b; o < e; ++o) y[o] = arg_row<T, kMax, kLast>(x + o * n, n);
                    });
       return;
     }
@@ -79,11 +80,54 @@ class ArgReduceKernel final : public Kernel {
                        const T* row = base + r * inner;
                        for (int64_t j = 0; j < len; ++j) {
                          const A v = static_cast<A>(row[j]);
-                         if (beats(v, best[j])) best[j] = v, out[j] = r;
+                         const bool take = beats<A, kMax, kLast>(v, best[j]);
+                         best[j] = take ? v : best[j];
+                         out[j] = take ? r : out[j];
                        }
                      }
                    }
                  });
+  }
+
+  /// Index of the extreme of one contiguous row: 8 interleaved lanes, then the lanes merged.
+  template <typename T, bool kMax, bool kLast>
+  static int64_t arg_row(const T* row, int64_t n) {
+    using A = acc_t<T>;
+    constexpr int kLanes = 8;
+    if (n < 2 * kLanes) {
+      A best = static_cast<A>(row[0]);
+      int64_t idx = 0;
+      for (int64_t r = 1; r < n; ++r) {
+        const A v = static_cast<A>(row[r]);
+        if (beats<A, kMax, kLast>(v, best)) best = v, idx = r;
+      }
+      return idx;
+    }
+    A bv[kLanes];
+    int64_t bi[kLanes];
+    for (int l = 0; l < kLanes; ++l) bv[l] = static_cast<A>(row[l]), bi[l] = l;
+    int64_t r = kLanes;
+    for (; r + kLanes <= n; r += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        const A v = static_cast<A>(row[r + l]);
+        const bool take = beats<A, kMax, kLast>(v, bv[l]);
+        bv[l] = take ? v : bv[l];
+        bi[l] = take ? r + l : bi[l];
+      }
+    }
+    for (int l = 0; r < n; ++r, ++l) {
+      const A v = static_cast<A>(row[r]);
+      if (beats<A, kMax, kLast>(v, bv[l])) bv[l] = v, bi[l] = r;
+    }
+    // Merge lanes: the winner under the same rules, ties going to the lower (or higher) index.
+    A best = bv[0];
+    int64_t idx = bi[0];
+    for (int l = 1; l < kLanes; ++l) {
+      const bool later = bi[l] > idx;
+      const bool take = later ? beats<A, kMax, kLast>(bv[l], best) : !beats<A, kMax, kLast>(best, bv[l]);
+      if (take) best = bv[l], idx = bi[l];
+    }
+    return idx;
   }
 
   bool is_max_;

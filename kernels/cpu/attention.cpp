@@ -24,8 +24,10 @@ const Tensor* opt_input(const KernelContext& ctx, int i) {
 /// x rounded to T's precision and back, as the reference does when it stores a T value.
 template <typename T, typename A>
 A rnd(A x) {
-  if constexpr (std::is_same_v<T, A>) return x;
-  else return static_cast<A>(static_cast<T>(x));
+  if constexpr (std::is_same_v<T, A>)
+    return x;
+  else
+    return static_cast<A>(static_cast<T>(x));
 }
 
 /// Where a head's rows live in a 3-D ([B, S, H*D]) or 4-D ([B, H, S, D]) tensor.
@@ -44,9 +46,10 @@ struct AttnGeom {
   int64_t B = 0, Hq = 0, Hk = 0, Sq = 0, Snew = 0, P = 0, Skv = 0, Dq = 0, Dv = 0;
 };
 
-/// Softmax of a row as the reference computes it: a row whose maximum is -inf gives zeros.
+/// In-place softmax of a row in precision P, as the reference computes it: a row whose
+/// maximum is -inf gives zeros, a NaN anywhere gives NaNs.
 template <typename P, typename A>
-void softmax_row(const A* x, A* y, int64_t n) {
+void softmax_row(A* x, int64_t n) {
   using C = acc_t<P>;
   C m = -std::numeric_limits<C>::infinity();
   for (int64_t j = 0; j < n; ++j) {
@@ -56,10 +59,13 @@ void softmax_row(const A* x, A* y, int64_t n) {
   }
   if (std::isinf(m) && m < 0) m = C(0);
   C s = C(0);
-  std::vector<C> e(n);
-  for (int64_t j = 0; j < n; ++j) s += e[j] = std::exp(static_cast<C>(static_cast<P>(x[j])) - m);
+  for (int64_t j = 0; j < n; ++j) {
+    const C e = std::exp(static_cast<C>(static_cast<P>(x[j])) - m);
+    x[j] = static_cast<A>(e);
+    s += e;
+  }
   if (s == C(0)) s = C(1);
-  for (int64_t j = 0; j < n; ++j) y[j] = static_cast<A>(static_cast<P>(e[j] / s));
+  for (int64_t j = 0; j < n; ++j) x[j] = static_cast<A>(static_cast<P>(static_cast<C>(x[j]) / s));
 }
 
 class AttentionKernel final : public Kernel {
@@ -97,10 +103,12 @@ class AttentionKernel final : public Kernel {
     check_extras(ctx, g, q.dtype(), mask, nonpad, past_k);
 
     const Shape present_k_shape{g.B, g.Hk, g.Skv, g.Dq}, present_v_shape{g.B, g.Hk, g.Skv, g.Dv};
-    Tensor pk = ctx.output_wanted(1) ? ctx.allocate_output(1, q.dtype(), present_k_shape)
-                                     : ctx.scratch(q.dtype(), present_k_shape);
-    Tensor pv = ctx.output_wanted(2) ? ctx.allocate_output(2, q.dtype(), present_v_shape)
-                                     : ctx.scratch(q.dtype(), present_v_shape);
+    Tensor pk = ctx.num_outputs() > 1 && ctx.output_wanted(1)
+                    ? ctx.allocate_output(1, q.dtype(), present_k_shape)
+                    : ctx.scratch(q.dtype(), present_k_shape);
+    Tensor pv = ctx.num_outputs() > 2 && ctx.output_wanted(2)
+                    ? ctx.allocate_output(2, q.dtype(), present_v_shape)
+                    : ctx.scratch(q.dtype(), present_v_shape);
     Tensor& y = ctx.allocate_output(
         0, q.dtype(), g.three_d ? Shape{g.B, g.Sq, g.Hq * g.Dv} : Shape{g.B, g.Hq, g.Sq, g.Dv});
     Tensor* qk_out = nullptr;
@@ -135,15 +143,15 @@ class AttentionKernel final : public Kernel {
       ONYX_CHECK(q_heads_ > 0 && kv_heads_ > 0,
                  "[{}] 3-D inputs need q_num_heads and kv_num_heads attributes (found {} and {})",
                  who, q_heads_, kv_heads_);
-      ONYX_CHECK(q.dim(2) % q_heads_ == 0 && k.dim(2) % kv_heads_ == 0 &&
-                     v.dim(2) % kv_heads_ == 0,
+      ONYX_CHECK(q.dim(2) % q_heads_ == 0 && k.dim(2) % kv_heads_ == 0 && v.dim(2) % kv_heads_ == 0,
                  "[{}] hidden sizes of Q {}, K {} and V {} should divide by q_num_heads {} and "
                  "kv_num_heads {}",
                  who, q.dim(2), k.dim(2), v.dim(2), q_heads_, kv_heads_);
       g.Hq = q_heads_, g.Hk = kv_heads_, g.Sq = q.dim(1), g.Snew = k.dim(1);
       g.Dq = q.dim(2) / q_heads_, dk = k.dim(2) / kv_heads_, g.Dv = v.dim(2) / kv_heads_;
-      ONYX_CHECK(v.dim(1) == g.Snew, "[{}] K and V should have one sequence length but have {} and {}",
-                 who, shape_str(k.shape()), shape_str(v.shape()));
+      ONYX_CHECK(v.dim(1) == g.Snew,
+                 "[{}] K and V should have one sequence length but have {} and {}", who,
+                 shape_str(k.shape()), shape_str(v.shape()));
     } else {
       g.Hq = q.dim(1), g.Hk = k.dim(1), g.Sq = q.dim(2), g.Snew = k.dim(2);
       g.Dq = q.dim(3), dk = k.dim(3), g.Dv = v.dim(3);
@@ -161,13 +169,12 @@ class AttentionKernel final : public Kernel {
       ONYX_CHECK(past_k->dtype() == q.dtype() && past_v->dtype() == q.dtype(),
                  "[{}] past_key/past_value should be {} but are {} and {}", who,
                  dtype_name(q.dtype()), dtype_name(past_k->dtype()), dtype_name(past_v->dtype()));
-      ONYX_CHECK(past_k->rank() == 4 && past_v->rank() == 4 && past_k->dim(0) == g.B &&
-                     past_k->dim(1) == g.Hk && past_k->dim(3) == g.Dq && past_v->dim(0) == g.B &&
-                     past_v->dim(1) == g.Hk && past_v->dim(2) == past_k->dim(2) &&
-                     past_v->dim(3) == g.Dv,
-                 "[{}] past_key {} and past_value {} should be [{}, {}, P, {}] and [{}, {}, P, {}]",
-                 who, shape_str(past_k->shape()), shape_str(past_v->shape()), g.B, g.Hk, g.Dq, g.B,
-                 g.Hk, g.Dv);
+      ONYX_CHECK(
+          past_k->rank() == 4 && past_v->rank() == 4 && past_k->dim(0) == g.B &&
+              past_k->dim(1) == g.Hk && past_k->dim(3) == g.Dq && past_v->dim(0) == g.B &&
+              past_v->dim(1) == g.Hk && past_v->dim(2) == past_k->dim(2) && past_v->dim(3) == g.Dv,
+          "[{}] past_key {} and past_value {} should be [{}, {}, P, {}] and [{}, {}, P, {}]", who,
+          shape_str(past_k->shape()), shape_str(past_v->shape()), g.B, g.Hk, g.Dq, g.B, g.Hk, g.Dv);
       g.P = past_k->dim(2);
     }
     g.Skv = g.P + g.Snew;
@@ -191,10 +198,8 @@ class AttentionKernel final : public Kernel {
                  shape_str(mask->shape()), g.B, g.Hq, g.Sq, g.Skv);
     }
     if (nonpad) {
-      ONYX_CHECK(!past_k, "[{}] nonpad_kv_seqlen cannot be combined with past_key/past_value",
-                 who);
-      ONYX_CHECK(nonpad->dtype() == DataType::Int64 && nonpad->rank() == 1 &&
-                     nonpad->dim(0) == g.B,
+      ONYX_CHECK(!past_k, "[{}] nonpad_kv_seqlen cannot be combined with past_key/past_value", who);
+      ONYX_CHECK(nonpad->dtype() == DataType::Int64 && nonpad->rank() == 1 && nonpad->dim(0) == g.B,
                  "[{}] nonpad_kv_seqlen should be int64 [{}] but is {} {}", who, g.B,
                  dtype_name(nonpad->dtype()), shape_str(nonpad->shape()));
     }
@@ -219,8 +224,8 @@ class AttentionKernel final : public Kernel {
 
   /// Additive bias of one (batch, q head) block, [Sq, Skv]: mask, causal, window, padding.
   template <typename A>
-  void fill_bias(const AttnGeom& g, int64_t b, int64_t h, const Tensor* mask,
-                 const int64_t* nonpad, bool has_past, A* bias) const {
+  void fill_bias(const AttnGeom& g, int64_t b, int64_t h, const Tensor* mask, const int64_t* nonpad,
+                 bool has_past, A* bias) const {
     const A ninf = -std::numeric_limits<A>::infinity();
     std::fill_n(bias, g.Sq * g.Skv, A(0));
     if (mask) {
@@ -240,8 +245,10 @@ class AttentionKernel final : public Kernel {
                 A val = ninf;  // keys past the mask's last axis are masked
                 if (j < lm) {
                   const M mv = m[base + i * st[2] + j * st[3]];
-                  if constexpr (std::is_same_v<M, bool>) val = mv ? A(0) : ninf;
-                  else val = static_cast<A>(mv);
+                  if constexpr (std::is_same_v<M, bool>)
+                    val = mv ? A(0) : ninf;
+                  else
+                    val = static_cast<A>(mv);
                 }
                 bias[i * g.Skv + j] = val;
               }
@@ -305,14 +312,14 @@ class AttentionKernel final : public Kernel {
           for (int64_t i = 0; i < g.Sq * g.Skv; ++i) qk_blk[i] = static_cast<T>(s[i]);
         for (int64_t i = 0; i < g.Sq; ++i) {
           A* row = s.data() + i * g.Skv;
-          dispatch<FloatTypes>(sm_dt, "Attention", [&]<typename P>() {
-            softmax_row<P>(row, row, g.Skv);
-          });
+          dispatch<FloatTypes>(sm_dt, "Attention",
+                               [&]<typename P>() { softmax_row<P>(row, g.Skv); });
           // A row whose bias masks every key attends nothing: zeros, not NaN.
           const A* brow = bias.data() + i * g.Skv;
           A bmax = ninf;
           bool nan = false;
-          for (int64_t j = 0; j < g.Skv; ++j) nan |= std::isnan(brow[j]), bmax = std::max(bmax, brow[j]);
+          for (int64_t j = 0; j < g.Skv; ++j)
+            nan |= std::isnan(brow[j]), bmax = std::max(bmax, brow[j]);
           if (!nan && bmax == ninf) std::fill_n(row, g.Skv, A(0));
           for (int64_t j = 0; j < g.Skv; ++j) row[j] = rnd<T>(row[j]);
         }
@@ -358,26 +365,27 @@ class RotaryEmbeddingKernel final : public Kernel {
     const int64_t B = x.dim(0);
     int64_t H, S, D;
     if (three_d) {
-      ONYX_CHECK(num_heads_ > 0 && x.dim(2) % num_heads_ == 0,
-                 "[{}] 3-D input {} needs a num_heads attribute dividing its hidden size (found {})",
-                 who, shape_str(x.shape()), num_heads_);
+      ONYX_CHECK(
+          num_heads_ > 0 && x.dim(2) % num_heads_ == 0,
+          "[{}] 3-D input {} needs a num_heads attribute dividing its hidden size (found {})", who,
+          shape_str(x.shape()), num_heads_);
       H = num_heads_, S = x.dim(1), D = x.dim(2) / num_heads_;
     } else {
       H = x.dim(1), S = x.dim(2), D = x.dim(3);
     }
     const int64_t rd = rotary_dim_ > 0 ? rotary_dim_ : D;
-    ONYX_CHECK(rd <= D && rd % 2 == 0, "[{}] rotary_embedding_dim {} should be even and <= {}",
-               who, rd, D);
+    ONYX_CHECK(rd <= D && rd % 2 == 0, "[{}] rotary_embedding_dim {} should be even and <= {}", who,
+               rd, D);
     const int64_t half = rd / 2;
     ONYX_CHECK(cos.shape() == sin.shape() && cos.rank() >= 2 && cos.dim(-1) == half,
                "[{}] cos_cache {} and sin_cache {} should match, with last axis {}", who,
                shape_str(cos.shape()), shape_str(sin.shape()), half);
     std::vector<int64_t> rows(B * S);  // cache row of each (batch, position)
     if (pos) {
-      ONYX_CHECK(pos->dtype() == DataType::Int64 && pos->shape() == Shape({B, S}) &&
-                     cos.rank() == 2,
-                 "[{}] position_ids should be int64 [{}, {}] with 2-D caches but is {} {}", who, B,
-                 S, dtype_name(pos->dtype()), shape_str(pos->shape()));
+      ONYX_CHECK(
+          pos->dtype() == DataType::Int64 && pos->shape() == Shape({B, S}) && cos.rank() == 2,
+          "[{}] position_ids should be int64 [{}, {}] with 2-D caches but is {} {}", who, B, S,
+          dtype_name(pos->dtype()), shape_str(pos->shape()));
       const int64_t* p = pos->data<int64_t>();
       for (int64_t i = 0; i < B * S; ++i) {
         ONYX_CHECK(p[i] >= 0 && p[i] < cos.dim(0),
@@ -399,24 +407,26 @@ class RotaryEmbeddingKernel final : public Kernel {
       const T* cp = cos.data<T>();
       const T* sp = sin.data<T>();
       T* yp = y.data<T>();
-      parallel_for(B * H * S, ctx.threads(), std::max<int64_t>(1, 16384 / D), [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) {
-          const int64_t b = t / (H * S), h = (t / S) % H, s = t % S;
-          const int64_t off = xv.at(b, h, s);
-          const T* src = xp + off;
-          T* dst = yp + off;
-          const T* c = cp + rows[b * S + s] * half;
-          const T* sn = sp + rows[b * S + s] * half;
-          for (int64_t i = 0; i < half; ++i) {
-            const int64_t i1 = interleaved_ ? 2 * i : i, i2 = interleaved_ ? 2 * i + 1 : i + half;
-            const A x1 = static_cast<A>(src[i1]), x2 = static_cast<A>(src[i2]);
-            const A cv = static_cast<A>(c[i]), sv = static_cast<A>(sn[i]);
-            dst[i1] = static_cast<T>(rnd<T>(cv * x1) - rnd<T>(sv * x2));
-            dst[i2] = static_cast<T>(rnd<T>(sv * x1) + rnd<T>(cv * x2));
-          }
-          std::copy(src + rd, src + D, dst + rd);
-        }
-      });
+      parallel_for(B * H * S, ctx.threads(), std::max<int64_t>(1, 16384 / D),
+                   [&](int64_t t0, int64_t t1) {
+                     for (int64_t t = t0; t < t1; ++t) {
+                       const int64_t b = t / (H * S), h = (t / S) % H, s = t % S;
+                       const int64_t off = xv.at(b, h, s);
+                       const T* src = xp + off;
+                       T* dst = yp + off;
+                       const T* c = cp + rows[b * S + s] * half;
+                       const T* sn = sp + rows[b * S + s] * half;
+                       for (int64_t i = 0; i < half; ++i) {
+                         const int64_t i1 = interleaved_ ? 2 * i : i,
+                                       i2 = interleaved_ ? 2 * i + 1 : i + half;
+                         const A x1 = static_cast<A>(src[i1]), x2 = static_cast<A>(src[i2]);
+                         const A cv = static_cast<A>(c[i]), sv = static_cast<A>(sn[i]);
+                         dst[i1] = static_cast<T>(rnd<T>(cv * x1) - rnd<T>(sv * x2));
+                         dst[i2] = static_cast<T>(rnd<T>(sv * x1) + rnd<T>(cv * x2));
+                       }
+                       std::copy(src + rd, src + D, dst + rd);
+                     }
+                   });
     });
   }
 
@@ -429,7 +439,12 @@ class RotaryEmbeddingKernel final : public Kernel {
 
 void register_attention_kernels(KernelRegistry& r) {
   r.add({"Attention", "", 23, INT_MAX, "cpu", 0, float_types(), make_factory<AttentionKernel>()});
-  r.add({"RotaryEmbedding", "", 23, INT_MAX, "cpu", 0,
+  r.add({"RotaryEmbedding",
+         "",
+         23,
+         INT_MAX,
+         "cpu",
+         0,
          {DataType::Float, DataType::Float16, DataType::BFloat16},
          make_factory<RotaryEmbeddingKernel>()});
 }

@@ -71,9 +71,10 @@ Geometry base_geometry(KernelContext& ctx, const ConvAttrs& a, const Tensor& X, 
     g.M = W.dim(1) * g.G;
   } else {
     g.M = W.dim(0);
-    ONYX_CHECK(W.dim(1) * g.G == g.C && g.M % g.G == 0,
-               "[{}] W {} does not fit X {} with group {}: expected [M, {}, ...] with M % group == 0",
-               ctx.label(), shape_str(W.shape()), shape_str(X.shape()), g.G, g.C / g.G);
+    ONYX_CHECK(
+        W.dim(1) * g.G == g.C && g.M % g.G == 0,
+        "[{}] W {} does not fit X {} with group {}: expected [M, {}, ...] with M % group == 0",
+        ctx.label(), shape_str(W.shape()), shape_str(X.shape()), g.G, g.C / g.G);
   }
   g.in.assign(X.shape().begin() + 2, X.shape().end());
   g.k.assign(W.shape().begin() + 2, W.shape().end());
@@ -82,10 +83,10 @@ Geometry base_geometry(KernelContext& ctx, const ConvAttrs& a, const Tensor& X, 
              shape_str(a.kernel_shape), shape_str(g.k));
   g.stride = a.strides.empty() ? Shape(nsp, 1) : a.strides;
   g.dil = a.dilations.empty() ? Shape(nsp, 1) : a.dilations;
-  ONYX_CHECK(g.stride.size() == nsp && g.dil.size() == nsp &&
-                 (a.pads.empty() || a.pads.size() == 2 * nsp),
-             "[{}] strides {}, dilations {} or pads {} do not fit {} spatial dims", ctx.label(),
-             shape_str(a.strides), shape_str(a.dilations), shape_str(a.pads), nsp);
+  ONYX_CHECK(
+      g.stride.size() == nsp && g.dil.size() == nsp && (a.pads.empty() || a.pads.size() == 2 * nsp),
+      "[{}] strides {}, dilations {} or pads {} do not fit {} spatial dims", ctx.label(),
+      shape_str(a.strides), shape_str(a.dilations), shape_str(a.pads), nsp);
   for (size_t i = 0; i < nsp; ++i)
     ONYX_CHECK(g.stride[i] >= 1 && g.dil[i] >= 1, "[{}] strides and dilations must be >= 1",
                ctx.label());
@@ -164,7 +165,8 @@ template <typename T>
 void ref_conv(const Geometry& g, const T* x, const T* w, const T* bias, T* y, int threads) {
   using Acc = acc_t<T>;
   auto I = Geometry::pad3(g.in, 1), O = Geometry::pad3(g.out, 1), K = Geometry::pad3(g.k, 1),
-       S = Geometry::pad3(g.stride, 1), D = Geometry::pad3(g.dil, 1), P = Geometry::pad3(g.pad_l, 0);
+       S = Geometry::pad3(g.stride, 1), D = Geometry::pad3(g.dil, 1),
+       P = Geometry::pad3(g.pad_l, 0);
   int64_t in_sz = I[0] * I[1] * I[2], out_sz = O[0] * O[1] * O[2], k_sz = K[0] * K[1] * K[2];
   int64_t Cg = g.C / g.G, Mg = g.M / g.G;
   parallel_for(g.N * g.M, threads, 1, [&](int64_t b, int64_t e) {
@@ -184,10 +186,14 @@ void ref_conv(const Geometry& g, const T* x, const T* w, const T* bias, T* y, in
               auto [w0, w1] = valid_range(kw * D[2] - P[2], S[2], I[2], O[2]);
               for (int64_t od = d0; od < d1; ++od)
                 for (int64_t oh = h0; oh < h1; ++oh) {
-                  const T* xr = xp + ((od * S[0] + kd * D[0] - P[0]) * I[1] +
-                                      (oh * S[1] + kh * D[1] - P[1])) * I[2] + kw * D[2] - P[2];
+                  const T* xr =
+                      xp +
+                      ((od * S[0] + kd * D[0] - P[0]) * I[1] + (oh * S[1] + kh * D[1] - P[1])) *
+                          I[2] +
+                      kw * D[2] - P[2];
                   Acc* ar = acc.data() + (od * O[1] + oh) * O[2];
-                  for (int64_t ow = w0; ow < w1; ++ow) ar[ow] += wv * static_cast<Acc>(xr[ow * S[2]]);
+                  for (int64_t ow = w0; ow < w1; ++ow)
+                    ar[ow] += wv * static_cast<Acc>(xr[ow * S[2]]);
                 }
             }
       }
@@ -200,10 +206,12 @@ void ref_conv(const Geometry& g, const T* x, const T* w, const T* bias, T* y, in
 /// Direct transposed convolution: each input pixel scatters into the output plane of one
 /// output channel, so (image, output channel) pairs run in parallel without races.
 template <typename T>
-void ref_conv_transpose(const Geometry& g, const T* x, const T* w, const T* bias, T* y, int threads) {
+void ref_conv_transpose(const Geometry& g, const T* x, const T* w, const T* bias, T* y,
+                        int threads) {
   using Acc = acc_t<T>;
   auto I = Geometry::pad3(g.in, 1), O = Geometry::pad3(g.out, 1), K = Geometry::pad3(g.k, 1),
-       S = Geometry::pad3(g.stride, 1), D = Geometry::pad3(g.dil, 1), P = Geometry::pad3(g.pad_l, 0);
+       S = Geometry::pad3(g.stride, 1), D = Geometry::pad3(g.dil, 1),
+       P = Geometry::pad3(g.pad_l, 0);
   int64_t in_sz = I[0] * I[1] * I[2], out_sz = O[0] * O[1] * O[2], k_sz = K[0] * K[1] * K[2];
   int64_t Cg = g.C / g.G, Mg = g.M / g.G;
   parallel_for(g.N * g.M, threads, 1, [&](int64_t b, int64_t e) {
@@ -224,9 +232,13 @@ void ref_conv_transpose(const Geometry& g, const T* x, const T* w, const T* bias
               for (int64_t id = d0; id < d1; ++id)
                 for (int64_t ih = h0; ih < h1; ++ih) {
                   const T* xr = xp + (id * I[1] + ih) * I[2];
-                  Acc* ar = acc.data() + ((id * S[0] + kd * D[0] - P[0]) * O[1] +
-                                          (ih * S[1] + kh * D[1] - P[1])) * O[2] + kw * D[2] - P[2];
-                  for (int64_t iw = w0; iw < w1; ++iw) ar[iw * S[2]] += wv * static_cast<Acc>(xr[iw]);
+                  Acc* ar =
+                      acc.data() +
+                      ((id * S[0] + kd * D[0] - P[0]) * O[1] + (ih * S[1] + kh * D[1] - P[1])) *
+                          O[2] +
+                      kw * D[2] - P[2];
+                  for (int64_t iw = w0; iw < w1; ++iw)
+                    ar[iw * S[2]] += wv * static_cast<Acc>(xr[iw]);
                 }
             }
       }
@@ -267,19 +279,22 @@ void finish_entry(ConvEntry& e, const PD& pd) {
 ConvEntry make_conv_entry(const Geometry& g, DataType dt, bool has_bias, bool transpose) {
   ConvEntry e;
   using tag = dnnl::memory::format_tag;
-  dnnl::memory::dims strides(g.stride.begin(), g.stride.end()), dil, pl(g.pad_l.begin(), g.pad_l.end()),
-      pr(g.pad_r.begin(), g.pad_r.end());
+  dnnl::memory::dims strides(g.stride.begin(), g.stride.end()), dil,
+      pl(g.pad_l.begin(), g.pad_l.end()), pr(g.pad_r.begin(), g.pad_r.end());
   for (int64_t d : g.dil) dil.push_back(d - 1);
   Shape src{g.N, g.C}, dst{g.N, g.M};
   src.insert(src.end(), g.in.begin(), g.in.end());
   dst.insert(dst.end(), g.out.begin(), g.out.end());
   int64_t k_sz = shape_numel(g.k), Cg = g.C / g.G, Mg = g.M / g.G;
-  // oneDNN's weights are [G,] O, I, k...; ours are [M, C/G, k] (Conv) or [C, M/G, k] (ConvTranspose).
+  // oneDNN's weights are [G,] O, I, k...; ours are [M, C/G, k] (Conv) or [C, M/G, k]
+  // (ConvTranspose).
   Shape wdims, wstrides;
   if (g.G > 1) wdims.push_back(g.G), wstrides.push_back(Cg * Mg * k_sz);
   wdims.insert(wdims.end(), {g.G > 1 ? Mg : g.M, g.G > 1 ? Cg : g.C});
-  if (transpose) wstrides.insert(wstrides.end(), {k_sz, Mg * k_sz});
-  else wstrides.insert(wstrides.end(), {Cg * k_sz, k_sz});
+  if (transpose)
+    wstrides.insert(wstrides.end(), {k_sz, Mg * k_sz});
+  else
+    wstrides.insert(wstrides.end(), {Cg * k_sz, k_sz});
   wdims.insert(wdims.end(), g.k.begin(), g.k.end());
   Shape kstr(g.k.size(), 1);
   for (int i = static_cast<int>(g.k.size()) - 2; i >= 0; --i) kstr[i] = kstr[i + 1] * g.k[i + 1];
@@ -302,8 +317,8 @@ ConvEntry make_conv_entry(const Geometry& g, DataType dt, bool has_bias, bool tr
         if (run != DataType::Float && du::is_reference_impl(pd)) continue;
         finish_entry<dnnl::deconvolution_forward>(e, pd);
       } else {
-        dnnl::convolution_forward::desc desc(prop, dnnl::algorithm::convolution_direct, src_a, wei_a,
-                                             e.bias_u, dst_a, strides, dil, pl, pr);
+        dnnl::convolution_forward::desc desc(prop, dnnl::algorithm::convolution_direct, src_a,
+                                             wei_a, e.bias_u, dst_a, strides, dil, pl, pr);
         dnnl::convolution_forward::primitive_desc pd(desc, du::scratch_attr(), du::engine());
         if (run != DataType::Float && du::is_reference_impl(pd)) continue;
         finish_entry<dnnl::convolution_forward>(e, pd);
@@ -344,8 +359,9 @@ void run_entry(KernelContext& ctx, const ConvEntry& e, const Tensor& X, const Te
     }
     buf = persistent ? Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.wei_p.get_size())})
                      : du::scratch_for(c, e.wei_p);
-    du::execute(c, *e.wei_r,
-                {{DNNL_ARG_FROM, du::wrap(e.wei_u, w.raw())}, {DNNL_ARG_TO, du::wrap(e.wei_p, buf.raw())}});
+    du::execute(
+        c, *e.wei_r,
+        {{DNNL_ARG_FROM, du::wrap(e.wei_u, w.raw())}, {DNNL_ARG_TO, du::wrap(e.wei_p, buf.raw())}});
   };
   if (const_weights) {
     std::lock_guard<std::mutex> lock(e.packed->mu);
@@ -373,17 +389,20 @@ void run_entry(KernelContext& ctx, const ConvEntry& e, const Tensor& X, const Te
 class ConvKernel final : public Kernel {
  public:
   ConvKernel(const KernelInfo& info, bool transpose)
-      : attrs_(info.node), transpose_(transpose), const_weights_(info.constant_input(1) != nullptr) {}
+      : attrs_(info.node),
+        transpose_(transpose),
+        const_weights_(info.constant_input(1) != nullptr) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);
     const Tensor& W = ctx.required_input(1);
     const Tensor* B = ctx.input(2);
-    Geometry g = transpose_ ? conv_transpose_geometry(ctx, attrs_, X, W)
-                            : conv_geometry(ctx, attrs_, X, W);
+    Geometry g =
+        transpose_ ? conv_transpose_geometry(ctx, attrs_, X, W) : conv_geometry(ctx, attrs_, X, W);
     ONYX_CHECK(!B || (B->rank() == 1 && B->dim(0) == g.M && B->dtype() == X.dtype()),
                "[{}] B must be a 1-D {} tensor of {} values, got {} {}", ctx.label(),
-               dtype_name(X.dtype()), g.M, B ? dtype_name(B->dtype()) : "", B ? shape_str(B->shape()) : "");
+               dtype_name(X.dtype()), g.M, B ? dtype_name(B->dtype()) : "",
+               B ? shape_str(B->shape()) : "");
     Shape out{g.N, g.M};
     out.insert(out.end(), g.out.begin(), g.out.end());
     Tensor& Y = ctx.allocate_output(0, X.dtype(), out);
@@ -396,11 +415,12 @@ class ConvKernel final : public Kernel {
                    std::all_of(g.pad_r.begin(), g.pad_r.end(), [](int64_t p) { return p >= 0; });
     if (X.dtype() != DataType::Double && pads_ok) {
       du::ThreadScope threads(ctx.threads());
-      du::PrimitiveCache<ConvEntry>::Key key{static_cast<int64_t>(X.dtype()), ctx.threads(), B != nullptr};
+      du::PrimitiveCache<ConvEntry>::Key key{static_cast<int64_t>(X.dtype()), ctx.threads(),
+                                             B != nullptr};
       key.insert(key.end(), X.shape().begin(), X.shape().end());
       key.insert(key.end(), W.shape().begin(), W.shape().end());
-      auto e = cache_.get(key, [&] { return make_conv_entry(g, X.dtype(), B != nullptr, transpose_); });
-      if (getenv("H4DBG")) fprintf(stderr, "conv ok=%d run_dt=%d const=%d src_r=%d wei_r=%d dst_r=%d\n", e->ok, (int)e->run_dt, const_weights_, (bool)e->src_r, (bool)e->wei_r, (bool)e->dst_r);
+      auto e =
+          cache_.get(key, [&] { return make_conv_entry(g, X.dtype(), B != nullptr, transpose_); });
       if (e->ok) {
         run_entry(ctx, *e, X, W, B, Y, const_weights_);
         return;
@@ -408,8 +428,10 @@ class ConvKernel final : public Kernel {
     }
     dispatch<FloatTypes>(X.dtype(), ctx.label(), [&]<typename T>() {
       const T* b = B ? B->data<T>() : nullptr;
-      if (transpose_) ref_conv_transpose<T>(g, X.data<T>(), W.data<T>(), b, Y.data<T>(), ctx.threads());
-      else ref_conv<T>(g, X.data<T>(), W.data<T>(), b, Y.data<T>(), ctx.threads());
+      if (transpose_)
+        ref_conv_transpose<T>(g, X.data<T>(), W.data<T>(), b, Y.data<T>(), ctx.threads());
+      else
+        ref_conv<T>(g, X.data<T>(), W.data<T>(), b, Y.data<T>(), ctx.threads());
     });
   }
 
@@ -453,14 +475,17 @@ class ConvIntegerKernel final : public Kernel {
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);
     const Tensor& W = ctx.required_input(1);
-    ONYX_CHECK(W.rank() >= 1, "[{}] W must have rank >= 3, got {}", ctx.label(), shape_str(W.shape()));
+    ONYX_CHECK(W.rank() >= 1, "[{}] W must have rank >= 3, got {}", ctx.label(),
+               shape_str(W.shape()));
     Tensor x = centered_int32(ctx, X, ctx.input(2), X.numel(), "x");
-    Tensor w = centered_int32(ctx, W, ctx.input(3), W.numel() / std::max<int64_t>(W.dim(0), 1), "w");
+    Tensor w =
+        centered_int32(ctx, W, ctx.input(3), W.numel() / std::max<int64_t>(W.dim(0), 1), "w");
     Geometry g = conv_geometry(ctx, attrs_, x, w);
     Shape out{g.N, g.M};
     out.insert(out.end(), g.out.begin(), g.out.end());
     Tensor& Y = ctx.allocate_output(0, DataType::Int32, out);
-    ref_conv<int32_t>(g, x.data<int32_t>(), w.data<int32_t>(), nullptr, Y.data<int32_t>(), ctx.threads());
+    ref_conv<int32_t>(g, x.data<int32_t>(), w.data<int32_t>(), nullptr, Y.data<int32_t>(),
+                      ctx.threads());
   }
 
  private:
@@ -470,16 +495,25 @@ class ConvIntegerKernel final : public Kernel {
 }  // namespace
 
 void register_conv_kernels(KernelRegistry& r) {
-  r.add({.op_type = "Conv", .domain = "", .since = 1, .types = float_types(),
+  r.add({.op_type = "Conv",
+         .domain = "",
+         .since = 1,
+         .types = float_types(),
          .create = [](const KernelInfo& i) -> std::unique_ptr<Kernel> {
            return std::make_unique<ConvKernel>(i, false);
          }});
-  r.add({.op_type = "ConvTranspose", .domain = "", .since = 1, .types = float_types(),
+  r.add({.op_type = "ConvTranspose",
+         .domain = "",
+         .since = 1,
+         .types = float_types(),
          .create = [](const KernelInfo& i) -> std::unique_ptr<Kernel> {
            return std::make_unique<ConvKernel>(i, true);
          }});
-  r.add({.op_type = "ConvInteger", .domain = "", .since = 10,
-         .types = {DataType::Int8, DataType::UInt8}, .create = make_factory<ConvIntegerKernel>()});
+  r.add({.op_type = "ConvInteger",
+         .domain = "",
+         .since = 10,
+         .types = {DataType::Int8, DataType::UInt8},
+         .create = make_factory<ConvIntegerKernel>()});
 }
 
 }  // namespace onyx::cpu

@@ -36,13 +36,20 @@ bool has_dnnl_type(DataType dt) {
 dnnl::memory::data_type to_dnnl(DataType dt) {
   using dt_t = dnnl::memory::data_type;
   switch (dt) {
-    case DataType::Float: return dt_t::f32;
-    case DataType::Float16: return dt_t::f16;
-    case DataType::BFloat16: return dt_t::bf16;
-    case DataType::Int8: return dt_t::s8;
-    case DataType::UInt8: return dt_t::u8;
-    case DataType::Int32: return dt_t::s32;
-    default: ONYX_THROW("[oneDNN] no oneDNN data type for {}", dtype_name(dt));
+    case DataType::Float:
+      return dt_t::f32;
+    case DataType::Float16:
+      return dt_t::f16;
+    case DataType::BFloat16:
+      return dt_t::bf16;
+    case DataType::Int8:
+      return dt_t::s8;
+    case DataType::UInt8:
+      return dt_t::u8;
+    case DataType::Int32:
+      return dt_t::s32;
+    default:
+      ONYX_THROW("[oneDNN] no oneDNN data type for {}", dtype_name(dt));
   }
 }
 
@@ -54,7 +61,8 @@ dnnl::memory::dims to_dims(const Shape& shape) {
 dnnl::memory::desc plain_desc(const Shape& shape, DataType dt) {
   dnnl::memory::dims dims = to_dims(shape);
   dnnl::memory::dims strides(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * dims[i + 1];
   return dnnl::memory::desc(dims, to_dnnl(dt), strides);
 }
 
@@ -120,10 +128,14 @@ Tensor to_float32(KernelContext& ctx, const Tensor& t) {
       for (int64_t i = b; i < e; ++i) o[i] = static_cast<float>(in[i]);
     });
   };
-  if (t.dtype() == DataType::Float16) run.template operator()<float16>();
-  else if (t.dtype() == DataType::BFloat16) run.template operator()<bfloat16>();
-  else if (t.dtype() == DataType::Double) run.template operator()<double>();
-  else ONYX_THROW("[oneDNN] cannot convert {} to float", dtype_name(t.dtype()));
+  if (t.dtype() == DataType::Float16)
+    run.template operator()<float16>();
+  else if (t.dtype() == DataType::BFloat16)
+    run.template operator()<bfloat16>();
+  else if (t.dtype() == DataType::Double)
+    run.template operator()<double>();
+  else
+    ONYX_THROW("[oneDNN] cannot convert {} to float", dtype_name(t.dtype()));
   return out;
 }
 
@@ -136,11 +148,16 @@ void from_float32(const Tensor& src, Tensor& dst, int threads) {
       for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(in[i]);
     });
   };
-  if (dst.dtype() == DataType::Float) std::memcpy(dst.raw(), in, n * sizeof(float));
-  else if (dst.dtype() == DataType::Float16) run.template operator()<float16>();
-  else if (dst.dtype() == DataType::BFloat16) run.template operator()<bfloat16>();
-  else if (dst.dtype() == DataType::Double) run.template operator()<double>();
-  else ONYX_THROW("[oneDNN] cannot convert float to {}", dtype_name(dst.dtype()));
+  if (dst.dtype() == DataType::Float)
+    std::memcpy(dst.raw(), in, n * sizeof(float));
+  else if (dst.dtype() == DataType::Float16)
+    run.template operator()<float16>();
+  else if (dst.dtype() == DataType::BFloat16)
+    run.template operator()<bfloat16>();
+  else if (dst.dtype() == DataType::Double)
+    run.template operator()<double>();
+  else
+    ONYX_THROW("[oneDNN] cannot convert float to {}", dtype_name(dst.dtype()));
 }
 
 }  // namespace onyx::cpu::dnnl_util

@@ -3,12 +3,11 @@
 // taken from the kernel context (so concurrent runs of one primitive never share memory).
 #pragma once
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
 

@@ -42,15 +42,23 @@ class GridSampleKernel final : public Kernel {
   explicit GridSampleKernel(const KernelInfo& info) {
     const Node& n = info.node;
     const std::string mode = n.attr_string("mode", info.opset < 20 ? "bilinear" : "linear");
-    if (mode == "nearest") mode_ = Interp::Nearest;
-    else if (mode == "linear" || mode == "bilinear") mode_ = Interp::Linear;
-    else if (mode == "cubic" || mode == "bicubic") mode_ = Interp::Cubic;
-    else ONYX_THROW("[{}] unknown mode '{}'", info.label(), mode);
+    if (mode == "nearest")
+      mode_ = Interp::Nearest;
+    else if (mode == "linear" || mode == "bilinear")
+      mode_ = Interp::Linear;
+    else if (mode == "cubic" || mode == "bicubic")
+      mode_ = Interp::Cubic;
+    else
+      ONYX_THROW("[{}] unknown mode '{}'", info.label(), mode);
     const std::string pad = n.attr_string("padding_mode", "zeros");
-    if (pad == "zeros") padding_ = Padding::Zeros;
-    else if (pad == "border") padding_ = Padding::Border;
-    else if (pad == "reflection") padding_ = Padding::Reflection;
-    else ONYX_THROW("[{}] unknown padding_mode '{}'", info.label(), pad);
+    if (pad == "zeros")
+      padding_ = Padding::Zeros;
+    else if (pad == "border")
+      padding_ = Padding::Border;
+    else if (pad == "reflection")
+      padding_ = Padding::Reflection;
+    else
+      ONYX_THROW("[{}] unknown padding_mode '{}'", info.label(), pad);
     align_corners_ = n.attr_int("align_corners", 0) != 0;
   }
 
@@ -87,8 +95,7 @@ class GridSampleKernel final : public Kernel {
         for (int64_t np = b; np < e; ++np) {
           const int64_t n = np / P;
           for (int64_t i = 0; i < r; ++i)  // grid's last axis lists x (innermost) first
-            axis_taps(float(g[np * r + (r - 1 - i)]), dims[i], &ax_idx[i * taps],
-                      &ax_w[i * taps]);
+            axis_taps(float(g[np * r + (r - 1 - i)]), dims[i], &ax_idx[i * taps], &ax_w[i * taps]);
           for (int64_t c = 0; c < combos; ++c) {
             int64_t o = 0, rem = c;
             A wc = A(1);
@@ -121,12 +128,14 @@ class GridSampleKernel final : public Kernel {
   void axis_taps(float v, int64_t size, int64_t* idx, A* w) const {
     const float lo = align_corners_ ? 0.0f : -0.5f;
     const float hi = align_corners_ ? float(size - 1) : float(size) - 0.5f;
-    float xf = align_corners_ ? (v + 1) / 2.0f * float(size - 1)
-                              : ((v + 1) * float(size) - 1) / 2.0f;
+    float xf =
+        align_corners_ ? (v + 1) / 2.0f * float(size - 1) : ((v + 1) * float(size) - 1) / 2.0f;
     if (mode_ == Interp::Nearest) xf = std::nearbyint(xf);
     if (xf < lo || xf > hi) {
-      if (padding_ == Padding::Border) xf = std::clamp(xf, 0.0f, float(size - 1));
-      else if (padding_ == Padding::Reflection) xf = float(reflect(xf, lo, hi));
+      if (padding_ == Padding::Border)
+        xf = std::clamp(xf, 0.0f, float(size - 1));
+      else if (padding_ == Padding::Reflection)
+        xf = float(reflect(xf, lo, hi));
     }
     auto pixel = [&](int64_t i) -> int64_t {
       if (padding_ == Padding::Zeros) return (i >= 0 && i < size) ? i : -1;
@@ -188,8 +197,10 @@ class AffineGridKernel final : public Kernel {
     for (int64_t i = 0; i < r; ++i) {
       const int64_t s = size[2 + i];
       for (int64_t k = 0; k < s; ++k) {
-        if (align_corners_) base[i].push_back(s == 1 ? -1.0 : -1.0 + double(k) * (2.0 / double(s - 1)));
-        else base[i].push_back(-1.0 + 1.0 / double(s) + double(k) * (2.0 / double(s)));
+        if (align_corners_)
+          base[i].push_back(s == 1 ? -1.0 : -1.0 + double(k) * (2.0 / double(s - 1)));
+        else
+          base[i].push_back(-1.0 + 1.0 / double(s) + double(k) * (2.0 / double(s)));
       }
     }
     const std::vector<double> th = theta.to_double_vector();
@@ -222,10 +233,8 @@ class AffineGridKernel final : public Kernel {
 }  // namespace
 
 void register_grid_sample_kernels(KernelRegistry& r) {
-  r.add({"GridSample", "", 16, INT_MAX, "cpu", 0, float_types(),
-         make_factory<GridSampleKernel>()});
-  r.add({"AffineGrid", "", 20, INT_MAX, "cpu", 0, float_types(),
-         make_factory<AffineGridKernel>()});
+  r.add({"GridSample", "", 16, INT_MAX, "cpu", 0, float_types(), make_factory<GridSampleKernel>()});
+  r.add({"AffineGrid", "", 20, INT_MAX, "cpu", 0, float_types(), make_factory<AffineGridKernel>()});
 }
 
 }  // namespace onyx::cpu

@@ -37,8 +37,10 @@ class CenterCropPadKernel final : public Kernel {
       const int64_t a = axes[i], dim = x.dim(a), sh = shape[i];
       ONYX_CHECK(sh >= 0, "[{}] shape[{}] should be >= 0 but is {}", ctx.label(), i, sh);
       out[a] = sh;
-      if (sh < dim) in_start[a] = (dim - sh) / 2;
-      else out_start[a] = (sh - dim) / 2;
+      if (sh < dim)
+        in_start[a] = (dim - sh) / 2;
+      else
+        out_start[a] = (sh - dim) / 2;
       len[a] = std::min(sh, dim);
     }
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
@@ -169,8 +171,9 @@ class MaxUnpoolKernel final : public Kernel {
     Shape out = inferred;
     if (os && os->numel() > 0) {
       out = os->to_int64_vector();
-      ONYX_CHECK(out.size() == inferred.size(), "[{}] output_shape should have {} values but has {}",
-                 ctx.label(), inferred.size(), out.size());
+      ONYX_CHECK(out.size() == inferred.size(),
+                 "[{}] output_shape should have {} values but has {}", ctx.label(), inferred.size(),
+                 out.size());
       for (size_t i = 0; i < out.size(); ++i)
         ONYX_CHECK(out[i] >= inferred[i], "[{}] output_shape {} is smaller than the inferred {}",
                    ctx.label(), shape_str(out), shape_str(inferred));
@@ -208,8 +211,8 @@ class RoiAlignKernel final : public Kernel {
  public:
   explicit RoiAlignKernel(const KernelInfo& info) {
     const Node& n = info.node;
-    half_pixel_ = info.opset >= 16 && n.attr_string("coordinate_transformation_mode",
-                                                    "half_pixel") == "half_pixel";
+    half_pixel_ = info.opset >= 16 &&
+                  n.attr_string("coordinate_transformation_mode", "half_pixel") == "half_pixel";
     const std::string mode = n.attr_string("mode", "avg");
     ONYX_CHECK(mode == "avg" || mode == "max", "[{}] mode should be avg or max but is '{}'",
                info.label(), mode);
@@ -233,8 +236,8 @@ class RoiAlignKernel final : public Kernel {
     const std::vector<double> rv = rois.to_double_vector();
     const std::vector<int64_t> bv = bi.to_int64_vector();
     for (int64_t b : bv)
-      ONYX_CHECK(b >= 0 && b < x.dim(0), "[{}] batch index {} is out of range [0, {})",
-                 ctx.label(), b, x.dim(0));
+      ONYX_CHECK(b >= 0 && b < x.dim(0), "[{}] batch index {} is out of range [0, {})", ctx.label(),
+                 b, x.dim(0));
     Tensor& y = ctx.allocate_output(0, x.dtype(), {R, C, oh_, ow_});
     dispatch<FloatTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
       const T* src = x.data<T>();
@@ -278,10 +281,14 @@ class RoiAlignKernel final : public Kernel {
             yv = std::max(yv, 0.0);
             xx = std::max(xx, 0.0);
             int64_t yl = int64_t(yv), xl = int64_t(xx), yh, xh;
-            if (yl >= H - 1) yh = yl = H - 1, yv = double(yl);
-            else yh = yl + 1;
-            if (xl >= W - 1) xh = xl = W - 1, xx = double(xl);
-            else xh = xl + 1;
+            if (yl >= H - 1)
+              yh = yl = H - 1, yv = double(yl);
+            else
+              yh = yl + 1;
+            if (xl >= W - 1)
+              xh = xl = W - 1, xx = double(xl);
+            else
+              xh = xl + 1;
             const double ly = yv - double(yl), lx = xx - double(xl), hy = 1 - ly, hx = 1 - lx;
             s = {{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh},
                  {hy * hx, hy * lx, ly * hx, ly * lx}};
@@ -521,9 +528,15 @@ class DeformConvKernel final : public Kernel {
 
 int bit_width(DataType t) {
   switch (t) {
-    case DataType::Int4: case DataType::UInt4: case DataType::Float4E2M1: return 4;
-    case DataType::Int2: case DataType::UInt2: return 2;
-    default: return int(dtype_size(t)) * 8;
+    case DataType::Int4:
+    case DataType::UInt4:
+    case DataType::Float4E2M1:
+      return 4;
+    case DataType::Int2:
+    case DataType::UInt2:
+      return 2;
+    default:
+      return int(dtype_size(t)) * 8;
   }
 }
 
@@ -531,17 +544,17 @@ class BitCastKernel final : public Kernel {
  public:
   explicit BitCastKernel(const KernelInfo& info)
       : to_(static_cast<DataType>(info.node.require_attr("to", Attribute::Type::Int).i)) {
-    ONYX_CHECK(dtype_is_known(int32_t(to_)) && to_ != DataType::String &&
-                   to_ != DataType::Undefined,
-               "[{}] cannot bit-cast to dtype {}", info.label(), int(to_));
+    ONYX_CHECK(
+        dtype_is_known(int32_t(to_)) && to_ != DataType::String && to_ != DataType::Undefined,
+        "[{}] cannot bit-cast to dtype {}", info.label(), int(to_));
   }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     ONYX_CHECK(x.dtype() != DataType::String, "[{}] cannot bit-cast strings", ctx.label());
-    ONYX_CHECK(bit_width(x.dtype()) == bit_width(to_),
-               "[{}] input {} has {} bits but {} has {}", ctx.label(), dtype_name(x.dtype()),
-               bit_width(x.dtype()), dtype_name(to_), bit_width(to_));
+    ONYX_CHECK(bit_width(x.dtype()) == bit_width(to_), "[{}] input {} has {} bits but {} has {}",
+               ctx.label(), dtype_name(x.dtype()), bit_width(x.dtype()), dtype_name(to_),
+               bit_width(to_));
     if (!is_sub_byte(x.dtype()) && x.dtype() != DataType::Bool && to_ != DataType::Bool) {
       ctx.set_output(0, Datum(Tensor(to_, x.shape(), x.storage(), x.offset())));
       return;
@@ -569,15 +582,19 @@ class BitCastKernel final : public Kernel {
 
 void register_image_kernels(KernelRegistry& r) {
   const auto movable = movable_types();
-  r.add({"CenterCropPad", "", 18, INT_MAX, "cpu", 0, movable,
-         make_factory<CenterCropPadKernel>()});
+  r.add({"CenterCropPad", "", 18, INT_MAX, "cpu", 0, movable, make_factory<CenterCropPadKernel>()});
   r.add({"Col2Im", "", 18, INT_MAX, "cpu", 0, numeric_types(), make_factory<Col2ImKernel>()});
   r.add({"MaxUnpool", "", 9, INT_MAX, "cpu", 0, float_types(), make_factory<MaxUnpoolKernel>()});
   r.add({"RoiAlign", "", 10, INT_MAX, "cpu", 0, float_types(), make_factory<RoiAlignKernel>()});
-  r.add({"NonMaxSuppression", "", 10, INT_MAX, "cpu", 0, {DataType::Float},
+  r.add({"NonMaxSuppression",
+         "",
+         10,
+         INT_MAX,
+         "cpu",
+         0,
+         {DataType::Float},
          make_factory<NonMaxSuppressionKernel>()});
-  r.add({"DeformConv", "", 19, INT_MAX, "cpu", 0, float_types(),
-         make_factory<DeformConvKernel>()});
+  r.add({"DeformConv", "", 19, INT_MAX, "cpu", 0, float_types(), make_factory<DeformConvKernel>()});
   r.add({"BitCast", "", 26, INT_MAX, "cpu", -1, {}, make_factory<BitCastKernel>()});
 }
 

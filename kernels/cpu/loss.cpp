@@ -19,10 +19,14 @@ class LossKernel final : public Kernel {
  public:
   LossKernel(const KernelInfo& info, bool softmax) : softmax_(softmax) {
     const std::string red = info.node.attr_string("reduction", "mean");
-    if (red == "none") reduction_ = Reduction::None;
-    else if (red == "sum") reduction_ = Reduction::Sum;
-    else if (red == "mean") reduction_ = Reduction::Mean;
-    else ONYX_THROW("[{}] reduction should be none, sum or mean but is '{}'", info.label(), red);
+    if (red == "none")
+      reduction_ = Reduction::None;
+    else if (red == "sum")
+      reduction_ = Reduction::Sum;
+    else if (red == "mean")
+      reduction_ = Reduction::Mean;
+    else
+      ONYX_THROW("[{}] reduction should be none, sum or mean but is '{}'", info.label(), red);
     has_ignore_ = info.node.has_attr("ignore_index");
     ignore_ = info.node.attr_int("ignore_index", 0);
   }
@@ -50,7 +54,8 @@ class LossKernel final : public Kernel {
       ONYX_CHECK((has_ignore_ && v == ignore_) || (v >= 0 && v < C),
                  "[{}] target value {} is outside [0, {}) and is not ignore_index", who, v, C);
 
-    Tensor& loss = ctx.allocate_output(0, x.dtype(), reduction_ == Reduction::None ? want_t : Shape{});
+    Tensor& loss =
+        ctx.allocate_output(0, x.dtype(), reduction_ == Reduction::None ? want_t : Shape{});
     Tensor* logp_out = softmax_ && ctx.num_outputs() > 1 && ctx.output_wanted(1)
                            ? &ctx.allocate_output(1, x.dtype(), x.shape())
                            : nullptr;
@@ -66,9 +71,11 @@ class LossKernel final : public Kernel {
                        for (int64_t r = b; r < e; ++r) {
                          const int64_t n = r / D, d = r % D, base = n * C * D + d;
                          A m = -std::numeric_limits<A>::infinity();
-                         for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<A>(xp[base + c * D]));
+                         for (int64_t c = 0; c < C; ++c)
+                           m = std::max(m, static_cast<A>(xp[base + c * D]));
                          A s = A(0);
-                         for (int64_t c = 0; c < C; ++c) s += std::exp(static_cast<A>(xp[base + c * D]) - m);
+                         for (int64_t c = 0; c < C; ++c)
+                           s += std::exp(static_cast<A>(xp[base + c * D]) - m);
                          const A shift = m + std::log(s);
                          for (int64_t c = 0; c < C; ++c)
                            lp[base + c * D] = static_cast<A>(xp[base + c * D]) - shift;
@@ -88,7 +95,8 @@ class LossKernel final : public Kernel {
           double l = 0, wt = 0;
           if (!(has_ignore_ && tv == ignore_)) {
             const int64_t idx = (n * C + tv) * D + d;
-            const double logp = softmax_ ? static_cast<double>(lp[idx]) : static_cast<double>(xp[idx]);
+            const double logp =
+                softmax_ ? static_cast<double>(lp[idx]) : static_cast<double>(xp[idx]);
             wt = w ? static_cast<double>(w[tv]) : 1.0;
             l = -wt * logp;
           }

@@ -14,7 +14,8 @@ namespace {
 
 namespace du = dnnl_util;
 
-using MatMulTypes = TypeList<float, double, float16, bfloat16, int32_t, int64_t, uint32_t, uint64_t>;
+using MatMulTypes =
+    TypeList<float, double, float16, bfloat16, int32_t, int64_t, uint32_t, uint64_t>;
 
 bool dnnl_float(DataType dt) {
   return dt == DataType::Float || dt == DataType::Float16 || dt == DataType::BFloat16;
@@ -48,7 +49,8 @@ void ref_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t
         }
       }
       for (int64_t i = 0; i < mi; ++i)
-        for (int64_t j = 0; j < nj; ++j) C[(i0 + i) * N + j0 + j] = static_cast<T>(acc[i * kCols + j]);
+        for (int64_t j = 0; j < nj; ++j)
+          C[(i0 + i) * N + j0 + j] = static_cast<T>(acc[i * kCols + j]);
     }
   });
 }
@@ -175,7 +177,8 @@ class MatMulKernel final : public Kernel {
                 Tensor& Y) const {
     du::ThreadScope threads(ctx.threads());
     DataType dt = A.dtype();
-    du::PrimitiveCache<MatMulEntry>::Key key{static_cast<int64_t>(dt), ctx.threads(), s.M, s.N, s.K};
+    du::PrimitiveCache<MatMulEntry>::Key key{static_cast<int64_t>(dt), ctx.threads(), s.M, s.N,
+                                             s.K};
     key.insert(key.end(), s.a_batch.begin(), s.a_batch.end());
     key.push_back(-1);
     key.insert(key.end(), s.b_batch.begin(), s.b_batch.end());
@@ -191,7 +194,8 @@ class MatMulKernel final : public Kernel {
         cd.insert(cd.end(), {s.M, s.N});
       }
       return make_matmul(dt, du::scratch_attr(), [&](DataType run) {
-        return std::tuple{du::plain_desc(ad, run), du::plain_desc(bd, run), du::plain_desc(cd, run)};
+        return std::tuple{du::plain_desc(ad, run), du::plain_desc(bd, run),
+                          du::plain_desc(cd, run)};
       });
     });
     if (!e->ok) return false;
@@ -260,7 +264,9 @@ class GemmKernel final : public Kernel {
                      for (int64_t i = b; i < e; ++i)
                        for (int64_t j = 0; j < N; ++j) {
                          Acc v = alpha * static_cast<Acc>(y[i * N + j]);
-                         if (c) v += beta * static_cast<Acc>(c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)]);
+                         if (c)
+                           v += beta *
+                                static_cast<Acc>(c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)]);
                          y[i * N + j] = static_cast<T>(v);
                        }
                    });
@@ -272,7 +278,8 @@ class GemmKernel final : public Kernel {
                 int64_t N, int64_t K, int64_t cm, int64_t cn, Tensor& Y) const {
     du::ThreadScope threads(ctx.threads());
     DataType dt = A.dtype();
-    du::PrimitiveCache<MatMulEntry>::Key key{static_cast<int64_t>(dt), ctx.threads(), M, N, K, C != nullptr};
+    du::PrimitiveCache<MatMulEntry>::Key key{
+        static_cast<int64_t>(dt), ctx.threads(), M, N, K, C != nullptr};
     auto e = cache_.get(key, [&] {
       dnnl::primitive_attr attr = du::scratch_attr();
       if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
@@ -282,10 +289,9 @@ class GemmKernel final : public Kernel {
         attr.set_post_ops(ops);
       }
       return make_matmul(dt, attr, [&](DataType run) {
-        return std::tuple{
-            du::strided_desc({M, K}, run, trans_a_ ? Shape{1, M} : Shape{K, 1}),
-            du::strided_desc({K, N}, run, trans_b_ ? Shape{1, K} : Shape{N, 1}),
-            du::plain_desc({M, N}, run)};
+        return std::tuple{du::strided_desc({M, K}, run, trans_a_ ? Shape{1, M} : Shape{K, 1}),
+                          du::strided_desc({K, N}, run, trans_b_ ? Shape{1, K} : Shape{N, 1}),
+                          du::plain_desc({M, N}, run)};
       });
     });
     if (!e->ok) return false;
@@ -328,15 +334,17 @@ Tensor centered(KernelContext& ctx, const Tensor& x, const Tensor* zp, int64_t p
   ONYX_CHECK(!zp || zp->dtype() == x.dtype(), "[{}] {} zero point has dtype {}, expected {}",
              ctx.label(), name, zp ? dtype_name(zp->dtype()) : "", dtype_name(x.dtype()));
   ONYX_CHECK(zn <= 1 || zn % per == 0 || per % zn == 0,
-             "[{}] {} zero point of shape {} fits neither a scalar nor {} values", ctx.label(), name,
-             zp ? shape_str(zp->shape()) : "", per);
+             "[{}] {} zero point of shape {} fits neither a scalar nor {} values", ctx.label(),
+             name, zp ? shape_str(zp->shape()) : "", per);
   dispatch<TypeList<int8_t, uint8_t>>(x.dtype(), ctx.label(), [&]<typename T>() {
     const T* in = x.data<T>();
     const T* z = zp ? zp->data<T>() : nullptr;
     int32_t* o = out.data<int32_t>();
     int64_t n = x.numel();
     for (int64_t i = 0; i < n; ++i) {
-      int32_t zv = zn == 0 ? 0 : zn == 1 ? z[0] : z[(inner == 1 ? i % per : (i / inner) % per) % zn];
+      int32_t zv = zn == 0   ? 0
+                   : zn == 1 ? z[0]
+                             : z[(inner == 1 ? i % per : (i / inner) % per) % zn];
       o[i] = static_cast<int32_t>(in[i]) - zv;
     }
   });
@@ -368,7 +376,8 @@ class QLinearMatMulKernel final : public Kernel {
     Tensor a = centered(ctx, A, ctx.input(2), s.M, s.K, "a");
     Tensor b = centered(ctx, B, ctx.input(5), s.N, 1, "b");
     Tensor acc = ctx.scratch(DataType::Int32, s.out);
-    ref_matmul<int32_t>(s, a.data<int32_t>(), b.data<int32_t>(), acc.data<int32_t>(), ctx.threads());
+    ref_matmul<int32_t>(s, a.data<int32_t>(), b.data<int32_t>(), acc.data<int32_t>(),
+                        ctx.threads());
     const Tensor& as = ctx.required_input(1);
     const Tensor& bs = ctx.required_input(4);
     const Tensor& ys = ctx.required_input(6);
@@ -396,7 +405,8 @@ class QLinearMatMulKernel final : public Kernel {
                                   static_cast<float>(bsp[bn == 1 ? 0 : col % bn]));
           S mult = static_cast<S>(static_cast<float>(prod) / static_cast<float>(ysv));
           double v = std::nearbyint(static_cast<double>(in[i]) * static_cast<float>(mult)) + zp;
-          v = std::clamp(v, double(std::numeric_limits<Q>::min()), double(std::numeric_limits<Q>::max()));
+          v = std::clamp(v, double(std::numeric_limits<Q>::min()),
+                         double(std::numeric_limits<Q>::max()));
           out[i] = static_cast<Q>(v);
         }
       });
@@ -410,11 +420,25 @@ void register_matmul_kernels(KernelRegistry& r) {
   auto mm_types = float_types() + std::vector<DataType>{DataType::Int32, DataType::Int64,
                                                         DataType::UInt32, DataType::UInt64};
   auto q_types = std::vector<DataType>{DataType::Int8, DataType::UInt8};
-  r.add({.op_type = "MatMul", .domain = "", .since = 1, .types = mm_types, .create = make_factory<MatMulKernel>()});
-  r.add({.op_type = "Gemm", .domain = "", .since = 1, .types = mm_types, .create = make_factory<GemmKernel>()});
-  r.add({.op_type = "MatMulInteger", .domain = "", .since = 10, .types = q_types,
+  r.add({.op_type = "MatMul",
+         .domain = "",
+         .since = 1,
+         .types = mm_types,
+         .create = make_factory<MatMulKernel>()});
+  r.add({.op_type = "Gemm",
+         .domain = "",
+         .since = 1,
+         .types = mm_types,
+         .create = make_factory<GemmKernel>()});
+  r.add({.op_type = "MatMulInteger",
+         .domain = "",
+         .since = 10,
+         .types = q_types,
          .create = make_factory<MatMulIntegerKernel>()});
-  r.add({.op_type = "QLinearMatMul", .domain = "", .since = 10, .types = q_types,
+  r.add({.op_type = "QLinearMatMul",
+         .domain = "",
+         .since = 10,
+         .types = q_types,
          .create = make_factory<QLinearMatMulKernel>()});
 }
 

@@ -45,7 +45,8 @@ class LrnKernel final : public Kernel {
                      for (int64_t t = b; t < e; ++t) {
                        const int64_t n = t / C, c = t % C;
                        std::fill(sq.begin(), sq.end(), A(0));
-                       for (int64_t k = std::max<int64_t>(0, c - lo); k <= std::min(C - 1, c + hi); ++k) {
+                       for (int64_t k = std::max<int64_t>(0, c - lo); k <= std::min(C - 1, c + hi);
+                            ++k) {
                          const T* row = xp + (n * C + k) * inner;
                          for (int64_t i = 0; i < inner; ++i) {
                            const A v = static_cast<A>(row[i]);
@@ -107,7 +108,8 @@ class SwishKernel final : public Kernel {
   float alpha_;
 };
 
-using CumProdTypes = TypeList<float, double, float16, bfloat16, int32_t, int64_t, uint32_t, uint64_t>;
+using CumProdTypes =
+    TypeList<float, double, float16, bfloat16, int32_t, int64_t, uint32_t, uint64_t>;
 
 class CumProdKernel final : public Kernel {
  public:
@@ -158,8 +160,8 @@ class CumProdKernel final : public Kernel {
 /// Det: LU decomposition with partial pivoting in double for each trailing [M, M] matrix.
 void det_compute(KernelContext& ctx) {
   const Tensor& x = ctx.required_input(0);
-  ONYX_CHECK(x.rank() >= 2 && x.dim(-1) == x.dim(-2),
-             "[{}] input should be [..., M, M] but is {}", ctx.label(), shape_str(x.shape()));
+  ONYX_CHECK(x.rank() >= 2 && x.dim(-1) == x.dim(-2), "[{}] input should be [..., M, M] but is {}",
+             ctx.label(), shape_str(x.shape()));
   const int64_t M = x.dim(-1);
   Shape out_shape(x.shape().begin(), x.shape().end() - 2);
   Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
@@ -225,8 +227,10 @@ void store_doubles(const std::vector<double>& v, Tensor& t, const std::string& w
   dispatch<NumericBoolTypes>(t.dtype(), who, [&]<typename T>() {
     T* p = t.data<T>();
     for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, bool>) p[i] = v[i] != 0.0;
-      else p[i] = static_cast<T>(static_cast<acc_t<T>>(v[i]));
+      if constexpr (std::is_same_v<T, bool>)
+        p[i] = v[i] != 0.0;
+      else
+        p[i] = static_cast<T>(static_cast<acc_t<T>>(v[i]));
     }
   });
 }
@@ -308,9 +312,14 @@ void register_misc_nn_kernels(KernelRegistry& r) {
          [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
            return std::make_unique<SwishKernel>(info, true);
          }});
-  r.add({"CumProd", "", 26, INT_MAX, "cpu", 0,
-         {DataType::Float, DataType::Double, DataType::Float16, DataType::BFloat16,
-          DataType::Int32, DataType::Int64, DataType::UInt32, DataType::UInt64},
+  r.add({"CumProd",
+         "",
+         26,
+         INT_MAX,
+         "cpu",
+         0,
+         {DataType::Float, DataType::Double, DataType::Float16, DataType::BFloat16, DataType::Int32,
+          DataType::Int64, DataType::UInt32, DataType::UInt64},
          make_factory<CumProdKernel>()});
   r.add({"Det", "", 11, INT_MAX, "cpu", 0, float_types(), function_factory(det_compute)});
   r.add({"Bernoulli", "", 15, INT_MAX, "cpu", 0, float_types(), make_factory<BernoulliKernel>()});
@@ -319,7 +328,13 @@ void register_misc_nn_kernels(KernelRegistry& r) {
                                                          {"RandomUniformLike", false, true},
                                                          {"RandomNormalLike", true, true}};
   for (const auto& [op, normal, like] : randoms)
-    r.add({op, "", 1, INT_MAX, "cpu", like ? 0 : -1, {},
+    r.add({op,
+           "",
+           1,
+           INT_MAX,
+           "cpu",
+           like ? 0 : -1,
+           {},
            [normal, like](const KernelInfo& info) -> std::unique_ptr<Kernel> {
              return std::make_unique<RandomKernel>(info, normal, like);
            }});

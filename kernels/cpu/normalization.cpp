@@ -44,12 +44,13 @@ std::vector<double> expand_to(KernelContext& ctx, const Tensor& p, const Shape& 
   int64_t n = shape_numel(target);
   if (static_cast<int64_t>(v.size()) == n) return v;
   const Shape& ps = p.shape();
-  ONYX_CHECK(ps.size() <= target.size(), "[{}] {} of shape {} does not broadcast to {}", ctx.label(),
-             name, shape_str(ps), shape_str(target));
+  ONYX_CHECK(ps.size() <= target.size(), "[{}] {} of shape {} does not broadcast to {}",
+             ctx.label(), name, shape_str(ps), shape_str(target));
   size_t off = target.size() - ps.size();
   for (size_t i = 0; i < ps.size(); ++i)
-    ONYX_CHECK(ps[i] == 1 || ps[i] == target[off + i], "[{}] {} of shape {} does not broadcast to {}",
-               ctx.label(), name, shape_str(ps), shape_str(target));
+    ONYX_CHECK(ps[i] == 1 || ps[i] == target[off + i],
+               "[{}] {} of shape {} does not broadcast to {}", ctx.label(), name, shape_str(ps),
+               shape_str(target));
   std::vector<double> out(n);
   for (int64_t i = 0; i < n; ++i) {
     int64_t rem = i, src = 0, stride = 1;
@@ -100,8 +101,7 @@ class BatchNormKernel final : public Kernel {
     auto mean = channel_param(ctx, mean_t, C, S, "input_mean");
     auto var = channel_param(ctx, var_t, C, S, "input_var");
     // Older opsets train when the statistics outputs are asked for.
-    bool training = opset_ >= 14 ? training_attr_
-                                 : ctx.num_outputs() > 1 && ctx.output_wanted(1);
+    bool training = opset_ >= 14 ? training_attr_ : ctx.num_outputs() > 1 && ctx.output_wanted(1);
     bool per_elem = scale.size() == static_cast<size_t>(C * S) && S > 1;
     ONYX_CHECK(!training || !per_elem, "[{}] training with per-element statistics is not supported",
                ctx.label());
@@ -135,7 +135,8 @@ class BatchNormKernel final : public Kernel {
         dispatch<FloatTypes>(t.dtype(), ctx.label(), [&]<typename U>() {
           U* d = t.data<U>();
           for (int64_t c = 0; c < C; ++c)
-            d[c] = static_cast<U>(o >= 3 ? cur[c] : run[c] * momentum_ + cur[c] * (1.0 - momentum_));
+            d[c] =
+                static_cast<U>(o >= 3 ? cur[c] : run[c] * momentum_ + cur[c] * (1.0 - momentum_));
         });
       }
       mean = bm;
@@ -153,7 +154,8 @@ class BatchNormKernel final : public Kernel {
                          for (int64_t i = 0; i < S; ++i) {
                            int64_t j = c * S + i;
                            double a = scale[j] / std::sqrt(var[j] + eps_);
-                           y[nc * S + i] = static_cast<T>((double(x[nc * S + i]) - mean[j]) * a + bias[j]);
+                           y[nc * S + i] =
+                               static_cast<T>((double(x[nc * S + i]) - mean[j]) * a + bias[j]);
                          }
                          continue;
                        }
@@ -252,9 +254,11 @@ class RowNormKernel final : public Kernel {
     stat_shape.resize(r, 1);
     DataType sdt = is_float_dtype(stash_) ? stash_ : DataType::Float;
     Tensor* mean_out = !rms_ && ctx.num_outputs() > 1 && ctx.output_wanted(1)
-                           ? &ctx.allocate_output(1, sdt, stat_shape) : nullptr;
+                           ? &ctx.allocate_output(1, sdt, stat_shape)
+                           : nullptr;
     Tensor* inv_out = !rms_ && ctx.num_outputs() > 2 && ctx.output_wanted(2)
-                          ? &ctx.allocate_output(2, sdt, stat_shape) : nullptr;
+                          ? &ctx.allocate_output(2, sdt, stat_shape)
+                          : nullptr;
     std::vector<double> means(outer), invs(outer);
     dispatch<FloatTypes>(X.dtype(), ctx.label(), [&]<typename T>() {
       using Acc = acc_t<T>;
@@ -282,7 +286,8 @@ class RowNormKernel final : public Kernel {
                            yr[i] = static_cast<T>((static_cast<Acc>(xr[i]) - m) * iv * sc[i]);
                        } else {
                          for (int64_t i = 0; i < inner; ++i)
-                           yr[i] = static_cast<T>((static_cast<Acc>(xr[i]) - m) * iv * sc[i] + bi[i]);
+                           yr[i] =
+                               static_cast<T>((static_cast<Acc>(xr[i]) - m) * iv * sc[i] + bi[i]);
                        }
                      }
                    });
@@ -332,12 +337,13 @@ class LrnKernel final : public Kernel {
           std::fill(sq.begin(), sq.end(), Acc(0));
           for (int64_t k = std::max<int64_t>(0, c - lo); k <= std::min(C - 1, c + hi); ++k) {
             const T* xk = x + (n * C + k) * S;
-            for (int64_t i = 0; i < S; ++i) sq[i] += static_cast<Acc>(xk[i]) * static_cast<Acc>(xk[i]);
+            for (int64_t i = 0; i < S; ++i)
+              sq[i] += static_cast<Acc>(xk[i]) * static_cast<Acc>(xk[i]);
           }
           for (int64_t i = 0; i < S; ++i)
-            y[nc * S + i] = static_cast<T>(static_cast<Acc>(x[nc * S + i]) /
-                                           std::pow(static_cast<Acc>(bias_) + scale * sq[i],
-                                                    static_cast<Acc>(beta_)));
+            y[nc * S + i] = static_cast<T>(
+                static_cast<Acc>(x[nc * S + i]) /
+                std::pow(static_cast<Acc>(bias_) + scale * sq[i], static_cast<Acc>(beta_)));
         }
       });
     });
@@ -350,23 +356,42 @@ class LrnKernel final : public Kernel {
 
 template <typename K, bool kFlag>
 KernelFactory flag_factory() {
-  return [](const KernelInfo& i) -> std::unique_ptr<Kernel> { return std::make_unique<K>(i, kFlag); };
+  return
+      [](const KernelInfo& i) -> std::unique_ptr<Kernel> { return std::make_unique<K>(i, kFlag); };
 }
 
 }  // namespace
 
 void register_norm_kernels(KernelRegistry& r) {
-  r.add({.op_type = "BatchNormalization", .domain = "", .since = 1, .types = float_types(),
+  r.add({.op_type = "BatchNormalization",
+         .domain = "",
+         .since = 1,
+         .types = float_types(),
          .create = make_factory<BatchNormKernel>()});
-  r.add({.op_type = "InstanceNormalization", .domain = "", .since = 1, .types = float_types(),
+  r.add({.op_type = "InstanceNormalization",
+         .domain = "",
+         .since = 1,
+         .types = float_types(),
          .create = flag_factory<GroupNormKernel, true>()});
-  r.add({.op_type = "GroupNormalization", .domain = "", .since = 18, .types = float_types(),
+  r.add({.op_type = "GroupNormalization",
+         .domain = "",
+         .since = 18,
+         .types = float_types(),
          .create = flag_factory<GroupNormKernel, false>()});
-  r.add({.op_type = "LayerNormalization", .domain = "", .since = 17, .types = float_types(),
+  r.add({.op_type = "LayerNormalization",
+         .domain = "",
+         .since = 17,
+         .types = float_types(),
          .create = flag_factory<RowNormKernel, false>()});
-  r.add({.op_type = "LRN", .domain = "", .since = 1, .types = float_types(),
+  r.add({.op_type = "LRN",
+         .domain = "",
+         .since = 1,
+         .types = float_types(),
          .create = make_factory<LrnKernel>()});
-  r.add({.op_type = "RMSNormalization", .domain = "", .since = 23, .types = float_types(),
+  r.add({.op_type = "RMSNormalization",
+         .domain = "",
+         .since = 23,
+         .types = float_types(),
          .create = flag_factory<RowNormKernel, true>()});
 }
 

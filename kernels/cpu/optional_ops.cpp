@@ -42,10 +42,17 @@ void optional_get_element(KernelContext& ctx) {
 }  // namespace
 
 void register_optional_kernels(KernelRegistry& r) {
-  r.add({.op_type = "Optional", .since = 15, .type_input = -1, .create = make_factory<OptionalKernel>()});
-  r.add({.op_type = "OptionalHasElement", .since = 15, .type_input = -1,
+  r.add({.op_type = "Optional",
+         .since = 15,
+         .type_input = -1,
+         .create = make_factory<OptionalKernel>()});
+  r.add({.op_type = "OptionalHasElement",
+         .since = 15,
+         .type_input = -1,
          .create = function_factory(optional_has_element)});
-  r.add({.op_type = "OptionalGetElement", .since = 15, .type_input = -1,
+  r.add({.op_type = "OptionalGetElement",
+         .since = 15,
+         .type_input = -1,
          .create = function_factory(optional_get_element)});
 }
 

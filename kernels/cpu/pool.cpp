@@ -64,10 +64,10 @@ PoolGeometry pool_geometry(KernelContext& ctx, const PoolAttrs& a, const Tensor&
   g.k = a.kernel_shape;
   g.stride = a.strides.empty() ? Shape(nsp, 1) : a.strides;
   g.dil = a.dilations.empty() ? Shape(nsp, 1) : a.dilations;
-  ONYX_CHECK(g.stride.size() == nsp && g.dil.size() == nsp &&
-                 (a.pads.empty() || a.pads.size() == 2 * nsp),
-             "[{}] strides {}, dilations {} or pads {} do not fit {} spatial dims", ctx.label(),
-             shape_str(a.strides), shape_str(a.dilations), shape_str(a.pads), nsp);
+  ONYX_CHECK(
+      g.stride.size() == nsp && g.dil.size() == nsp && (a.pads.empty() || a.pads.size() == 2 * nsp),
+      "[{}] strides {}, dilations {} or pads {} do not fit {} spatial dims", ctx.label(),
+      shape_str(a.strides), shape_str(a.dilations), shape_str(a.pads), nsp);
   g.pad_l.assign(nsp, 0);
   g.pad_r.assign(nsp, 0);
   g.out.resize(nsp);
@@ -87,8 +87,8 @@ PoolGeometry pool_geometry(KernelContext& ctx, const PoolAttrs& a, const Tensor&
       g.pad_r[i] = a.pads[i + nsp];
     }
     int64_t span = g.in[i] + g.pad_l[i] + g.pad_r[i] - ek;
-    ONYX_CHECK(span >= 0, "[{}] kernel {} (dilated) is larger than the padded input {}", ctx.label(),
-               shape_str(g.k), shape_str(X.shape()));
+    ONYX_CHECK(span >= 0, "[{}] kernel {} (dilated) is larger than the padded input {}",
+               ctx.label(), shape_str(g.k), shape_str(X.shape()));
     g.out[i] = (a.ceil_mode ? (span + s - 1) / s : span / s) + 1;
     // The last window must start inside the input or the left padding.
     if (a.ceil_mode && (g.out[i] - 1) * s >= g.in[i] + g.pad_l[i]) --g.out[i];
@@ -217,8 +217,10 @@ class PoolKernel final : public Kernel {
       ref_pool<T>(g, kind_, attrs_, X.data<T>(), Y.data<T>(), idx ? idx->data<int64_t>() : nullptr,
                   ctx.threads());
     };
-    if (kind_ == PoolKind::Max) dispatch<MaxPoolTypes>(X.dtype(), ctx.label(), run);
-    else dispatch<FloatTypes>(X.dtype(), ctx.label(), run);
+    if (kind_ == PoolKind::Max)
+      dispatch<MaxPoolTypes>(X.dtype(), ctx.label(), run);
+    else
+      dispatch<FloatTypes>(X.dtype(), ctx.label(), run);
   }
 
  private:
@@ -242,7 +244,7 @@ class PoolKernel final : public Kernel {
     }
     // oneDNN would count the extra ceil_mode padding as padding.
     if (kind_ == PoolKind::Avg && attrs_.count_include_pad && extra) return false;
-    dnnl::algorithm alg = kind_ == PoolKind::Max       ? dnnl::algorithm::pooling_max
+    dnnl::algorithm alg = kind_ == PoolKind::Max     ? dnnl::algorithm::pooling_max
                           : attrs_.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                                      : dnnl::algorithm::pooling_avg_exclude_padding;
     du::ThreadScope threads(ctx.threads());
@@ -253,8 +255,9 @@ class PoolKernel final : public Kernel {
     bool conv = e->run_dt != dt;
     Tensor x = conv ? du::to_float32(ctx, X) : X;
     Tensor y = conv ? ctx.scratch(DataType::Float, Y.shape()) : Y;
-    du::execute(ctx, e->prim, {{DNNL_ARG_SRC, du::wrap(e->src, x.raw())},
-                               {DNNL_ARG_DST, du::wrap(e->dst, y.raw())}});
+    du::execute(
+        ctx, e->prim,
+        {{DNNL_ARG_SRC, du::wrap(e->src, x.raw())}, {DNNL_ARG_DST, du::wrap(e->dst, y.raw())}});
     if (conv) du::from_float32(y, Y, ctx.threads());
     return true;
   }
@@ -286,8 +289,10 @@ void global_pool(KernelContext& ctx) {
                      Acc r = kMax ? -std::numeric_limits<Acc>::infinity() : Acc(0);
                      for (int64_t i = 0; i < sz; ++i) {
                        Acc v = static_cast<Acc>(xp[i]);
-                       if constexpr (kMax) r = std::max(r, v);
-                       else r += v;
+                       if constexpr (kMax)
+                         r = std::max(r, v);
+                       else
+                         r += v;
                      }
                      y[pl] = static_cast<T>(kMax ? r : r / static_cast<Acc>(sz));
                    }
@@ -305,15 +310,30 @@ KernelFactory pool_factory(PoolKind kind) {
 
 void register_pool_kernels(KernelRegistry& r) {
   auto max_types = float_types() + std::vector<DataType>{DataType::Int8, DataType::UInt8};
-  r.add({.op_type = "MaxPool", .domain = "", .since = 1, .types = max_types,
+  r.add({.op_type = "MaxPool",
+         .domain = "",
+         .since = 1,
+         .types = max_types,
          .create = pool_factory(PoolKind::Max)});
-  r.add({.op_type = "AveragePool", .domain = "", .since = 1, .types = float_types(),
+  r.add({.op_type = "AveragePool",
+         .domain = "",
+         .since = 1,
+         .types = float_types(),
          .create = pool_factory(PoolKind::Avg)});
-  r.add({.op_type = "LpPool", .domain = "", .since = 1, .types = float_types(),
+  r.add({.op_type = "LpPool",
+         .domain = "",
+         .since = 1,
+         .types = float_types(),
          .create = pool_factory(PoolKind::Lp)});
-  r.add({.op_type = "GlobalAveragePool", .domain = "", .since = 1, .types = float_types(),
+  r.add({.op_type = "GlobalAveragePool",
+         .domain = "",
+         .since = 1,
+         .types = float_types(),
          .create = function_factory(global_pool<false>)});
-  r.add({.op_type = "GlobalMaxPool", .domain = "", .since = 1, .types = float_types(),
+  r.add({.op_type = "GlobalMaxPool",
+         .domain = "",
+         .since = 1,
+         .types = float_types(),
          .create = function_factory(global_pool<true>)});
 }
 

@@ -20,20 +20,44 @@ namespace {
 // Integer range of a quantized integer type; false for float encodings.
 bool int_range(DataType t, double* lo, double* hi) {
   switch (t) {
-    case DataType::UInt8: *lo = 0, *hi = 255; return true;
-    case DataType::Int8: *lo = -128, *hi = 127; return true;
-    case DataType::UInt16: *lo = 0, *hi = 65535; return true;
-    case DataType::Int16: *lo = -32768, *hi = 32767; return true;
-    case DataType::UInt4: *lo = 0, *hi = 15; return true;
-    case DataType::Int4: *lo = -8, *hi = 7; return true;
-    case DataType::UInt2: *lo = 0, *hi = 3; return true;
-    case DataType::Int2: *lo = -2, *hi = 1; return true;
-    case DataType::Int32: *lo = -2147483648.0, *hi = 2147483647.0; return true;
-    default: return false;
+    case DataType::UInt8:
+      *lo = 0, *hi = 255;
+      return true;
+    case DataType::Int8:
+      *lo = -128, *hi = 127;
+      return true;
+    case DataType::UInt16:
+      *lo = 0, *hi = 65535;
+      return true;
+    case DataType::Int16:
+      *lo = -32768, *hi = 32767;
+      return true;
+    case DataType::UInt4:
+      *lo = 0, *hi = 15;
+      return true;
+    case DataType::Int4:
+      *lo = -8, *hi = 7;
+      return true;
+    case DataType::UInt2:
+      *lo = 0, *hi = 3;
+      return true;
+    case DataType::Int2:
+      *lo = -2, *hi = 1;
+      return true;
+    case DataType::Int32:
+      *lo = -2147483648.0, *hi = 2147483647.0;
+      return true;
+    default:
+      return false;
   }
 }
 
 bool is_float8_like(DataType t) { return is_float8(t); }
+
+// A zero point matches its scale's shape; single values may differ in rank ([] vs [1]).
+bool same_layout(const Tensor& zp, const Tensor& scale) {
+  return zp.shape() == scale.shape() || (zp.numel() == 1 && scale.numel() == 1);
+}
 
 // Elements as double, including the float8/float4 encodings.
 std::vector<double> values_of(const Tensor& t) {
@@ -47,14 +71,27 @@ std::vector<double> values_of(const Tensor& t) {
 // Stores a rounded, clamped integer `v` into element i of a quantized integer tensor.
 void store_int(Tensor& t, int64_t i, double v) {
   switch (t.dtype()) {
-    case DataType::UInt8: case DataType::UInt4: case DataType::UInt2:
-      t.data_as<uint8_t>()[i] = uint8_t(v); break;
-    case DataType::Int8: case DataType::Int4: case DataType::Int2:
-      t.data_as<int8_t>()[i] = int8_t(v); break;
-    case DataType::UInt16: t.data_as<uint16_t>()[i] = uint16_t(v); break;
-    case DataType::Int16: t.data_as<int16_t>()[i] = int16_t(v); break;
-    case DataType::Int32: t.data_as<int32_t>()[i] = int32_t(v); break;
-    default: break;
+    case DataType::UInt8:
+    case DataType::UInt4:
+    case DataType::UInt2:
+      t.data_as<uint8_t>()[i] = uint8_t(v);
+      break;
+    case DataType::Int8:
+    case DataType::Int4:
+    case DataType::Int2:
+      t.data_as<int8_t>()[i] = int8_t(v);
+      break;
+    case DataType::UInt16:
+      t.data_as<uint16_t>()[i] = uint16_t(v);
+      break;
+    case DataType::Int16:
+      t.data_as<int16_t>()[i] = int16_t(v);
+      break;
+    case DataType::Int32:
+      t.data_as<int32_t>()[i] = int32_t(v);
+      break;
+    default:
+      break;
   }
 }
 
@@ -85,15 +122,16 @@ ParamLayout param_layout(const std::string& who, const Shape& x, const Tensor& s
   p.inner = dims_product(x, a + 1, x.size());
   if (block <= 0) {
     ONYX_CHECK(s.rank() == 1 && s.dim(0) == p.D,
-               "[{}] per-axis scale should have shape [{}] (axis {} of {}) but has {}", who, p.D,
-               a, shape_str(x), shape_str(s.shape()));
+               "[{}] per-axis scale should have shape [{}] (axis {} of {}) but has {}", who, p.D, a,
+               shape_str(x), shape_str(s.shape()));
     p.sd = 1;
     return p;
   }
   Shape want = x;
   want[a] = (x[a] + block - 1) / block;
-  ONYX_CHECK(s.shape() == want, "[{}] blocked scale should have shape {} (block_size {}) but has {}",
-             who, shape_str(want), block, shape_str(s.shape()));
+  ONYX_CHECK(s.shape() == want,
+             "[{}] blocked scale should have shape {} (block_size {}) but has {}", who,
+             shape_str(want), block, shape_str(s.shape()));
   p.block = block;
   p.si = 1;
   p.sd = p.inner;
@@ -116,12 +154,13 @@ class QuantizeLinearKernel final : public Kernel {
     const Tensor& x = ctx.required_input(0);
     const Tensor& scale = ctx.required_input(1);
     const Tensor* zp = ctx.input(2);
-    DataType out = zp ? zp->dtype() : output_dtype_ != DataType::Undefined ? output_dtype_
-                                                                          : DataType::UInt8;
+    DataType out = zp                                     ? zp->dtype()
+                   : output_dtype_ != DataType::Undefined ? output_dtype_
+                                                          : DataType::UInt8;
     ONYX_CHECK(!zp || output_dtype_ == DataType::Undefined || output_dtype_ == zp->dtype(),
                "[{}] output_dtype {} does not match y_zero_point dtype {}", ctx.label(),
                dtype_name(output_dtype_), dtype_name(zp ? zp->dtype() : out));
-    ONYX_CHECK(!zp || zp->shape() == scale.shape(),
+    ONYX_CHECK(!zp || same_layout(*zp, scale),
                "[{}] y_zero_point shape {} should match y_scale shape {}", ctx.label(),
                shape_str(zp ? zp->shape() : Shape{}), shape_str(scale.shape()));
     double lo = 0, hi = 0;
@@ -134,25 +173,27 @@ class QuantizeLinearKernel final : public Kernel {
     Tensor& y = ctx.allocate_output(0, out, x.shape());
     // x / scale is computed in `precision` (default: x's type; double for int32 x).
     const DataType prec = precision_ != DataType::Undefined ? precision_
-                    : x.dtype() == DataType::Int32    ? DataType::Double
-                                                      : x.dtype();
-    const std::vector<double> xv = x.to_double_vector();
-    dispatch<FloatTypes>(prec, ctx.label(), [&]<typename P>() {
-      using A = acc_t<P>;
-      // Scale and input rounded to P first, as numpy's astype(precision) does.
-      const std::string who = ctx.label();
-      parallel_for(x.numel(), ctx.threads(), kCostlyGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          const int64_t k = lay.index(i);
-          const A q = A(P(A(P(A(xv[i]))) / A(P(A(s[k])))));
-          if (integer) {
-            store_int(y, i, round_clamp(std::nearbyint(double(q)) + z[k], lo, hi));
-          } else if (out == DataType::Float4E2M1) {
-            y.data_as<uint8_t>()[i] = float_to_float8(float(double(q) + z[k]), out, true);
-          } else {
-            y.data_as<uint8_t>()[i] = float_to_float8(float(q), out, saturate_);
+                          : x.dtype() == DataType::Int32    ? DataType::Double
+                                                            : x.dtype();
+    using XTypes = TypeList<float, double, float16, bfloat16, int32_t>;
+    dispatch<XTypes>(x.dtype(), ctx.label(), [&]<typename X>() {
+      const X* xv = x.data<X>();
+      dispatch<FloatTypes>(prec, ctx.label(), [&]<typename P>() {
+        using A = acc_t<P>;
+        // x and scale are rounded to P first, as numpy's astype(precision) does.
+        parallel_for(x.numel(), ctx.threads(), kCostlyGrain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            const int64_t k = lay.index(i);
+            const A q = A(P(A(P(A(acc_t<X>(xv[i])))) / A(P(A(s[k])))));
+            if (integer) {
+              store_int(y, i, round_clamp(std::nearbyint(double(q)) + z[k], lo, hi));
+            } else if (out == DataType::Float4E2M1) {
+              y.data_as<uint8_t>()[i] = float_to_float8(float(double(q) + z[k]), out, true);
+            } else {
+              y.data_as<uint8_t>()[i] = float_to_float8(float(q), out, saturate_);
+            }
           }
-        }
+        });
       });
     });
   }
@@ -181,7 +222,7 @@ class DequantizeLinearKernel final : public Kernel {
     ONYX_CHECK(!zp || zp->dtype() == x.dtype(),
                "[{}] x_zero_point dtype {} should match x dtype {}", ctx.label(),
                dtype_name(zp ? zp->dtype() : x.dtype()), dtype_name(x.dtype()));
-    ONYX_CHECK(!zp || zp->shape() == scale.shape(),
+    ONYX_CHECK(!zp || same_layout(*zp, scale),
                "[{}] x_zero_point shape {} should match x_scale shape {}", ctx.label(),
                shape_str(zp ? zp->shape() : Shape{}), shape_str(scale.shape()));
     ONYX_CHECK(is_float(scale.dtype()), "[{}] x_scale should be a float tensor but is {}",
@@ -195,20 +236,35 @@ class DequantizeLinearKernel final : public Kernel {
       for (double v : values_of(*zp))
         ONYX_CHECK(v == 0, "[{}] x_zero_point should be zero for {} but is {}", ctx.label(),
                    dtype_name(x.dtype()), v);
-    const std::vector<double> xv = values_of(x);
     // The reference computes in float32 (float64 for int32 x).
     const bool wide = x.dtype() == DataType::Int32;
     Tensor& y = ctx.allocate_output(0, out, x.shape());
     dispatch<FloatTypes>(out, ctx.label(), [&]<typename T>() {
       T* dst = y.data<T>();
-      parallel_for(x.numel(), ctx.threads(), kCheapGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          const int64_t k = lay.index(i);
-          double v = (xv[i] - z[k]) * s[k];
-          if (!wide) v = float(v);
-          dst[i] = T(acc_t<T>(v));
-        }
-      });
+      auto run = [&](auto load) {
+        parallel_for(x.numel(), ctx.threads(), kCheapGrain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            const int64_t k = lay.index(i);
+            double v = (load(i) - z[k]) * s[k];
+            if (!wide) v = float(v);
+            dst[i] = T(acc_t<T>(v));
+          }
+        });
+      };
+      if (dtype_size(x.dtype()) == 1) {  // every byte pattern decoded once
+        double lut[256];
+        for (int v = 0; v < 256; ++v)
+          lut[v] = f8                         ? float8_to_float(uint8_t(v), x.dtype())
+                   : is_signed_int(x.dtype()) ? double(int8_t(v))
+                                              : double(v);
+        const uint8_t* p = x.data_as<uint8_t>();
+        run([&](int64_t i) { return lut[p[i]]; });
+      } else {
+        dispatch<TypeList<int16_t, uint16_t, int32_t>>(x.dtype(), ctx.label(), [&]<typename X>() {
+          const X* p = x.data<X>();
+          run([&](int64_t i) { return double(p[i]); });
+        });
+      }
     });
   }
 
@@ -319,8 +375,8 @@ IntMatmul int_matmul(KernelContext& ctx, const Tensor& a, const Tensor* azp, con
 }
 
 void matmul_integer(KernelContext& ctx) {
-  IntMatmul r = int_matmul(ctx, ctx.required_input(0), ctx.input(2), ctx.required_input(1),
-                           ctx.input(3));
+  IntMatmul r =
+      int_matmul(ctx, ctx.required_input(0), ctx.input(2), ctx.required_input(1), ctx.input(3));
   Tensor& y = ctx.allocate_output(0, DataType::Int32, r.out_shape);
   std::copy(r.c.begin(), r.c.end(), y.data<int32_t>());
 }
@@ -392,13 +448,11 @@ std::vector<int32_t> conv_int32(KernelContext& ctx, const ConvAttrs& at, const S
                                 const std::vector<int32_t>& w, const std::vector<int32_t>* bias,
                                 Shape* out_shape) {
   const int64_t r = static_cast<int64_t>(xs.size()) - 2;
-  ONYX_CHECK(r >= 1 && ws.size() == xs.size(),
-             "[{}] X {} and W {} should have the same rank >= 3", ctx.label(), shape_str(xs),
-             shape_str(ws));
+  ONYX_CHECK(r >= 1 && ws.size() == xs.size(), "[{}] X {} and W {} should have the same rank >= 3",
+             ctx.label(), shape_str(xs), shape_str(ws));
   const int64_t N = xs[0], C = xs[1], M = ws[0], G = at.group;
-  ONYX_CHECK(G > 0 && C == ws[1] * G && M % G == 0,
-             "[{}] W {} does not fit X {} with group {}", ctx.label(), shape_str(ws),
-             shape_str(xs), G);
+  ONYX_CHECK(G > 0 && C == ws[1] * G && M % G == 0, "[{}] W {} does not fit X {} with group {}",
+             ctx.label(), shape_str(ws), shape_str(xs), G);
   std::vector<int64_t> k(ws.begin() + 2, ws.end());
   std::vector<int64_t> d = at.dilations, s = at.strides, pb(r, 0), pe(r, 0), o(r);
   if (d.empty()) d.assign(r, 1);
@@ -428,36 +482,50 @@ std::vector<int32_t> conv_int32(KernelContext& ctx, const ConvAttrs& at, const S
   for (int64_t v : o) out_shape->push_back(v);
   const Shape ishape(xs.begin() + 2, xs.end()), oshape(o.begin(), o.end());
   const int64_t ip = shape_numel(ishape), op = shape_numel(oshape), kp = shape_numel(k);
-  const int64_t cg = C / G, mg = M / G;
+  const int64_t cg = C / G, mg = M / G, rows = cg * kp;
   std::vector<int32_t> y(N * M * op, 0);
   const std::vector<int64_t> is = contiguous_strides(ishape);
-  parallel_for(N * M, ctx.threads(), 1, [&](int64_t b, int64_t e) {
-    std::vector<int64_t> oi(r), ki(r);
-    for (int64_t nm = b; nm < e; ++nm) {
-      const int64_t n = nm / M, m = nm % M, g = m / mg;
-      int32_t* py = y.data() + nm * op;
-      for (int64_t p = 0; p < op; ++p) {
-        int64_t rem = p;
-        for (int64_t i = r - 1; i >= 0; --i) oi[i] = rem % o[i], rem /= o[i];
-        int32_t acc = bias ? (*bias)[m] : 0;
-        for (int64_t kk = 0; kk < kp; ++kk) {
-          int64_t krem = kk, off = 0;
-          bool inside = true;
-          for (int64_t i = r - 1; i >= 0; --i) {
-            const int64_t kv = krem % k[i];
-            krem /= k[i];
-            const int64_t pos = oi[i] * s[i] - pb[i] + kv * d[i];
-            if (pos < 0 || pos >= ishape[i]) inside = false;
-            off += pos * is[i];
+  // im2col per (image, group), zeros where a tap falls in the padding, then a row-major
+  // product whose inner loop runs over contiguous output positions.
+  std::vector<int32_t> col(rows * op);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < G; ++g) {
+      parallel_for(rows, ctx.threads(), 4, [&](int64_t b, int64_t e) {
+        std::vector<int64_t> kv(r);
+        for (int64_t row = b; row < e; ++row) {
+          const int64_t c = row / kp;
+          int64_t krem = row % kp;
+          for (int64_t i = r - 1; i >= 0; --i) kv[i] = krem % k[i], krem /= k[i];
+          const int32_t* xc = x.data() + (n * C + g * cg + c) * ip;
+          int32_t* dst = col.data() + row * op;
+          for (int64_t p = 0; p < op; ++p) {
+            int64_t rem = p, off = 0;
+            bool inside = true;
+            for (int64_t i = r - 1; i >= 0; --i) {
+              const int64_t pos = (rem % o[i]) * s[i] - pb[i] + kv[i] * d[i];
+              rem /= o[i];
+              inside = inside && pos >= 0 && pos < ishape[i];
+              off += pos * is[i];
+            }
+            dst[p] = inside ? xc[off] : 0;
           }
-          if (!inside) continue;
-          for (int64_t c = 0; c < cg; ++c)
-            acc += x[(n * C + g * cg + c) * ip + off] * w[(m * cg + c) * kp + kk];
         }
-        py[p] = acc;
-      }
+      });
+      parallel_for(mg, ctx.threads(), 1, [&](int64_t b, int64_t e) {
+        for (int64_t mm = b; mm < e; ++mm) {
+          const int64_t m = g * mg + mm;
+          int32_t* py = y.data() + (n * M + m) * op;
+          std::fill(py, py + op, bias ? (*bias)[m] : 0);
+          for (int64_t row = 0; row < rows; ++row) {
+            const int32_t wv = w[m * rows + row];
+            if (wv == 0) continue;
+            const int32_t* cr = col.data() + row * op;
+            for (int64_t p = 0; p < op; ++p) py[p] += wv * cr[p];
+          }
+        }
+      });
     }
-  });
+  }
   return y;
 }
 
@@ -485,8 +553,8 @@ class ConvIntegerKernel final : public Kernel {
                shape_str(x.shape()));
     Shape os;
     std::vector<int32_t> y =
-        conv_int32(ctx, at_, x.shape(), shifted(ctx, x, ctx.input(2), 0, "x_zero_point"),
-                   w.shape(), shifted(ctx, w, ctx.input(3), 0, "w_zero_point"), nullptr, &os);
+        conv_int32(ctx, at_, x.shape(), shifted(ctx, x, ctx.input(2), 0, "x_zero_point"), w.shape(),
+                   shifted(ctx, w, ctx.input(3), 0, "w_zero_point"), nullptr, &os);
     std::copy(y.begin(), y.end(), ctx.allocate_output(0, DataType::Int32, os).data<int32_t>());
   }
 
@@ -516,9 +584,8 @@ class QLinearConvKernel final : public Kernel {
     }
     Shape os;
     std::vector<int32_t> acc =
-        conv_int32(ctx, at_, x.shape(), shifted(ctx, x, ctx.input(2), 0, "x_zero_point"),
-                   w.shape(), shifted(ctx, w, ctx.input(5), 0, "w_zero_point"),
-                   bias ? &bv : nullptr, &os);
+        conv_int32(ctx, at_, x.shape(), shifted(ctx, x, ctx.input(2), 0, "x_zero_point"), w.shape(),
+                   shifted(ctx, w, ctx.input(5), 0, "w_zero_point"), bias ? &bv : nullptr, &os);
     const std::vector<double> wsv = ws.to_double_vector();
     ONYX_CHECK(wsv.size() == 1 || int64_t(wsv.size()) == w.dim(0),
                "[{}] w_scale should have 1 or {} values but has {}", ctx.label(), w.dim(0),
@@ -538,19 +605,25 @@ class QLinearConvKernel final : public Kernel {
 }  // namespace
 
 void register_quantize_kernels(KernelRegistry& r) {
-  const std::vector<DataType> quant_in =
-      int_types() + std::vector<DataType>{DataType::Int4,         DataType::UInt4,
-                                          DataType::Int2,         DataType::UInt2,
-                                          DataType::Float8E4M3FN, DataType::Float8E4M3FNUZ,
-                                          DataType::Float8E5M2,   DataType::Float8E5M2FNUZ,
-                                          DataType::Float4E2M1};
+  const std::vector<DataType> quant_in{
+      DataType::Int8,           DataType::UInt8,          DataType::Int16,
+      DataType::UInt16,         DataType::Int32,          DataType::Int4,
+      DataType::UInt4,          DataType::Int2,           DataType::UInt2,
+      DataType::Float8E4M3FN,   DataType::Float8E4M3FNUZ, DataType::Float8E5M2,
+      DataType::Float8E5M2FNUZ, DataType::Float4E2M1};
   const std::vector<DataType> u8s8{DataType::UInt8, DataType::Int8};
   r.add({"QuantizeLinear", "", 10, INT_MAX, "cpu", 0,
          float_types() + std::vector<DataType>{DataType::Int32},
          make_factory<QuantizeLinearKernel>()});
   r.add({"DequantizeLinear", "", 10, INT_MAX, "cpu", 0, quant_in,
          make_factory<DequantizeLinearKernel>()});
-  r.add({"DynamicQuantizeLinear", "", 11, INT_MAX, "cpu", 0, {DataType::Float},
+  r.add({"DynamicQuantizeLinear",
+         "",
+         11,
+         INT_MAX,
+         "cpu",
+         0,
+         {DataType::Float},
          function_factory(dynamic_quantize_linear)});
   r.add({"MatMulInteger", "", 10, INT_MAX, "cpu", 0, u8s8, function_factory(matmul_integer)});
   r.add({"QLinearMatMul", "", 10, INT_MAX, "cpu", 0, u8s8, function_factory(qlinear_matmul)});

@@ -51,28 +51,46 @@ class ResizeKernel final : public Kernel {
     const Node& n = info.node;
     upsample_ = n.op_type == "Upsample";
     const std::string mode = n.attr_string("mode", "nearest");
-    if (mode == "nearest") mode_ = Mode::Nearest;
-    else if (mode == "linear" || mode == "bilinear") mode_ = Mode::Linear;
-    else if (mode == "cubic" && !upsample_) mode_ = Mode::Cubic;
-    else ONYX_THROW("[{}] unknown mode '{}'", info.label(), mode);
+    if (mode == "nearest")
+      mode_ = Mode::Nearest;
+    else if (mode == "linear" || mode == "bilinear")
+      mode_ = Mode::Linear;
+    else if (mode == "cubic" && !upsample_)
+      mode_ = Mode::Cubic;
+    else
+      ONYX_THROW("[{}] unknown mode '{}'", info.label(), mode);
     const bool legacy = upsample_ || opset_ < 11;
     const std::string ct =
         legacy ? "asymmetric" : n.attr_string("coordinate_transformation_mode", "half_pixel");
-    if (ct == "half_pixel") coord_ = Coord::HalfPixel;
-    else if (ct == "half_pixel_symmetric") coord_ = Coord::HalfPixelSymmetric;
-    else if (ct == "pytorch_half_pixel") coord_ = Coord::PytorchHalfPixel;
-    else if (ct == "align_corners") coord_ = Coord::AlignCorners;
-    else if (ct == "asymmetric") coord_ = Coord::Asymmetric;
-    else if (ct == "tf_half_pixel_for_nn") coord_ = Coord::TfHalfPixelForNn;
-    else if (ct == "tf_crop_and_resize") coord_ = Coord::TfCropAndResize;
-    else ONYX_THROW("[{}] unknown coordinate_transformation_mode '{}'", info.label(), ct);
+    if (ct == "half_pixel")
+      coord_ = Coord::HalfPixel;
+    else if (ct == "half_pixel_symmetric")
+      coord_ = Coord::HalfPixelSymmetric;
+    else if (ct == "pytorch_half_pixel")
+      coord_ = Coord::PytorchHalfPixel;
+    else if (ct == "align_corners")
+      coord_ = Coord::AlignCorners;
+    else if (ct == "asymmetric")
+      coord_ = Coord::Asymmetric;
+    else if (ct == "tf_half_pixel_for_nn")
+      coord_ = Coord::TfHalfPixelForNn;
+    else if (ct == "tf_crop_and_resize")
+      coord_ = Coord::TfCropAndResize;
+    else
+      ONYX_THROW("[{}] unknown coordinate_transformation_mode '{}'", info.label(), ct);
     const std::string nm = legacy ? "simple" : n.attr_string("nearest_mode", "round_prefer_floor");
-    if (nm == "round_prefer_floor") nearest_ = Nearest::RoundPreferFloor;
-    else if (nm == "round_prefer_ceil") nearest_ = Nearest::RoundPreferCeil;
-    else if (nm == "floor") nearest_ = Nearest::Floor;
-    else if (nm == "ceil") nearest_ = Nearest::Ceil;
-    else if (nm == "simple") nearest_ = Nearest::Simple;
-    else ONYX_THROW("[{}] unknown nearest_mode '{}'", info.label(), nm);
+    if (nm == "round_prefer_floor")
+      nearest_ = Nearest::RoundPreferFloor;
+    else if (nm == "round_prefer_ceil")
+      nearest_ = Nearest::RoundPreferCeil;
+    else if (nm == "floor")
+      nearest_ = Nearest::Floor;
+    else if (nm == "ceil")
+      nearest_ = Nearest::Ceil;
+    else if (nm == "simple")
+      nearest_ = Nearest::Simple;
+    else
+      ONYX_THROW("[{}] unknown nearest_mode '{}'", info.label(), nm);
     cubic_a_ = n.attr_float("cubic_coeff_a", -0.75f);
     exclude_outside_ = n.attr_int("exclude_outside", 0) != 0;
     extrapolation_ = n.attr_float("extrapolation_value", 0.0f);
@@ -121,14 +139,14 @@ class ResizeKernel final : public Kernel {
                ctx.label(), scales.size(), sizes.size());
     const size_t want = static_cast<size_t>(na);
     ONYX_CHECK(scales.empty() || scales.size() == want,
-               "[{}] scales should have {} values for input shape {} but has {}", ctx.label(),
-               want, shape_str(x.shape()), scales.size());
+               "[{}] scales should have {} values for input shape {} but has {}", ctx.label(), want,
+               shape_str(x.shape()), scales.size());
     ONYX_CHECK(sizes.empty() || sizes.size() == want,
-               "[{}] sizes should have {} values for input shape {} but has {}", ctx.label(),
-               want, shape_str(x.shape()), sizes.size());
+               "[{}] sizes should have {} values for input shape {} but has {}", ctx.label(), want,
+               shape_str(x.shape()), sizes.size());
     if (coord_ == Coord::TfCropAndResize)
-      ONYX_CHECK(roi.size() == 2 * want, "[{}] roi should have {} values but has {}",
-                 ctx.label(), 2 * want, roi.size());
+      ONYX_CHECK(roi.size() == 2 * want, "[{}] roi should have {} values but has {}", ctx.label(),
+                 2 * want, roi.size());
 
     // Per-axis scale and output size.
     std::vector<double> scale(na);
@@ -142,8 +160,8 @@ class ResizeKernel final : public Kernel {
       }
     } else {
       for (int64_t i = 0; i < na; ++i) {
-        ONYX_CHECK(sizes[i] >= 0, "[{}] sizes should be >= 0 but sizes[{}] is {}", ctx.label(),
-                   i, sizes[i]);
+        ONYX_CHECK(sizes[i] >= 0, "[{}] sizes should be >= 0 but sizes[{}] is {}", ctx.label(), i,
+                   sizes[i]);
         scale[i] = double(sizes[i]) / double(x.dim(axes[i]));
         out_shape[axes[i]] = sizes[i];
       }
@@ -185,15 +203,19 @@ class ResizeKernel final : public Kernel {
     switch (coord_) {
       case Coord::AlignCorners:
         return out_f == 1 ? 0.0 : y * double(in - 1) / (out_f - 1);
-      case Coord::Asymmetric: return y / scale;
-      case Coord::TfHalfPixelForNn: return (y + 0.5) / scale;
+      case Coord::Asymmetric:
+        return y / scale;
+      case Coord::TfHalfPixelForNn:
+        return (y + 0.5) / scale;
       case Coord::TfCropAndResize: {
         const double x = out_f == 1 ? (r1 - r0) * double(in - 1) / 2
                                     : y * (r1 - r0) * double(in - 1) / (out_f - 1);
         return x + r0 * double(in - 1);
       }
-      case Coord::PytorchHalfPixel: return out_f == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
-      case Coord::HalfPixel: return (y + 0.5) / scale - 0.5;
+      case Coord::PytorchHalfPixel:
+        return out_f == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
+      case Coord::HalfPixel:
+        return (y + 0.5) / scale - 0.5;
       case Coord::HalfPixelSymmetric: {
         const double offset = double(in) / 2 * (1 - double(out) / out_f);
         return offset + (y + 0.5) / scale - 0.5;
@@ -237,11 +259,21 @@ class ResizeKernel final : public Kernel {
       if (mode_ == Mode::Nearest) {
         bool up;  // take base + 1
         switch (nearest_) {
-          case Nearest::RoundPreferFloor: up = ratio > 0.5; break;
-          case Nearest::RoundPreferCeil: up = ratio >= 0.5; break;
-          case Nearest::Floor: up = ratio == 1; break;
-          case Nearest::Ceil: up = true; break;
-          default: up = scale < 1 || ratio == 1; break;
+          case Nearest::RoundPreferFloor:
+            up = ratio > 0.5;
+            break;
+          case Nearest::RoundPreferCeil:
+            up = ratio >= 0.5;
+            break;
+          case Nearest::Floor:
+            up = ratio == 1;
+            break;
+          case Nearest::Ceil:
+            up = true;
+            break;
+          default:
+            up = scale < 1 || ratio == 1;
+            break;
         }
         idx[0] = std::clamp<int64_t>(base + (up ? 1 : 0), 0, in - 1);
         w[0] = 1;
@@ -282,33 +314,32 @@ class ResizeKernel final : public Kernel {
       for (int64_t j = 0; j < os[a]; ++j) off[a][j] = j * xs[a];
     }
     for (const AxisTable& t : tables)
-      for (int64_t j = 0; j < t.out; ++j)
-        off[t.axis][j] = t.extrap[j] ? -1 : t.idx[j] * xs[t.axis];
+      for (int64_t j = 0; j < t.out; ++j) off[t.axis][j] = t.extrap[j] ? -1 : t.idx[j] * xs[t.axis];
     const int64_t inner = r ? os[r - 1] : 1;
     const int64_t rows = y.numel() / std::max<int64_t>(inner, 1);
     dispatch<NumericBoolTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
       const T* src = x.data<T>();
       T* dst = y.data<T>();
       const T ext = T(acc_t<T>(extrapolation_));
-      parallel_for(rows, ctx.threads(), std::max<int64_t>(1, 4096 / inner), [&](int64_t b,
-                                                                                  int64_t e) {
-        for (int64_t row = b; row < e; ++row) {
-          int64_t base = 0, rem = row;
-          for (int64_t a = r - 2; a >= 0; --a) {
-            const int64_t o = off[a][rem % os[a]];
-            rem /= os[a];
-            base = (base < 0 || o < 0) ? -1 : base + o;
-          }
-          T* d = dst + row * inner;
-          if (r == 0) {
-            d[0] = src[0];
-            continue;
-          }
-          const int64_t* last = off[r - 1].data();
-          for (int64_t j = 0; j < inner; ++j)
-            d[j] = (base < 0 || last[j] < 0) ? ext : src[base + last[j]];
-        }
-      });
+      parallel_for(rows, ctx.threads(), std::max<int64_t>(1, 4096 / inner),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t row = b; row < e; ++row) {
+                       int64_t base = 0, rem = row;
+                       for (int64_t a = r - 2; a >= 0; --a) {
+                         const int64_t o = off[a][rem % os[a]];
+                         rem /= os[a];
+                         base = (base < 0 || o < 0) ? -1 : base + o;
+                       }
+                       T* d = dst + row * inner;
+                       if (r == 0) {
+                         d[0] = src[0];
+                         continue;
+                       }
+                       const int64_t* last = off[r - 1].data();
+                       for (int64_t j = 0; j < inner; ++j)
+                         d[j] = (base < 0 || last[j] < 0) ? ext : src[base + last[j]];
+                     }
+                   });
     });
   }
 

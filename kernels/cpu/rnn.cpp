@@ -20,25 +20,47 @@ enum class Cell { RNN, GRU, LSTM };
 
 /// One activation function of the ONNX RNN family with its alpha and beta.
 struct Activation {
-  enum Kind { Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid,
-              Elu, Softsign, Softplus };
+  enum Kind {
+    Relu,
+    Tanh,
+    Sigmoid,
+    Affine,
+    LeakyRelu,
+    ThresholdedRelu,
+    ScaledTanh,
+    HardSigmoid,
+    Elu,
+    Softsign,
+    Softplus
+  };
   Kind kind = Tanh;
   float alpha = 0.f, beta = 0.f;
 
   template <typename A>
   A operator()(A x) const {
     switch (kind) {
-      case Relu: return x > A(0) ? x : A(0);
-      case Tanh: return std::tanh(x);
-      case Sigmoid: return A(1) / (A(1) + std::exp(-x));
-      case Affine: return A(alpha) * x + A(beta);
-      case LeakyRelu: return x >= A(0) ? x : A(alpha) * x;
-      case ThresholdedRelu: return x > A(alpha) ? x : A(0);
-      case ScaledTanh: return A(alpha) * std::tanh(A(beta) * x);
-      case HardSigmoid: return std::clamp(A(alpha) * x + A(beta), A(0), A(1));
-      case Elu: return x >= A(0) ? x : A(alpha) * (std::exp(x) - A(1));
-      case Softsign: return x / (A(1) + std::abs(x));
-      case Softplus: return std::log1p(std::exp(x));
+      case Relu:
+        return x > A(0) ? x : A(0);
+      case Tanh:
+        return std::tanh(x);
+      case Sigmoid:
+        return A(1) / (A(1) + std::exp(-x));
+      case Affine:
+        return A(alpha) * x + A(beta);
+      case LeakyRelu:
+        return x >= A(0) ? x : A(alpha) * x;
+      case ThresholdedRelu:
+        return x > A(alpha) ? x : A(0);
+      case ScaledTanh:
+        return A(alpha) * std::tanh(A(beta) * x);
+      case HardSigmoid:
+        return std::clamp(A(alpha) * x + A(beta), A(0), A(1));
+      case Elu:
+        return x >= A(0) ? x : A(alpha) * (std::exp(x) - A(1));
+      case Softsign:
+        return x / (A(1) + std::abs(x));
+      case Softplus:
+        return std::log1p(std::exp(x));
     }
     return x;
   }
@@ -98,7 +120,9 @@ class RecurrentKernel final : public Kernel {
  public:
   RecurrentKernel(const KernelInfo& info, Cell cell)
       : cell_(cell),
-        gates_(cell == Cell::RNN ? 1 : cell == Cell::GRU ? 3 : 4),
+        gates_(cell == Cell::RNN   ? 1
+               : cell == Cell::GRU ? 3
+                                   : 4),
         hidden_attr_(info.node.attr_int("hidden_size", 0)),
         layout_(info.node.attr_int("layout", 0)),
         linear_before_reset_(info.node.attr_int("linear_before_reset", 0) != 0),
@@ -111,8 +135,8 @@ class RecurrentKernel final : public Kernel {
                info.label(), dir);
     reverse_ = dir == "reverse";
     dirs_ = dir == "bidirectional" ? 2 : 1;
-    ONYX_CHECK(layout_ == 0 || layout_ == 1, "[{}] layout should be 0 or 1 but is {}",
-               info.label(), layout_);
+    ONYX_CHECK(layout_ == 0 || layout_ == 1, "[{}] layout should be 0 or 1 but is {}", info.label(),
+               layout_);
     acts_ = parse_activations(info.node, cell, dirs_);
   }
 
@@ -132,14 +156,13 @@ class RecurrentKernel final : public Kernel {
     const int64_t S = x.dim(layout_ ? 1 : 0), B = x.dim(layout_ ? 0 : 1), I = x.dim(2);
     ONYX_CHECK(r.rank() == 3, "[{}] R should be 3-D but is {}", who, shape_str(r.shape()));
     const int64_t H = r.dim(2), G = gates_;
-    ONYX_CHECK(hidden_attr_ == 0 || hidden_attr_ == H,
-               "[{}] hidden_size is {} but R {} implies {}", who, hidden_attr_,
-               shape_str(r.shape()), H);
+    ONYX_CHECK(hidden_attr_ == 0 || hidden_attr_ == H, "[{}] hidden_size is {} but R {} implies {}",
+               who, hidden_attr_, shape_str(r.shape()), H);
     auto check = [&](const Tensor* t, const char* name, const Shape& want) {
       if (!t) return;
-      ONYX_CHECK(t->dtype() == x.dtype() && t->shape() == want, "[{}] {} should be {} {} but is {} {}",
-                 who, name, dtype_name(x.dtype()), shape_str(want), dtype_name(t->dtype()),
-                 shape_str(t->shape()));
+      ONYX_CHECK(t->dtype() == x.dtype() && t->shape() == want,
+                 "[{}] {} should be {} {} but is {} {}", who, name, dtype_name(x.dtype()),
+                 shape_str(want), dtype_name(t->dtype()), shape_str(t->shape()));
     };
     check(&w, "W", {dirs_, G * H, I});
     check(&r, "R", {dirs_, G * H, H});
@@ -159,8 +182,8 @@ class RecurrentKernel final : public Kernel {
     }
 
     Tensor* y = ctx.output_wanted(0)
-                    ? &ctx.allocate_output(0, x.dtype(), layout_ ? Shape{B, S, dirs_, H}
-                                                                 : Shape{S, dirs_, B, H})
+                    ? &ctx.allocate_output(0, x.dtype(),
+                                           layout_ ? Shape{B, S, dirs_, H} : Shape{S, dirs_, B, H})
                     : nullptr;
     Tensor* yh = ctx.num_outputs() > 1 && ctx.output_wanted(1)
                      ? &ctx.allocate_output(1, x.dtype(), state)
@@ -193,8 +216,8 @@ class RecurrentKernel final : public Kernel {
 
   template <typename T>
   void run(const Dims& dm, const Tensor& xt, const Tensor& wt, const Tensor& rt, const Tensor* bt,
-           const std::vector<int64_t>& len, const Tensor* h0t, const Tensor* c0t,
-           const Tensor* pt, Tensor* yt, Tensor* yht, Tensor* yct) const {
+           const std::vector<int64_t>& len, const Tensor* h0t, const Tensor* c0t, const Tensor* pt,
+           Tensor* yt, Tensor* yht, Tensor* yct) const {
     using A = acc_t<T>;
     const int64_t S = dm.S, B = dm.B, I = dm.I, H = dm.H, G = gates_, GH = G * H;
     // X in [S, B, I] order.
@@ -271,7 +294,9 @@ class RecurrentKernel final : public Kernel {
             std::copy_n(hnew.data(), H, hb);
           } else {
             for (int64_t j = 0; j < H; ++j) {
-              auto pre = [&](int64_t gate) { return g[gate * H + j] + q[gate * H + j] + wb[gate * H + j] + rb[gate * H + j]; };
+              auto pre = [&](int64_t gate) {
+                return g[gate * H + j] + q[gate * H + j] + wb[gate * H + j] + rb[gate * H + j];
+              };
               const A ig = act[0](clip(pre(0) + pd[j] * cb[j]));
               const A fg = input_forget_ ? A(1) - ig : act[0](clip(pre(2) + pd[2 * H + j] * cb[j]));
               const A cg = act[1](clip(pre(3)));

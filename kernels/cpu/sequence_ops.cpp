@@ -39,7 +39,8 @@ void copy_blocks(DataType dt, void* dst, int64_t dst_stride, const void* src, in
   dispatch_move(dt, "copy", [&]<typename T>() {
     auto* d = static_cast<T*>(dst);
     const auto* s = static_cast<const T*>(src);
-    for (int64_t r = 0; r < rows; ++r) std::copy(s + r * src_stride, s + r * src_stride + len, d + r * dst_stride);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(s + r * src_stride, s + r * src_stride + len, d + r * dst_stride);
   });
 }
 
@@ -65,8 +66,8 @@ void sequence_insert(KernelContext& ctx) {
   DataType elem = sequence_elem(ctx, 0);
   const Tensor& t = ctx.required_input(1);
   ONYX_CHECK(elem == DataType::Undefined || t.dtype() == elem,
-             "[{}] cannot insert a {} tensor into a sequence of {}", ctx.label(), dtype_name(t.dtype()),
-             dtype_name(elem));
+             "[{}] cannot insert a {} tensor into a sequence of {}", ctx.label(),
+             dtype_name(t.dtype()), dtype_name(elem));
   auto n = static_cast<int64_t>(seq.size());
   int64_t pos = position(ctx, 2, n, 1, n);
   seq.insert(seq.begin() + pos, t);
@@ -113,19 +114,20 @@ class SplitToSequenceKernel final : public Kernel {
       ONYX_CHECK(len > 0, "[{}] split must be positive, got {}", ctx.label(), len);
       for (int64_t p = 0; p < dim; p += len) lengths.push_back(std::min(len, dim - p));
     } else {
-      ONYX_CHECK(split->rank() == 1, "[{}] split must be a scalar or 1-D, got shape {}", ctx.label(),
-                 shape_str(split->shape()));
+      ONYX_CHECK(split->rank() == 1, "[{}] split must be a scalar or 1-D, got shape {}",
+                 ctx.label(), shape_str(split->shape()));
       lengths = split->to_int64_vector();
       int64_t sum = 0;
       for (int64_t l : lengths) {
         ONYX_CHECK(l >= 0, "[{}] split lengths must be >= 0, got {}", ctx.label(), l);
         sum += l;
       }
-      ONYX_CHECK(sum == dim, "[{}] split lengths sum to {} but axis {} has size {}", ctx.label(), sum,
-                 axis, dim);
+      ONYX_CHECK(sum == dim, "[{}] split lengths sum to {} but axis {} has size {}", ctx.label(),
+                 sum, axis, dim);
     }
     bool squeeze = !split && !keepdims_;
-    int64_t outer = dims_product(x.shape(), 0, axis), inner = dims_product(x.shape(), axis + 1, x.rank());
+    int64_t outer = dims_product(x.shape(), 0, axis),
+            inner = dims_product(x.shape(), axis + 1, x.rank());
     size_t es = dtype_size(x.dtype());
     std::vector<Tensor> seq;
     int64_t pos = 0;
@@ -134,7 +136,8 @@ class SplitToSequenceKernel final : public Kernel {
       s[axis] = len;
       Tensor part = ctx.scratch(x.dtype(), s);
       copy_blocks(x.dtype(), part.raw(), len * inner,
-                  static_cast<const char*>(x.raw()) + pos * inner * es, dim * inner, outer, len * inner);
+                  static_cast<const char*>(x.raw()) + pos * inner * es, dim * inner, outer,
+                  len * inner);
       if (squeeze) s.erase(s.begin() + axis);
       seq.push_back(part.reshape(s));
       pos += len;
@@ -173,9 +176,10 @@ class ConcatFromSequenceKernel final : public Kernel {
       bool ok = seq[i].dtype() == first.dtype() && s.size() == out.size();
       for (size_t d = 0; ok && d < s.size(); ++d)
         ok = static_cast<int64_t>(d) == axis || s[d] == out[d];
-      ONYX_CHECK(ok, "[{}] element {} is {} {} but element 0 is {} {} (all must match except on axis {})",
-                 ctx.label(), i, dtype_name(seq[i].dtype()), shape_str(seq[i].shape()),
-                 dtype_name(first.dtype()), shape_str(first.shape()), axis);
+      ONYX_CHECK(
+          ok, "[{}] element {} is {} {} but element 0 is {} {} (all must match except on axis {})",
+          ctx.label(), i, dtype_name(seq[i].dtype()), shape_str(seq[i].shape()),
+          dtype_name(first.dtype()), shape_str(first.shape()), axis);
       out[axis] += s[axis];
     }
     Tensor& y = ctx.allocate_output(0, first.dtype(), out);
@@ -226,7 +230,8 @@ class SequenceMapKernel final : public Kernel {
       }
     }
     for (size_t k = 0; k < outs.size(); ++k) {
-      DataType elem = body_.outputs[k]->type.is_tensor() ? body_.outputs[k]->type.elem : DataType::Undefined;
+      DataType elem =
+          body_.outputs[k]->type.is_tensor() ? body_.outputs[k]->type.elem : DataType::Undefined;
       ctx.set_output(static_cast<int>(k), Datum::of_sequence(std::move(outs[k]), elem));
     }
   }
@@ -238,25 +243,46 @@ class SequenceMapKernel final : public Kernel {
 }  // namespace
 
 void register_sequence_kernels(KernelRegistry& r) {
-  r.add({.op_type = "SequenceEmpty", .since = 11, .type_input = -1,
+  r.add({.op_type = "SequenceEmpty",
+         .since = 11,
+         .type_input = -1,
          .create = [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
            auto dt = static_cast<DataType>(info.node.attr_int("dtype", 1));
-           return std::make_unique<FunctionKernel>([dt](KernelContext& ctx) { sequence_empty(ctx, dt); });
+           return std::make_unique<FunctionKernel>(
+               [dt](KernelContext& ctx) { sequence_empty(ctx, dt); });
          }});
-  r.add({.op_type = "SequenceConstruct", .since = 11, .types = movable_types(),
+  r.add({.op_type = "SequenceConstruct",
+         .since = 11,
+         .types = movable_types(),
          .create = function_factory(sequence_construct)});
-  r.add({.op_type = "SequenceInsert", .since = 11, .type_input = 1, .types = movable_types(),
+  r.add({.op_type = "SequenceInsert",
+         .since = 11,
+         .type_input = 1,
+         .types = movable_types(),
          .create = function_factory(sequence_insert)});
-  r.add({.op_type = "SequenceAt", .since = 11, .type_input = -1, .create = function_factory(sequence_at)});
-  r.add({.op_type = "SequenceErase", .since = 11, .type_input = -1,
+  r.add({.op_type = "SequenceAt",
+         .since = 11,
+         .type_input = -1,
+         .create = function_factory(sequence_at)});
+  r.add({.op_type = "SequenceErase",
+         .since = 11,
+         .type_input = -1,
          .create = function_factory(sequence_erase)});
-  r.add({.op_type = "SequenceLength", .since = 11, .type_input = -1,
+  r.add({.op_type = "SequenceLength",
+         .since = 11,
+         .type_input = -1,
          .create = function_factory(sequence_length)});
-  r.add({.op_type = "SplitToSequence", .since = 11, .types = movable_types(),
+  r.add({.op_type = "SplitToSequence",
+         .since = 11,
+         .types = movable_types(),
          .create = make_factory<SplitToSequenceKernel>()});
-  r.add({.op_type = "ConcatFromSequence", .since = 11, .type_input = -1,
+  r.add({.op_type = "ConcatFromSequence",
+         .since = 11,
+         .type_input = -1,
          .create = make_factory<ConcatFromSequenceKernel>()});
-  r.add({.op_type = "SequenceMap", .since = 17, .type_input = -1,
+  r.add({.op_type = "SequenceMap",
+         .since = 17,
+         .type_input = -1,
          .create = make_factory<SequenceMapKernel>()});
 }
 

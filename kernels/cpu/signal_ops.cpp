@@ -16,8 +16,8 @@ using cd = std::complex<double>;
 int64_t scalar_int(KernelContext& ctx, int i, const char* what) {
   const Tensor& t = ctx.required_input(i);
   ONYX_CHECK(t.numel() == 1 && (t.dtype() == DataType::Int64 || t.dtype() == DataType::Int32),
-             "[{}] {} must be an int32/int64 scalar, got {} {}", ctx.label(), what, dtype_name(t.dtype()),
-             shape_str(t.shape()));
+             "[{}] {} must be an int32/int64 scalar, got {} {}", ctx.label(), what,
+             dtype_name(t.dtype()), shape_str(t.shape()));
   return t.to_int64_vector()[0];
 }
 
@@ -28,35 +28,55 @@ double scalar_double(KernelContext& ctx, int i, const char* what) {
   return t.to_double_vector()[0];
 }
 
-// In-place iterative radix-2 FFT; a.size() is a power of two; sign -1 forward, +1 inverse.
-void fft_pow2(std::vector<cd>& a, int sign) {
-  size_t n = a.size();
-  for (size_t i = 1, j = 0; i < n; ++i) {
-    size_t bit = n >> 1;
-    for (; j & bit; bit >>= 1) j ^= bit;
-    j ^= bit;
-    if (i < j) std::swap(a[i], a[j]);
+// Radix-2 FFT of one power-of-two size, with its twiddle factors tabulated once.
+class Pow2Fft {
+ public:
+  explicit Pow2Fft(size_t n) : n_(n), roots_(n / 2) {
+    for (size_t k = 0; k < n / 2; ++k)
+      roots_[k] =
+          std::polar(1.0, -2 * std::numbers::pi * static_cast<double>(k) / static_cast<double>(n));
   }
-  for (size_t len = 2; len <= n; len <<= 1) {
-    double ang = sign * 2 * std::numbers::pi / static_cast<double>(len);
-    for (size_t i = 0; i < n; i += len)
-      for (size_t k = 0; k < len / 2; ++k) {
-        cd w = std::polar(1.0, ang * static_cast<double>(k));
-        cd u = a[i + k], v = a[i + k + len / 2] * w;
-        a[i + k] = u + v;
-        a[i + k + len / 2] = u - v;
-      }
+  /// In place; sign -1 forward, +1 inverse (unnormalised).
+  void run(std::vector<cd>& a, int sign) const {
+    for (size_t i = 1, j = 0; i < n_; ++i) {
+      size_t bit = n_ >> 1;
+      for (; j & bit; bit >>= 1) j ^= bit;
+      j ^= bit;
+      if (i < j) std::swap(a[i], a[j]);
+    }
+    for (size_t len = 2; len <= n_; len <<= 1) {
+      size_t stride = n_ / len, half = len / 2;
+      for (size_t i = 0; i < n_; i += len)
+        for (size_t k = 0; k < half; ++k) {
+          cd w = sign < 0 ? roots_[k * stride] : std::conj(roots_[k * stride]);
+          cd u = a[i + k], v = a[i + k + half] * w;
+          a[i + k] = u + v;
+          a[i + k + half] = u - v;
+        }
+    }
   }
+
+ private:
+  size_t n_;
+  std::vector<cd> roots_;
+};
+
+size_t next_pow2(size_t n) {
+  size_t m = 1;
+  while (m < n) m <<= 1;
+  return m;
 }
 
 // Unnormalised DFT of length n: radix-2 when n is a power of two, else Bluestein's chirp-z
 // through a power-of-two FFT. Built once per run, shared read-only by all lines.
 class Dft {
  public:
-  Dft(int64_t n, int sign) : n_(static_cast<size_t>(n)), sign_(sign) {
-    if (n_ == 0 || (n_ & (n_ - 1)) == 0) return;
-    m_ = 1;
-    while (m_ < 2 * n_ - 1) m_ <<= 1;
+  Dft(int64_t n, int sign)
+      : n_(static_cast<size_t>(n)),
+        sign_(sign),
+        m_((n_ & (n_ - 1)) == 0 ? n_ : next_pow2(2 * n_ - 1)),
+        fft_(m_) {
+    if (m_ == n_) return;
     chirp_.resize(n_);
     for (size_t k = 0; k < n_; ++k) {
       // k^2 mod 2n keeps the angle exact for long transforms.
@@ -68,26 +88,28 @@ class Dft {
       kernel_[k] = std::conj(chirp_[k]);
       if (k) kernel_[m_ - k] = std::conj(chirp_[k]);
     }
-    fft_pow2(kernel_, -1);
+    fft_.run(kernel_, -1);
   }
 
   /// Transforms `a` (size n) in place; `work` is caller scratch.
   void run(std::vector<cd>& a, std::vector<cd>& work) const {
-    if (m_ == 0) {
-      fft_pow2(a, sign_);
+    if (m_ == n_) {
+      fft_.run(a, sign_);
       return;
     }
     work.assign(m_, cd{});
     for (size_t k = 0; k < n_; ++k) work[k] = a[k] * chirp_[k];
-    fft_pow2(work, -1);
+    fft_.run(work, -1);
     for (size_t k = 0; k < m_; ++k) work[k] *= kernel_[k];
-    fft_pow2(work, 1);
+    fft_.run(work, 1);
     for (size_t k = 0; k < n_; ++k) a[k] = work[k] * chirp_[k] / static_cast<double>(m_);
   }
 
  private:
-  size_t n_, m_ = 0;
+  size_t n_;
   int sign_;
+  size_t m_;
+  Pow2Fft fft_;
   std::vector<cd> chirp_, kernel_;
 };
 
@@ -112,15 +134,17 @@ class DftKernel final : public Kernel {
                shape_str(x.shape()));
     int64_t axis = opset_ >= 20 ? (ctx.input(2) ? scalar_int(ctx, 2, "axis") : -2) : axis_attr_;
     if (axis < 0) axis += r;
-    ONYX_CHECK(axis >= 0 && axis < r - 1, "[{}] axis {} is out of range for input {}", ctx.label(), axis,
-               shape_str(x.shape()));
+    ONYX_CHECK(axis >= 0 && axis < r - 1, "[{}] axis {} is out of range for input {}", ctx.label(),
+               axis, shape_str(x.shape()));
     int64_t len = x.shape()[axis];
-    int64_t n = ctx.input(1) ? scalar_int(ctx, 1, "dft_length") : (inverse_ && onesided_ ? 2 * (len - 1) : len);
+    int64_t n = ctx.input(1) ? scalar_int(ctx, 1, "dft_length")
+                             : (inverse_ && onesided_ ? 2 * (len - 1) : len);
     ONYX_CHECK(n > 0, "[{}] dft_length must be positive, got {}", ctx.label(), n);
     Shape out = x.shape();
     out[axis] = onesided_ && !inverse_ ? n / 2 + 1 : n;
     out.back() = inverse_ && onesided_ ? 1 : 2;
-    Lines in{dims_product(x.shape(), 0, axis), len, dims_product(x.shape(), axis + 1, r - 1), x.shape().back()};
+    Lines in{dims_product(x.shape(), 0, axis), len, dims_product(x.shape(), axis + 1, r - 1),
+             x.shape().back()};
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     dispatch<FloatTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
       transform<T>(x.data<T>(), in, n, out[axis], y.data<T>(), ctx.threads());
@@ -180,7 +204,8 @@ class StftKernel final : public Kernel {
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     ONYX_CHECK(x.rank() == 3 && (x.shape()[2] == 1 || x.shape()[2] == 2),
-               "[{}] signal must be [batch, length, 1 or 2], got {}", ctx.label(), shape_str(x.shape()));
+               "[{}] signal must be [batch, length, 1 or 2], got {}", ctx.label(),
+               shape_str(x.shape()));
     int64_t batch = x.shape()[0], len = x.shape()[1], ch = x.shape()[2];
     int64_t step = scalar_int(ctx, 1, "frame_step");
     const Tensor* window = ctx.input(2);
@@ -188,7 +213,8 @@ class StftKernel final : public Kernel {
     if (window)
       ONYX_CHECK(window->rank() == 1 && window->numel() == fl && window->dtype() == x.dtype(),
                  "[{}] window must be a 1-D {} of frame_length {}, got {} {}", ctx.label(),
-                 dtype_name(x.dtype()), fl, dtype_name(window->dtype()), shape_str(window->shape()));
+                 dtype_name(x.dtype()), fl, dtype_name(window->dtype()),
+                 shape_str(window->shape()));
     ONYX_CHECK(step > 0 && fl > 0 && fl <= len,
                "[{}] needs frame_step > 0 and 0 < frame_length <= signal length {}, got {} and {}",
                ctx.label(), len, step, fl);
@@ -207,7 +233,8 @@ class StftKernel final : public Kernel {
           for (int64_t k = 0; k < fl; ++k) {
             const T* p = px + (bi * len + f * step + k) * ch;
             double w = pw ? static_cast<double>(pw[k]) : 1.0;
-            buf[k] = cd(static_cast<double>(p[0]) * w, ch == 2 ? static_cast<double>(p[1]) * w : 0.0);
+            buf[k] =
+                cd(static_cast<double>(p[0]) * w, ch == 2 ? static_cast<double>(p[1]) * w : 0.0);
           }
           dft.run(buf, work);
           T* q = py + bf * bins * 2;
@@ -244,9 +271,15 @@ class WindowKernel final : public Kernel {
       for (int64_t i = 0; i < size; ++i) {
         double t = 2 * std::numbers::pi * static_cast<double>(i) / denom, v;
         switch (kind_) {
-          case Window::Hann: v = 0.5 - 0.5 * std::cos(t); break;
-          case Window::Hamming: v = 25.0 / 46.0 - (21.0 / 46.0) * std::cos(t); break;
-          default: v = 0.42 - 0.5 * std::cos(t) + 0.08 * std::cos(2 * t); break;
+          case Window::Hann:
+            v = 0.5 - 0.5 * std::cos(t);
+            break;
+          case Window::Hamming:
+            v = 25.0 / 46.0 - (21.0 / 46.0) * std::cos(t);
+            break;
+          default:
+            v = 0.42 - 0.5 * std::cos(t) + 0.08 * std::cos(2 * t);
+            break;
         }
         p[i] = static_cast<T>(size == 1 ? 1.0 : v);
       }
@@ -267,20 +300,25 @@ class MelWeightMatrixKernel final : public Kernel {
   void compute(KernelContext& ctx) const override {
     int64_t mels = scalar_int(ctx, 0, "num_mel_bins"), dft_len = scalar_int(ctx, 1, "dft_length");
     int64_t rate = scalar_int(ctx, 2, "sample_rate");
-    double lo = scalar_double(ctx, 3, "lower_edge_hertz"), hi = scalar_double(ctx, 4, "upper_edge_hertz");
-    ONYX_CHECK(mels > 0 && dft_len > 0 && rate > 0 && lo >= 0 && lo < hi,
-               "[{}] needs num_mel_bins, dft_length, sample_rate > 0 and 0 <= lower < upper edge; got "
-               "{}, {}, {}, {}, {}", ctx.label(), mels, dft_len, rate, lo, hi);
+    double lo = scalar_double(ctx, 3, "lower_edge_hertz"),
+           hi = scalar_double(ctx, 4, "upper_edge_hertz");
+    ONYX_CHECK(
+        mels > 0 && dft_len > 0 && rate > 0 && lo >= 0 && lo < hi,
+        "[{}] needs num_mel_bins, dft_length, sample_rate > 0 and 0 <= lower < upper edge; got "
+        "{}, {}, {}, {}, {}",
+        ctx.label(), mels, dft_len, rate, lo, hi);
     int64_t spec_bins = dft_len / 2 + 1;
     auto to_mel = [](double f) { return 2595.0 * std::log10(1.0 + f / 700.0); };
     double mel_lo = to_mel(lo), step = (to_mel(hi) - mel_lo) / static_cast<double>(mels + 2);
     // Band edges as spectrogram bin indices (the ONNX reference's mel spacing).
     std::vector<int64_t> edge(static_cast<size_t>(mels + 2));
     for (int64_t i = 0; i < mels + 2; ++i) {
-      double hz = 700.0 * std::expm1((static_cast<double>(i) * step + mel_lo) / 2595.0 * std::log(10.0));
-      edge[i] = static_cast<int64_t>(std::floor(static_cast<double>(dft_len + 1) * hz / static_cast<double>(rate)));
-      ONYX_CHECK(edge[i] >= 0 && edge[i] < spec_bins, "[{}] upper_edge_hertz {} lies above the Nyquist bin",
-                 ctx.label(), hi);
+      double hz =
+          700.0 * std::expm1((static_cast<double>(i) * step + mel_lo) / 2595.0 * std::log(10.0));
+      edge[i] = static_cast<int64_t>(
+          std::floor(static_cast<double>(dft_len + 1) * hz / static_cast<double>(rate)));
+      ONYX_CHECK(edge[i] >= 0 && edge[i] < spec_bins,
+                 "[{}] upper_edge_hertz {} lies above the Nyquist bin", ctx.label(), hi);
     }
     std::vector<double> w(static_cast<size_t>(spec_bins * mels), 0.0);
     for (int64_t m = 0; m < mels; ++m) {
@@ -288,9 +326,11 @@ class MelWeightMatrixKernel final : public Kernel {
       if (c == l) {
         w[c * mels + m] = 1;
       } else {
-        for (int64_t j = l; j <= c; ++j) w[j * mels + m] = static_cast<double>(j - l) / static_cast<double>(c - l);
+        for (int64_t j = l; j <= c; ++j)
+          w[j * mels + m] = static_cast<double>(j - l) / static_cast<double>(c - l);
       }
-      for (int64_t j = c; j < h; ++j) w[j * mels + m] = static_cast<double>(h - j) / static_cast<double>(h - c);
+      for (int64_t j = c; j < h; ++j)
+        w[j * mels + m] = static_cast<double>(h - j) / static_cast<double>(h - c);
     }
     Tensor& y = ctx.allocate_output(0, dtype_, {spec_bins, mels});
     dispatch<NumericTypes>(dtype_, ctx.label(), [&]<typename T>() {
@@ -305,19 +345,37 @@ class MelWeightMatrixKernel final : public Kernel {
 
 template <Window kind>
 KernelFactory window_factory() {
-  return [](const KernelInfo& info) -> std::unique_ptr<Kernel> { return std::make_unique<WindowKernel>(info, kind); };
+  return [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+    return std::make_unique<WindowKernel>(info, kind);
+  };
 }
 
 }  // namespace
 
 void register_signal_kernels(KernelRegistry& r) {
   const std::vector<DataType> ints{DataType::Int32, DataType::Int64};
-  r.add({.op_type = "DFT", .since = 17, .types = float_types(), .create = make_factory<DftKernel>()});
-  r.add({.op_type = "STFT", .since = 17, .types = float_types(), .create = make_factory<StftKernel>()});
-  r.add({.op_type = "HannWindow", .since = 17, .types = ints, .create = window_factory<Window::Hann>()});
-  r.add({.op_type = "HammingWindow", .since = 17, .types = ints, .create = window_factory<Window::Hamming>()});
-  r.add({.op_type = "BlackmanWindow", .since = 17, .types = ints, .create = window_factory<Window::Blackman>()});
-  r.add({.op_type = "MelWeightMatrix", .since = 17, .types = ints, .create = make_factory<MelWeightMatrixKernel>()});
+  r.add(
+      {.op_type = "DFT", .since = 17, .types = float_types(), .create = make_factory<DftKernel>()});
+  r.add({.op_type = "STFT",
+         .since = 17,
+         .types = float_types(),
+         .create = make_factory<StftKernel>()});
+  r.add({.op_type = "HannWindow",
+         .since = 17,
+         .types = ints,
+         .create = window_factory<Window::Hann>()});
+  r.add({.op_type = "HammingWindow",
+         .since = 17,
+         .types = ints,
+         .create = window_factory<Window::Hamming>()});
+  r.add({.op_type = "BlackmanWindow",
+         .since = 17,
+         .types = ints,
+         .create = window_factory<Window::Blackman>()});
+  r.add({.op_type = "MelWeightMatrix",
+         .since = 17,
+         .types = ints,
+         .create = make_factory<MelWeightMatrixKernel>()});
 }
 
 }  // namespace onyx::cpu

@@ -91,7 +91,9 @@ class StringNormalizerKernel final : public Kernel {
   std::unordered_set<std::string> stops_;
 };
 
-bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
+bool is_space(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
+}
 
 // Python's str.split(sep, maxsplit): an empty `sep` splits on whitespace runs.
 std::vector<std::string> py_split(const std::string& s, const std::string& sep, int64_t maxsplit) {
@@ -115,7 +117,8 @@ std::vector<std::string> py_split(const std::string& s, const std::string& sep, 
   size_t b = 0;
   while (true) {
     size_t e = s.find(sep, b);
-    if (e == std::string::npos || (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit)) {
+    if (e == std::string::npos ||
+        (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit)) {
       parts.push_back(s.substr(b));
       break;
     }
@@ -166,7 +169,8 @@ void string_concat(KernelContext& ctx) {
   const std::string* pb = b.data<std::string>();
   BroadcastPlan p(out, {a.shape(), b.shape()});
   broadcast_for<2>(p, ctx.threads(), 4096, [&](int64_t o, const auto& in, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[o + i] = pa[in[0] + i * p.step[0]] + pb[in[1] + i * p.step[1]];
+    for (int64_t i = 0; i < n; ++i)
+      y[o + i] = pa[in[0] + i * p.step[0]] + pb[in[1] + i * p.step[1]];
   });
 }
 
@@ -208,8 +212,8 @@ Tensor attr_as_tensor(const Node& n, const std::string& prefix) {
     return Tensor::from_vector<int64_t>({static_cast<int64_t>(a->ints.size())}, a->ints);
   if (const Attribute* a = n.attr(prefix + "floats"))
     return Tensor::from_vector<float>({static_cast<int64_t>(a->floats.size())}, a->floats);
-  ONYX_THROW("[{}] needs one of {}strings, {}int64s, {}floats or {}tensor", n.label(), prefix, prefix,
-             prefix, prefix);
+  ONYX_THROW("[{}] needs one of {}strings, {}int64s, {}floats or {}tensor", n.label(), prefix,
+             prefix, prefix, prefix);
 }
 
 Tensor label_default(const Node& n, DataType values) {
@@ -219,7 +223,8 @@ Tensor label_default(const Node& n, DataType values) {
                dtype_name(a->t.dtype()), shape_str(a->t.shape()));
     return a->t;
   }
-  if (values == DataType::String) return Tensor::scalar<std::string>(n.attr_string("default_string", "_Unused"));
+  if (values == DataType::String)
+    return Tensor::scalar<std::string>(n.attr_string("default_string", "_Unused"));
   if (values == DataType::Int64) return Tensor::scalar<int64_t>(n.attr_int("default_int64", -1));
   if (values == DataType::Float) return Tensor::scalar<float>(n.attr_float("default_float", -0.0f));
   if (is_float(values)) return Tensor::scalar<double>(-0.0);
@@ -233,8 +238,8 @@ class LabelEncoderKernel final : public Kernel {
   explicit LabelEncoderKernel(const KernelInfo& info) {
     const Node& n = info.node;
     Tensor keys = attr_as_tensor(n, "keys_"), values = attr_as_tensor(n, "values_");
-    ONYX_CHECK(keys.numel() == values.numel(), "[{}] has {} keys but {} values", n.label(), keys.numel(),
-               values.numel());
+    ONYX_CHECK(keys.numel() == values.numel(), "[{}] has {} keys but {} values", n.label(),
+               keys.numel(), values.numel());
     Tensor def = label_default(n, values.dtype());
     dispatch<LabelTypes>(keys.dtype(), n.label(), [&]<typename K>() {
       dispatch<LabelTypes>(values.dtype(), n.label(), [&]<typename V>() {
@@ -305,15 +310,27 @@ class LabelEncoderKernel final : public Kernel {
 
 void register_string_kernels(KernelRegistry& r) {
   const std::vector<DataType> strings{DataType::String};
-  r.add({.op_type = "StringNormalizer", .since = 10, .types = strings,
+  r.add({.op_type = "StringNormalizer",
+         .since = 10,
+         .types = strings,
          .create = make_factory<StringNormalizerKernel>()});
-  r.add({.op_type = "StringSplit", .since = 20, .types = strings, .create = make_factory<StringSplitKernel>()});
-  r.add({.op_type = "StringConcat", .since = 20, .types = strings, .create = function_factory(string_concat)});
-  r.add({.op_type = "RegexFullMatch", .since = 20, .types = strings,
+  r.add({.op_type = "StringSplit",
+         .since = 20,
+         .types = strings,
+         .create = make_factory<StringSplitKernel>()});
+  r.add({.op_type = "StringConcat",
+         .since = 20,
+         .types = strings,
+         .create = function_factory(string_concat)});
+  r.add({.op_type = "RegexFullMatch",
+         .since = 20,
+         .types = strings,
          .create = make_factory<RegexFullMatchKernel>()});
-  r.add({.op_type = "LabelEncoder", .domain = "ai.onnx.ml", .since = 1,
-         .types = {DataType::String, DataType::Int64, DataType::Int32, DataType::Int16, DataType::Float,
-                   DataType::Double},
+  r.add({.op_type = "LabelEncoder",
+         .domain = "ai.onnx.ml",
+         .since = 1,
+         .types = {DataType::String, DataType::Int64, DataType::Int32, DataType::Int16,
+                   DataType::Float, DataType::Double},
          .create = make_factory<LabelEncoderKernel>()});
 }
 

@@ -29,7 +29,8 @@ NamedTensors run_op(const std::string& op, const Named& inputs, std::vector<Attr
     if (!t.defined()) continue;
     if (symbolic) {
       SymShape s;
-      for (size_t i = 0; i < t.shape().size(); ++i) s.push_back(Dim::symbol(fmt::format("{}{}", name, i)));
+      for (size_t i = 0; i < t.shape().size(); ++i)
+        s.push_back(Dim::symbol(fmt::format("{}{}", name, i)));
       b.input(name, t.dtype(), s);
     } else {
       b.input(name, t.dtype(), t.shape());
@@ -92,7 +93,8 @@ TEST(NnOps, MatMulBroadcastAndVectors) {
   y = run_op("MatMul", {{"a", T_({3}, {1, 2, 3})}, {"b", T_({3}, {4, 5, 6})}});
   EXPECT_EQ(y.at("y0").shape(), Shape{});
   expect_near(y.at("y0"), {32});
-  y = run_op("MatMul", {{"a", T_<double>({3}, {1, 2, 3})}, {"b", T_<double>({2, 3, 1}, {1, 1, 1, 0, 0, 2})}});
+  y = run_op("MatMul",
+             {{"a", T_<double>({3}, {1, 2, 3})}, {"b", T_<double>({2, 3, 1}, {1, 1, 1, 0, 0, 2})}});
   EXPECT_EQ(y.at("y0").shape(), (Shape{2, 1}));
   expect_near(y.at("y0"), {6, 6});
 }
@@ -104,9 +106,10 @@ TEST(NnOps, GemmTransposesAlphaBetaBroadcastC) {
                   {attr_int("transA", 1), attr_int("transB", 1), attr_float("alpha", 2),
                    attr_float("beta", 0.5f)});
   expect_near(y.at("y0"), {13, 20, 25, 32});
-  y = run_op("Gemm", {{"a", T_<int32_t>({3, 2}, {1, 4, 2, 5, 3, 6})},
-                      {"b", T_<int32_t>({2, 3}, {1, 0, 1, 0, 1, 1})},
-                      {"c", T_<int32_t>({2, 1}, {10, 20})}},
+  y = run_op("Gemm",
+             {{"a", T_<int32_t>({3, 2}, {1, 4, 2, 5, 3, 6})},
+              {"b", T_<int32_t>({2, 3}, {1, 0, 1, 0, 1, 1})},
+              {"c", T_<int32_t>({2, 1}, {10, 20})}},
              {attr_int("transA", 1), attr_int("transB", 1), attr_float("alpha", 2)});
   expect_near(y.at("y0"), {18, 20, 40, 42});
   y = run_op("Gemm", {{"a", T_({2, 3}, kA23)}, {"b", T_({3, 2}, kB32)}});
@@ -129,15 +132,18 @@ TEST(NnOps, ConvPaddingStridesBiasAndDouble) {
   std::vector<Attribute> attrs = {attr_ints("pads", {1, 1, 1, 1}), attr_ints("strides", {2, 2})};
   y = run_op("Conv", {{"x", iota({1, 1, 3, 3})}, {"w", w}}, attrs);
   expect_near(y.at("y0"), {0, 3, 9, 24});
-  y = run_op("Conv", {{"x", iota({1, 1, 3, 3}, DataType::Double)}, {"w", T_<double>({1, 1, 2, 2}, {1, 1, 1, 1})}},
-             attrs);
+  y = run_op(
+      "Conv",
+      {{"x", iota({1, 1, 3, 3}, DataType::Double)}, {"w", T_<double>({1, 1, 2, 2}, {1, 1, 1, 1})}},
+      attrs);
   EXPECT_EQ(y.at("y0").dtype(), DataType::Double);
   expect_near(y.at("y0"), {0, 3, 9, 24});
 }
 
 TEST(NnOps, ConvDepthwiseAndSamePadding) {
-  auto y = run_op("Conv", {{"x", T_({1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8})}, {"w", T_({2, 1, 1, 1}, {2, 3})}},
-                  {attr_int("group", 2)});
+  auto y = run_op(
+      "Conv", {{"x", T_({1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8})}, {"w", T_({2, 1, 1, 1}, {2, 3})}},
+      {attr_int("group", 2)});
   expect_near(y.at("y0"), {2, 4, 6, 8, 15, 18, 21, 24});
   // 1-D SAME_UPPER with kernel 2: one pad on the right.
   y = run_op("Conv", {{"x", T_({1, 1, 3}, {1, 2, 3})}, {"w", T_({1, 1, 2}, {1, 1})}},
@@ -151,7 +157,8 @@ TEST(NnOps, ConvHalfFloats) {
       return dt == DataType::Float16 ? T_<float16>(s, v) : T_<bfloat16>(s, v);
     };
     auto y = run_op("Conv", {{"x", cast({0, 1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 3, 3})},
-                             {"w", cast({1, 1, 1, 1}, {1, 1, 2, 2})}, {"b", cast({1}, {1})}});
+                             {"w", cast({1, 1, 1, 1}, {1, 1, 2, 2})},
+                             {"b", cast({1}, {1})}});
     EXPECT_EQ(y.at("y0").dtype(), dt);
     expect_near(y.at("y0"), {9, 13, 21, 25});
   }
@@ -164,7 +171,8 @@ TEST(NnOps, ConvTranspose1d) {
   y = run_op("ConvTranspose", {{"x", x}, {"w", w}}, {attr_ints("strides", {2})});
   expect_near(y.at("y0"), {1, 1, 2, 2, 3, 3});
   // output_shape one longer than natural: a trailing zero (our own loop, negative pad).
-  y = run_op("ConvTranspose", {{"x", x}, {"w", w}}, {attr_ints("strides", {2}), attr_ints("output_shape", {7})});
+  y = run_op("ConvTranspose", {{"x", x}, {"w", w}},
+             {attr_ints("strides", {2}), attr_ints("output_shape", {7})});
   expect_near(y.at("y0"), {1, 1, 2, 2, 3, 3, 0});
 }
 
@@ -199,11 +207,15 @@ TEST(NnOps, AveragePoolCountIncludePad) {
 
 TEST(NnOps, BatchAndInstanceNormalization) {
   auto y = run_op("BatchNormalization",
-                  {{"x", T_({1, 2, 1, 2}, {1, 2, 3, 4})}, {"s", T_({2}, {1, 2})}, {"b", T_({2}, {0, 1})},
-                   {"m", T_({2}, {1, 3})}, {"v", T_({2}, {4, 1})}},
+                  {{"x", T_({1, 2, 1, 2}, {1, 2, 3, 4})},
+                   {"s", T_({2}, {1, 2})},
+                   {"b", T_({2}, {0, 1})},
+                   {"m", T_({2}, {1, 3})},
+                   {"v", T_({2}, {4, 1})}},
                   {attr_float("epsilon", 0)});
   expect_near(y.at("y0"), {0, 0.5, 1, 3});
-  y = run_op("InstanceNormalization", {{"x", T_({1, 1, 2}, {1, 3})}, {"s", T_({1}, {2})}, {"b", T_({1}, {1})}},
+  y = run_op("InstanceNormalization",
+             {{"x", T_({1, 1, 2}, {1, 3})}, {"s", T_({1}, {2})}, {"b", T_({1}, {1})}},
              {attr_float("epsilon", 0)});
   expect_near(y.at("y0"), {-1, 3});
 }
@@ -217,7 +229,9 @@ TEST(NnOps, LayerGroupAndRmsNormalization) {
   expect_near(y.at("y1"), {2, 4});
   expect_near(y.at("y2"), {1, 0.5});
   y = run_op("GroupNormalization",
-             {{"x", T_({1, 4, 1, 1}, {1, 3, 5, 7})}, {"s", T_({4}, {1, 1, 1, 1})}, {"b", T_({4}, {0, 0, 0, 0})}},
+             {{"x", T_({1, 4, 1, 1}, {1, 3, 5, 7})},
+              {"s", T_({4}, {1, 1, 1, 1})},
+              {"b", T_({4}, {0, 0, 0, 0})}},
              {attr_int("num_groups", 2), attr_float("epsilon", 0)});
   expect_near(y.at("y0"), {-1, 1, -1, 1});
   y = run_op("RMSNormalization", {{"x", T_({1, 2}, {3, 4})}, {"s", T_({2}, {1, 2})}},
@@ -233,13 +247,22 @@ TEST(NnOps, Lrn) {
 }
 
 TEST(NnOps, BadInputsThrow) {
-  expect_error([] { run_op("MatMul", {{"a", iota({2, 3})}, {"b", iota({2, 2})}}, {}, 1, 21, true); },
-               "inner dims");
-  expect_error([] { run_op("Conv", {{"x", iota({1, 3, 4, 4})}, {"w", iota({1, 2, 2, 2})}}, {}, 1, 21, true); },
-               "does not fit");
-  expect_error([] {
-    run_op("Gemm", {{"a", iota({2, 3})}, {"b", iota({3, 2})}, {"c", iota({3})}}, {}, 1, 21, true);
-  }, "does not broadcast");
+  expect_error(
+      [] {
+        run_op("MatMul", {{"a", iota({2, 3})}, {"b", iota({2, 2})}}, {}, 1, 21, true);
+      },
+      "inner dims");
+  expect_error(
+      [] {
+        run_op("Conv", {{"x", iota({1, 3, 4, 4})}, {"w", iota({1, 2, 2, 2})}}, {}, 1, 21, true);
+      },
+      "does not fit");
+  expect_error(
+      [] {
+        run_op("Gemm", {{"a", iota({2, 3})}, {"b", iota({3, 2})}, {"c", iota({3})}}, {}, 1, 21,
+               true);
+      },
+      "does not broadcast");
 }
 
 }  // namespace

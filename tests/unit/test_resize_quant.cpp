@@ -61,20 +61,25 @@ void expect_error(F&& f, const std::string& needle) {
 const Tensor kNone;
 
 TEST(ResizeQuant, ResizeNearestUpsamplesByRepeating) {
-  auto y = run_op("Resize", {{"x", T_({1, 1, 2, 2}, {1, 2, 3, 4})}, {"roi", kNone},
-                             {"scales", T_({4}, {1, 1, 2, 2})}},
-                  {attr_string("mode", "nearest")}, 1, 19);
+  auto y = run_op(
+      "Resize",
+      {{"x", T_({1, 1, 2, 2}, {1, 2, 3, 4})}, {"roi", kNone}, {"scales", T_({4}, {1, 1, 2, 2})}},
+      {attr_string("mode", "nearest")}, 1, 19);
   EXPECT_EQ(y.at("y0").shape(), Shape({1, 1, 4, 4}));
   expect_near(y.at("y0"), {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
 }
 
 TEST(ResizeQuant, ResizeLinearHalfPixelAndAlignCorners) {
-  auto y = run_op("Resize", {{"x", T_({1, 1, 1, 2}, {0, 10})}, {"roi", kNone},
-                             {"scales", T_({4}, {1, 1, 1, 2})}},
-                  {attr_string("mode", "linear")}, 1, 19);
+  auto y =
+      run_op("Resize",
+             {{"x", T_({1, 1, 1, 2}, {0, 10})}, {"roi", kNone}, {"scales", T_({4}, {1, 1, 1, 2})}},
+             {attr_string("mode", "linear")}, 1, 19);
   expect_near(y.at("y0"), {0, 2.5, 7.5, 10});
-  y = run_op("Resize", {{"x", T_({1, 1, 1, 2}, {0, 10})}, {"roi", kNone}, {"scales", kNone},
-                        {"sizes", T_<int64_t>({4}, {1, 1, 1, 4})}},
+  y = run_op("Resize",
+             {{"x", T_({1, 1, 1, 2}, {0, 10})},
+              {"roi", kNone},
+              {"scales", kNone},
+              {"sizes", T_<int64_t>({4}, {1, 1, 1, 4})}},
              {attr_string("mode", "linear"),
               attr_string("coordinate_transformation_mode", "align_corners")},
              1, 19);
@@ -82,8 +87,8 @@ TEST(ResizeQuant, ResizeLinearHalfPixelAndAlignCorners) {
 }
 
 TEST(ResizeQuant, ResizeUint8RoundsAndUpsampleRepeats) {
-  auto y = run_op("Resize", {{"x", T_<uint8_t>({1, 2}, {0, 5})}, {"roi", kNone},
-                             {"scales", T_({2}, {1, 2})}},
+  auto y = run_op("Resize",
+                  {{"x", T_<uint8_t>({1, 2}, {0, 5})}, {"roi", kNone}, {"scales", T_({2}, {1, 2})}},
                   {attr_string("mode", "linear")}, 1, 19);
   EXPECT_EQ(y.at("y0").dtype(), DataType::UInt8);
   expect_near(y.at("y0"), {0, 1, 4, 5});  // 1.25 -> 1, 3.75 -> 4
@@ -93,10 +98,13 @@ TEST(ResizeQuant, ResizeUint8RoundsAndUpsampleRepeats) {
 }
 
 TEST(ResizeQuant, ResizeRejectsBadScales) {
-  expect_error([] {
-    run_op("Resize", {{"x", T_({1, 1, 2, 2}, {1, 2, 3, 4})}, {"roi", kNone},
-                      {"scales", T_({2}, {2, 2})}}, {}, 1, 19);
-  }, "scales should have 4 values");
+  expect_error(
+      [] {
+        run_op("Resize",
+               {{"x", T_({1, 1, 2, 2}, {1, 2, 3, 4})}, {"roi", kNone}, {"scales", T_({2}, {2, 2})}},
+               {}, 1, 19);
+      },
+      "scales should have 4 values");
 }
 
 TEST(ResizeQuant, GridSampleLinearAndAffineGrid) {
@@ -115,22 +123,25 @@ TEST(ResizeQuant, GridSampleLinearAndAffineGrid) {
 
 TEST(ResizeQuant, QuantizeLinearRoundsHalfToEvenAndSaturates) {
   auto y = run_op("QuantizeLinear", {{"x", T_({6}, {0, 1, 3, 5, -300, 1000})},
-                                     {"s", T_({}, {2})}, {"z", T_<uint8_t>({}, {128})}});
+                                     {"s", T_({}, {2})},
+                                     {"z", T_<uint8_t>({}, {128})}});
   EXPECT_EQ(y.at("y0").dtype(), DataType::UInt8);
   expect_near(y.at("y0"), {128, 128, 130, 130, 0, 255});
-  y = run_op("QuantizeLinear", {{"x", T_({2, 2}, {1, 2, 3, 4})}, {"s", T_({2}, {1, 2})},
-                                {"z", T_<int8_t>({2}, {0, 1})}},
-             {attr_int("axis", 1)});
+  y = run_op(
+      "QuantizeLinear",
+      {{"x", T_({2, 2}, {1, 2, 3, 4})}, {"s", T_({2}, {1, 2})}, {"z", T_<int8_t>({2}, {0, 1})}},
+      {attr_int("axis", 1)});
   expect_near(y.at("y0"), {1, 2, 3, 3});
-  y = run_op("QuantizeLinear", {{"x", T_({3}, {-10, 3.4, 9})}, {"s", T_({}, {1})},
+  y = run_op("QuantizeLinear", {{"x", T_({3}, {-10, 3.4, 9})},
+                                {"s", T_({}, {1})},
                                 {"z", sub_byte(DataType::Int4, {}, {0})}});
   EXPECT_EQ(y.at("y0").dtype(), DataType::Int4);
   expect_near(y.at("y0"), {-8, 3, 7});
 }
 
 TEST(ResizeQuant, DequantizeLinearBlockedAndDynamicQuantize) {
-  auto y = run_op("DequantizeLinear", {{"x", T_<int8_t>({1, 4}, {2, 4, 6, 8})},
-                                       {"s", T_({1, 2}, {1, 0.5})}},
+  auto y = run_op("DequantizeLinear",
+                  {{"x", T_<int8_t>({1, 4}, {2, 4, 6, 8})}, {"s", T_({1, 2}, {1, 0.5})}},
                   {attr_int("axis", 1), attr_int("block_size", 2)});
   expect_near(y.at("y0"), {2, 4, 3, 4});
   y = run_op("DynamicQuantizeLinear", {{"x", T_({3}, {-1, 0, 2})}}, {}, 3);
@@ -140,10 +151,12 @@ TEST(ResizeQuant, DequantizeLinearBlockedAndDynamicQuantize) {
 }
 
 TEST(ResizeQuant, QuantizeRejectsWrongPerAxisScale) {
-  expect_error([] {
-    run_op("QuantizeLinear", {{"x", T_({2, 3}, {1, 2, 3, 4, 5, 6})}, {"s", T_({2}, {1, 2})}},
-           {attr_int("axis", 1)});
-  }, "per-axis scale should have shape [3]");
+  expect_error(
+      [] {
+        run_op("QuantizeLinear", {{"x", T_({2, 3}, {1, 2, 3, 4, 5, 6})}, {"s", T_({2}, {1, 2})}},
+               {attr_int("axis", 1)});
+      },
+      "per-axis scale should have shape [3]");
 }
 
 TEST(ResizeQuant, IntegerMatMulAndConv) {
@@ -153,58 +166,70 @@ TEST(ResizeQuant, IntegerMatMulAndConv) {
   EXPECT_EQ(y.at("y0").dtype(), DataType::Int32);
   expect_near(y.at("y0"), {0, 1, 2, 3});
   // 1x1 kernel of weight 2 over a 2x2 image, x_zero_point 1.
-  y = run_op("ConvInteger", {{"x", T_<uint8_t>({1, 1, 2, 2}, {1, 2, 3, 4})},
-                             {"w", T_<uint8_t>({1, 1, 1, 1}, {2})},
-                             {"xz", T_<uint8_t>({}, {1})}},
+  y = run_op("ConvInteger",
+             {{"x", T_<uint8_t>({1, 1, 2, 2}, {1, 2, 3, 4})},
+              {"w", T_<uint8_t>({1, 1, 1, 1}, {2})},
+              {"xz", T_<uint8_t>({}, {1})}},
              {}, 1, 10);
   expect_near(y.at("y0"), {0, 2, 4, 6});
   // QLinearMatMul: (a @ b) * (0.5 * 1 / 1) + 10.
-  y = run_op("QLinearMatMul", {{"a", T_<uint8_t>({1, 2}, {2, 4})}, {"as", T_({}, {0.5})},
-                               {"az", T_<uint8_t>({}, {0})}, {"b", T_<uint8_t>({2, 1}, {1, 1})},
-                               {"bs", T_({}, {1})}, {"bz", T_<uint8_t>({}, {0})},
-                               {"ys", T_({}, {1})}, {"yz", T_<uint8_t>({}, {10})}});
+  y = run_op("QLinearMatMul", {{"a", T_<uint8_t>({1, 2}, {2, 4})},
+                               {"as", T_({}, {0.5})},
+                               {"az", T_<uint8_t>({}, {0})},
+                               {"b", T_<uint8_t>({2, 1}, {1, 1})},
+                               {"bs", T_({}, {1})},
+                               {"bz", T_<uint8_t>({}, {0})},
+                               {"ys", T_({}, {1})},
+                               {"yz", T_<uint8_t>({}, {10})}});
   expect_near(y.at("y0"), {13});
 }
 
 TEST(ResizeQuant, CenterCropPadCol2ImMaxUnpool) {
-  auto y = run_op("CenterCropPad",
-                  {{"x", T_({5}, {1, 2, 3, 4, 5})}, {"s", T_<int64_t>({1}, {3})}}, {}, 1, 18);
+  auto y = run_op("CenterCropPad", {{"x", T_({5}, {1, 2, 3, 4, 5})}, {"s", T_<int64_t>({1}, {3})}},
+                  {}, 1, 18);
   expect_near(y.at("y0"), {2, 3, 4});
-  y = run_op("CenterCropPad", {{"x", T_({5}, {1, 2, 3, 4, 5})}, {"s", T_<int64_t>({1}, {7})}},
-             {}, 1, 18);
+  y = run_op("CenterCropPad", {{"x", T_({5}, {1, 2, 3, 4, 5})}, {"s", T_<int64_t>({1}, {7})}}, {},
+             1, 18);
   expect_near(y.at("y0"), {0, 1, 2, 3, 4, 5, 0});
   // Two overlapping 1x2 blocks over a 1x3 image: the middle pixel sums two taps.
-  y = run_op("Col2Im", {{"x", T_({1, 2, 2}, {1, 2, 10, 20})},
-                        {"i", T_<int64_t>({2}, {1, 3})}, {"b", T_<int64_t>({2}, {1, 2})}},
+  y = run_op("Col2Im",
+             {{"x", T_({1, 2, 2}, {1, 2, 10, 20})},
+              {"i", T_<int64_t>({2}, {1, 3})},
+              {"b", T_<int64_t>({2}, {1, 2})}},
              {}, 1, 18);
   EXPECT_EQ(y.at("y0").shape(), Shape({1, 1, 1, 3}));
   expect_near(y.at("y0"), {1, 12, 20});
-  y = run_op("MaxUnpool", {{"x", T_({1, 1, 1, 2}, {5, 7})}, {"i", T_<int64_t>({1, 1, 1, 2}, {1, 2})}},
+  y = run_op("MaxUnpool",
+             {{"x", T_({1, 1, 1, 2}, {5, 7})}, {"i", T_<int64_t>({1, 1, 1, 2}, {1, 2})}},
              {attr_ints("kernel_shape", {1, 2}), attr_ints("strides", {1, 2})});
   expect_near(y.at("y0"), {0, 5, 7, 0});
 }
 
 TEST(ResizeQuant, RoiAlignNmsBitCast) {
-  auto y = run_op("RoiAlign", {{"x", T_({1, 1, 4, 4}, std::vector<double>(16, 3.0))},
-                               {"r", T_({1, 4}, {0, 0, 2, 2})},
-                               {"b", T_<int64_t>({1}, {0})}},
+  auto y = run_op("RoiAlign",
+                  {{"x", T_({1, 1, 4, 4}, std::vector<double>(16, 3.0))},
+                   {"r", T_({1, 4}, {0, 0, 2, 2})},
+                   {"b", T_<int64_t>({1}, {0})}},
                   {attr_int("output_height", 2), attr_int("output_width", 2)}, 1, 16);
   expect_near(y.at("y0"), {3, 3, 3, 3});
   // Boxes 0 and 1 overlap (IoU 0.81); box 2 is far away.
   y = run_op("NonMaxSuppression",
              {{"bx", T_({1, 3, 4}, {0, 0, 1, 1, 0, 0.1, 1, 1.1, 5, 5, 6, 6})},
               {"sc", T_({1, 1, 3}, {0.9, 0.8, 0.7})},
-              {"m", T_<int64_t>({1}, {3})}, {"iou", T_({1}, {0.5})}},
+              {"m", T_<int64_t>({1}, {3})},
+              {"iou", T_({1}, {0.5})}},
              {}, 1, 11);
   EXPECT_EQ(y.at("y0").shape(), Shape({2, 3}));
   expect_near(y.at("y0"), {0, 0, 0, 0, 0, 2});
-  y = run_op("BitCast", {{"x", T_({1}, {1.0})}}, {attr_int("to", int64_t(DataType::Int32))}, 1,
-             26);
+  y = run_op("BitCast", {{"x", T_({1}, {1.0})}}, {attr_int("to", int64_t(DataType::Int32))}, 1, 26);
   EXPECT_EQ(y.at("y0").dtype(), DataType::Int32);
   expect_near(y.at("y0"), {1065353216});
-  expect_error([] {
-    run_op("BitCast", {{"x", T_({1}, {1.0})}}, {attr_int("to", int64_t(DataType::Int64))}, 1, 26);
-  }, "bits");
+  expect_error(
+      [] {
+        run_op("BitCast", {{"x", T_({1}, {1.0})}}, {attr_int("to", int64_t(DataType::Int64))}, 1,
+               26);
+      },
+      "bits");
 }
 
 }  // namespace
