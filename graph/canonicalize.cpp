@@ -100,6 +100,20 @@ void dropout_inputs(Graph& g, Node& n) {
   n.attrs.erase("consumed_inputs");
 }
 
+// PRelu before opset 7 applies a 1-D slope per channel (axis 1); numpy-style broadcasting,
+// which the kernel implements, needs that slope shaped [C, 1, ..., 1].
+void prelu_channel_slope(Graph& g, Node& n) {
+  if (!n.has_input(0) || !n.has_input(1)) return;
+  const Tensor* slope = g.initializer(n.inputs[1]);
+  const ValueType& x = n.inputs[0]->type;
+  if (!slope || slope->rank() != 1 || slope->numel() <= 1 || !x.is_tensor() || !x.shape ||
+      x.shape->size() < 3)
+    return;
+  Shape shape(x.shape->size() - 1, 1);
+  shape[0] = slope->numel();
+  attach(g, n, 1, "slope", slope->reshape(shape));
+}
+
 struct Rule {
   std::string_view op;
   int64_t before;  // applies to models importing ai.onnx below this opset
@@ -125,6 +139,7 @@ constexpr Rule kRules[] = {
     {"Clip", 11, clip_inputs},            // min/max attributes -> inputs 1, 2 of x's dtype
     {"TopK", 10, topk_input},             // k attribute -> input 1
     {"Dropout", 12, dropout_inputs},      // ratio -> input 1; is_test is meaningless now
+    {"PRelu", 7, prelu_channel_slope},    // per-channel 1-D slope -> [C, 1, ..., 1]
 };
 
 void canonicalize_graph(Graph& g, int64_t opset) {

@@ -46,22 +46,37 @@ inline f32x8 exp8(f32x8 x) {
   return underflow ? f32x8{} : e * std::bit_cast<f32x8>(bits);
 }
 
-/// out[i] = exp(x[i] - m[i]) when `per_elem`, else exp(x[i] - m[0]).
-inline void exp_minus(const float* x, const float* m, bool per_elem, float* out, int64_t n) {
+/// out[i] = exp(x[i] - m[i]) when `per_elem`, else exp(x[i] - m[0]); returns the sum of out.
+inline float exp_minus(const float* x, const float* m, bool per_elem, float* out, int64_t n) {
   int64_t i = 0;
+  f32x8 acc{};
   if (per_elem) {
-    for (; i + 8 <= n; i += 8) store8(out + i, exp8(load8(x + i) - load8(m + i)));
+    for (; i + 8 <= n; i += 8) {
+      const f32x8 e = exp8(load8(x + i) - load8(m + i));
+      store8(out + i, e);
+      acc += e;
+    }
   } else {
     const f32x8 mv = splat8(m[0]);
-    for (; i + 8 <= n; i += 8) store8(out + i, exp8(load8(x + i) - mv));
+    for (; i + 8 <= n; i += 8) {
+      const f32x8 e = exp8(load8(x + i) - mv);
+      store8(out + i, e);
+      acc += e;
+    }
   }
-  for (; i < n; ++i) out[i] = std::exp(x[i] - m[per_elem ? i : 0]);
+  float sum = 0.0f;
+  for (int l = 0; l < 8; ++l) sum += acc[l];
+  for (; i < n; ++i) sum += out[i] = std::exp(x[i] - m[per_elem ? i : 0]);
+  return sum;
 }
-inline void exp_minus(const double* x, const double* m, bool per_elem, double* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i] - m[per_elem ? i : 0]);
+inline double exp_minus(const double* x, const double* m, bool per_elem, double* out,
+                        int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += out[i] = std::exp(x[i] - m[per_elem ? i : 0]);
+  return sum;
 }
 
-/// Maximum and sum of a contiguous row, in independent lanes so the loops vectorise.
+/// Maximum of a contiguous row, in independent lanes so the loop vectorises.
 template <typename A>
 A row_max(const A* x, int64_t n) {
   constexpr int kLanes = 16;
@@ -88,19 +103,6 @@ float row_max<float>(const float* x, int64_t n) {
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
 }
-template <typename A>
-A row_sum(const A* x, int64_t n) {
-  constexpr int kLanes = 16;
-  A lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) lanes[l] += x[i + l];
-  A s = A(0);
-  for (int l = 0; l < kLanes; ++l) s += lanes[l];
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
-
 /// One contiguous row in the compute type A; `x` and `y` may alias.
 template <typename A>
 void row_kernel(SoftmaxKind kind, const A* x, A* y, int64_t n) {
@@ -114,8 +116,7 @@ void row_kernel(SoftmaxKind kind, const A* x, A* y, int64_t n) {
   }
   const A m = row_max(x, n);
   if (kind == SoftmaxKind::Softmax) {
-    exp_minus(x, &m, false, y, n);
-    const A inv = A(1) / row_sum(y, n);
+    const A inv = A(1) / exp_minus(x, &m, false, y, n);
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
     return;
   }
@@ -124,8 +125,7 @@ void row_kernel(SoftmaxKind kind, const A* x, A* y, int64_t n) {
   A sum = A(0);
   for (int64_t i0 = 0; i0 < n; i0 += kColumnChunk) {
     const int64_t len = std::min(kColumnChunk, n - i0);
-    exp_minus(x + i0, &m, false, e, len);
-    sum += row_sum(e, len);
+    sum += exp_minus(x + i0, &m, false, e, len);
   }
   const A shift = m + std::log(sum);
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;

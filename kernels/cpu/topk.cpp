@@ -66,18 +66,19 @@ class TopKKernel final : public Kernel {
                        return lt || (!gt && p.second < q.second);
                      };
                      cand.clear();
-                     if (k * 16 < n) {
-                       // Small k: keep a heap of the k best seen, worst on top.
-                       for (int64_t r = 0; r < n; ++r) {
-                         std::pair<A, int64_t> c{static_cast<A>(src[r * inner]), r};
-                         if (static_cast<int64_t>(cand.size()) < k) {
-                           cand.push_back(c);
-                           std::push_heap(cand.begin(), cand.end(), before);
-                         } else if (k > 0 && before(c, cand.front())) {
-                           std::pop_heap(cand.begin(), cand.end(), before);
-                           cand.back() = c;
-                           std::push_heap(cand.begin(), cand.end(), before);
-                         }
+                     if (k > 0 && k * 16 < n) {
+                       // Small k: a heap of the k best seen (worst on top); most elements are
+                       // rejected by one comparison with the worst kept value.
+                       for (int64_t r = 0; r < k; ++r) cand.emplace_back(static_cast<A>(src[r * inner]), r);
+                       std::make_heap(cand.begin(), cand.end(), before);
+                       A worst = cand.front().first;
+                       for (int64_t r = k; r < n; ++r) {
+                         const A v = static_cast<A>(src[r * inner]);
+                         if (!(largest ? nan_last_less(worst, v) : nan_last_less(v, worst))) continue;
+                         std::pop_heap(cand.begin(), cand.end(), before);
+                         cand.back() = {v, r};
+                         std::push_heap(cand.begin(), cand.end(), before);
+                         worst = cand.front().first;
                        }
                      } else {
                        for (int64_t r = 0; r < n; ++r) cand.emplace_back(static_cast<A>(src[r * inner]), r);
