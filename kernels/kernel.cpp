@@ -26,6 +26,18 @@ const Tensor* KernelInfo::constant_input(int i) const {
 
 void KernelRegistry::add(KernelDef def) {
   def.domain = canonical_domain(def.domain);
+  // Two registrations that could both match one node would make lookup order-dependent.
+  for (const auto& d : defs_) {
+    if (d.op_type != def.op_type || d.domain != def.domain || d.provider != def.provider) continue;
+    bool opsets_overlap = d.since <= def.until && def.since <= d.until;
+    bool types_overlap = d.types.empty() || def.types.empty() ||
+                         std::any_of(d.types.begin(), d.types.end(), [&](DataType t) {
+                           return std::find(def.types.begin(), def.types.end(), t) != def.types.end();
+                         });
+    if (opsets_overlap && types_overlap)
+      ONYX_THROW("[registry] {} kernel for {} registered twice for overlapping opsets and dtypes",
+                 def.provider, def.op_type);
+  }
   defs_.push_back(std::move(def));
 }
 

@@ -449,49 +449,6 @@ class ConvKernel final : public Kernel {
   du::PrimitiveCache<ConvEntry> cache_;
 };
 
-/// Tensor minus its zero point (scalar, or one per slice of `slice` elements), as int32.
-Tensor centered_int32(KernelContext& ctx, const Tensor& t, const Tensor* zp, int64_t slice,
-                      const char* name) {
-  int64_t zn = zp ? zp->numel() : 0;
-  ONYX_CHECK(!zp || (zp->dtype() == t.dtype() && (zn == 1 || zn * slice == t.numel())),
-             "[{}] {} zero point must be a {} scalar or one value per output channel, got {} {}",
-             ctx.label(), name, dtype_name(t.dtype()), zp ? dtype_name(zp->dtype()) : "",
-             zp ? shape_str(zp->shape()) : "");
-  Tensor out = ctx.scratch(DataType::Int32, t.shape());
-  dispatch<TypeList<int8_t, uint8_t>>(t.dtype(), ctx.label(), [&]<typename T>() {
-    const T* in = t.data<T>();
-    const T* z = zp ? zp->data<T>() : nullptr;
-    int32_t* o = out.data<int32_t>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      o[i] = int32_t(in[i]) - (zn == 0 ? 0 : int32_t(z[zn == 1 ? 0 : i / slice]));
-  });
-  return out;
-}
-
-/// ConvInteger: int32 convolution of (x - x_zero_point) and (w - w_zero_point), our own loop.
-class ConvIntegerKernel final : public Kernel {
- public:
-  explicit ConvIntegerKernel(const KernelInfo& info) : attrs_(info.node) {}
-  void compute(KernelContext& ctx) const override {
-    const Tensor& X = ctx.required_input(0);
-    const Tensor& W = ctx.required_input(1);
-    ONYX_CHECK(W.rank() >= 1, "[{}] W must have rank >= 3, got {}", ctx.label(),
-               shape_str(W.shape()));
-    Tensor x = centered_int32(ctx, X, ctx.input(2), X.numel(), "x");
-    Tensor w =
-        centered_int32(ctx, W, ctx.input(3), W.numel() / std::max<int64_t>(W.dim(0), 1), "w");
-    Geometry g = conv_geometry(ctx, attrs_, x, w);
-    Shape out{g.N, g.M};
-    out.insert(out.end(), g.out.begin(), g.out.end());
-    Tensor& Y = ctx.allocate_output(0, DataType::Int32, out);
-    ref_conv<int32_t>(g, x.data<int32_t>(), w.data<int32_t>(), nullptr, Y.data<int32_t>(),
-                      ctx.threads());
-  }
-
- private:
-  ConvAttrs attrs_;
-};
-
 }  // namespace
 
 void register_conv_kernels(KernelRegistry& r) {
@@ -509,11 +466,6 @@ void register_conv_kernels(KernelRegistry& r) {
          .create = [](const KernelInfo& i) -> std::unique_ptr<Kernel> {
            return std::make_unique<ConvKernel>(i, true);
          }});
-  r.add({.op_type = "ConvInteger",
-         .domain = "",
-         .since = 10,
-         .types = {DataType::Int8, DataType::UInt8},
-         .create = make_factory<ConvIntegerKernel>()});
 }
 
 }  // namespace onyx::cpu

@@ -1,4 +1,4 @@
-// MatMul, Gemm, MatMulInteger, QLinearMatMul. float32 and the 16-bit floats run on oneDNN's
+// MatMul and Gemm (the integer forms are in quantize.cpp). float32 and the 16-bit floats run on oneDNN's
 // matmul primitive (cached per shape); double and integer types on our own blocked gemm.
 #include <algorithm>
 #include <cmath>
@@ -325,101 +325,11 @@ class GemmKernel final : public Kernel {
   du::PrimitiveCache<MatMulEntry> cache_;
 };
 
-/// Operand minus its zero point, widened to int32. The zero point is a scalar or one value
-/// per row of A (`per` = M, `inner` = K) or per column of B (`per` = N, `inner` = 1).
-Tensor centered(KernelContext& ctx, const Tensor& x, const Tensor* zp, int64_t per, int64_t inner,
-                const char* name) {
-  Tensor out = ctx.scratch(DataType::Int32, x.shape());
-  int64_t zn = zp ? zp->numel() : 0;
-  ONYX_CHECK(!zp || zp->dtype() == x.dtype(), "[{}] {} zero point has dtype {}, expected {}",
-             ctx.label(), name, zp ? dtype_name(zp->dtype()) : "", dtype_name(x.dtype()));
-  ONYX_CHECK(zn <= 1 || zn % per == 0 || per % zn == 0,
-             "[{}] {} zero point of shape {} fits neither a scalar nor {} values", ctx.label(),
-             name, zp ? shape_str(zp->shape()) : "", per);
-  dispatch<TypeList<int8_t, uint8_t>>(x.dtype(), ctx.label(), [&]<typename T>() {
-    const T* in = x.data<T>();
-    const T* z = zp ? zp->data<T>() : nullptr;
-    int32_t* o = out.data<int32_t>();
-    int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      int32_t zv = zn == 0   ? 0
-                   : zn == 1 ? z[0]
-                             : z[(inner == 1 ? i % per : (i / inner) % per) % zn];
-      o[i] = static_cast<int32_t>(in[i]) - zv;
-    }
-  });
-  return out;
-}
-
-class MatMulIntegerKernel final : public Kernel {
- public:
-  explicit MatMulIntegerKernel(const KernelInfo&) {}
-  void compute(KernelContext& ctx) const override {
-    const Tensor& A = ctx.required_input(0);
-    const Tensor& B = ctx.required_input(1);
-    MatMulShape s = matmul_shape(ctx.label(), A.shape(), B.shape());
-    Tensor a = centered(ctx, A, ctx.input(2), s.M, s.K, "A");
-    Tensor b = centered(ctx, B, ctx.input(3), s.N, 1, "B");
-    Tensor& Y = ctx.allocate_output(0, DataType::Int32, s.out);
-    ref_matmul<int32_t>(s, a.data<int32_t>(), b.data<int32_t>(), Y.data<int32_t>(), ctx.threads());
-  }
-};
-
-/// y = saturate(rint(acc * a_scale * b_scale / y_scale) + y_zero_point).
-class QLinearMatMulKernel final : public Kernel {
- public:
-  explicit QLinearMatMulKernel(const KernelInfo&) {}
-  void compute(KernelContext& ctx) const override {
-    const Tensor& A = ctx.required_input(0);
-    const Tensor& B = ctx.required_input(3);
-    MatMulShape s = matmul_shape(ctx.label(), A.shape(), B.shape());
-    Tensor a = centered(ctx, A, ctx.input(2), s.M, s.K, "a");
-    Tensor b = centered(ctx, B, ctx.input(5), s.N, 1, "b");
-    Tensor acc = ctx.scratch(DataType::Int32, s.out);
-    ref_matmul<int32_t>(s, a.data<int32_t>(), b.data<int32_t>(), acc.data<int32_t>(),
-                        ctx.threads());
-    const Tensor& as = ctx.required_input(1);
-    const Tensor& bs = ctx.required_input(4);
-    const Tensor& ys = ctx.required_input(6);
-    const Tensor* yz = ctx.input(7);
-    DataType out_dt = yz ? yz->dtype() : A.dtype();
-    ONYX_CHECK(as.dtype() == bs.dtype() && as.dtype() == ys.dtype(),
-               "[{}] scales must share one dtype, got {}, {} and {}", ctx.label(),
-               dtype_name(as.dtype()), dtype_name(bs.dtype()), dtype_name(ys.dtype()));
-    ONYX_CHECK(ys.numel() == 1, "[{}] y_scale must be a scalar, got shape {}", ctx.label(),
-               shape_str(ys.shape()));
-    Tensor& Y = ctx.allocate_output(0, out_dt, s.out);
-    dispatch<TypeList<float, float16>>(as.dtype(), ctx.label(), [&]<typename S>() {
-      const S* asp = as.data<S>();
-      const S* bsp = bs.data<S>();
-      S ysv = ys.data<S>()[0];
-      dispatch<TypeList<int8_t, uint8_t>>(out_dt, ctx.label(), [&]<typename Q>() {
-        const int32_t* in = acc.data<int32_t>();
-        Q* out = Y.data<Q>();
-        double zp = yz ? static_cast<double>(yz->data<Q>()[0]) : 0.0;
-        int64_t n = Y.numel(), an = as.numel(), bn = bs.numel();
-        for (int64_t i = 0; i < n; ++i) {
-          int64_t row = (i / s.N) % s.M, col = i % s.N;
-          // The scale product is rounded in the scales' own precision, as the reference does.
-          S prod = static_cast<S>(static_cast<float>(asp[an == 1 ? 0 : row % an]) *
-                                  static_cast<float>(bsp[bn == 1 ? 0 : col % bn]));
-          S mult = static_cast<S>(static_cast<float>(prod) / static_cast<float>(ysv));
-          double v = std::nearbyint(static_cast<double>(in[i]) * static_cast<float>(mult)) + zp;
-          v = std::clamp(v, double(std::numeric_limits<Q>::min()),
-                         double(std::numeric_limits<Q>::max()));
-          out[i] = static_cast<Q>(v);
-        }
-      });
-    });
-  }
-};
-
 }  // namespace
 
 void register_matmul_kernels(KernelRegistry& r) {
   auto mm_types = float_types() + std::vector<DataType>{DataType::Int32, DataType::Int64,
                                                         DataType::UInt32, DataType::UInt64};
-  auto q_types = std::vector<DataType>{DataType::Int8, DataType::UInt8};
   r.add({.op_type = "MatMul",
          .domain = "",
          .since = 1,
@@ -430,16 +340,6 @@ void register_matmul_kernels(KernelRegistry& r) {
          .since = 1,
          .types = mm_types,
          .create = make_factory<GemmKernel>()});
-  r.add({.op_type = "MatMulInteger",
-         .domain = "",
-         .since = 10,
-         .types = q_types,
-         .create = make_factory<MatMulIntegerKernel>()});
-  r.add({.op_type = "QLinearMatMul",
-         .domain = "",
-         .since = 10,
-         .types = q_types,
-         .create = make_factory<QLinearMatMulKernel>()});
 }
 
 }  // namespace onyx::cpu

@@ -17,57 +17,6 @@ namespace {
 
 constexpr int64_t kGrain = 16384;
 
-class LrnKernel final : public Kernel {
- public:
-  explicit LrnKernel(const KernelInfo& info)
-      : alpha_(info.node.attr_float("alpha", 1e-4f)),
-        beta_(info.node.attr_float("beta", 0.75f)),
-        bias_(info.node.attr_float("bias", 1.0f)),
-        size_(info.node.require_attr("size", Attribute::Type::Int).i) {
-    ONYX_CHECK(size_ > 0, "[{}] size should be positive but is {}", info.label(), size_);
-  }
-
-  void compute(KernelContext& ctx) const override {
-    const Tensor& x = ctx.required_input(0);
-    ONYX_CHECK(x.rank() >= 3, "[{}] input should be [N, C, D1, ...] but is {}", ctx.label(),
-               shape_str(x.shape()));
-    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
-    const int64_t N = x.dim(0), C = x.dim(1), inner = x.numel() / std::max<int64_t>(1, N * C);
-    const int64_t lo = (size_ - 1) / 2, hi = size_ / 2;  // floor and ceil of (size-1)/2
-    dispatch<FloatTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
-      using A = acc_t<T>;
-      const T* xp = x.data<T>();
-      T* yp = y.data<T>();
-      const A scale = A(alpha_) / A(size_);
-      parallel_for(N * C, ctx.threads(), std::max<int64_t>(1, kGrain / std::max<int64_t>(1, inner)),
-                   [&](int64_t b, int64_t e) {
-                     std::vector<A> sq(inner);
-                     for (int64_t t = b; t < e; ++t) {
-                       const int64_t n = t / C, c = t % C;
-                       std::fill(sq.begin(), sq.end(), A(0));
-                       for (int64_t k = std::max<int64_t>(0, c - lo); k <= std::min(C - 1, c + hi);
-                            ++k) {
-                         const T* row = xp + (n * C + k) * inner;
-                         for (int64_t i = 0; i < inner; ++i) {
-                           const A v = static_cast<A>(row[i]);
-                           sq[i] += v * v;
-                         }
-                       }
-                       const T* src = xp + t * inner;
-                       T* dst = yp + t * inner;
-                       for (int64_t i = 0; i < inner; ++i)
-                         dst[i] = static_cast<T>(static_cast<A>(src[i]) /
-                                                 std::pow(A(bias_) + scale * sq[i], A(beta_)));
-                     }
-                   });
-    });
-  }
-
- private:
-  float alpha_, beta_, bias_;
-  int64_t size_;
-};
-
 /// Swish (x * sigmoid(alpha x)) and SwiGLU (Swish(A) * B, equal shapes).
 class SwishKernel final : public Kernel {
  public:
@@ -303,7 +252,6 @@ class RandomKernel final : public Kernel {
 }  // namespace
 
 void register_misc_nn_kernels(KernelRegistry& r) {
-  r.add({"LRN", "", 1, INT_MAX, "cpu", 0, float_types(), make_factory<LrnKernel>()});
   r.add({"Swish", "", 24, INT_MAX, "cpu", 0, float_types(),
          [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
            return std::make_unique<SwishKernel>(info, false);
