@@ -49,7 +49,7 @@ class ModelBuilder {
     std::vector<Value*> vi, vo;
     for (const auto& n : ins) vi.push_back(n.empty() ? nullptr : g.get_or_add_value(n));
     for (const auto& n : outs) vo.push_back(n.empty() ? nullptr : g.get_or_add_value(n));
-    return *g.add_node(op, vi, vo, domain, op + "_" + std::to_string(g.num_nodes()));
+    return *g.add_node(op, vi, vo, domain, fmt::format("{}_{}", op, g.num_nodes()));
   }
   ModelBuilder& output(const std::string& name) {
     model_->graph->outputs.push_back(model_->graph->get_or_add_value(name));
