@@ -1,6 +1,10 @@
 // Binary and n-ary elementwise kernels with numpy broadcasting: arithmetic, Mod, Pow,
 // comparisons, logic, bit ops, variadic Min/Max/Sum/Mean, and Where. Integer arithmetic
 // wraps like numpy and never traps (division by zero gives 0).
+#if defined(__GNUC__) && !defined(__clang__)
+// Lets GCC if-convert the selects in these loops so they vectorise (FP traps are unused).
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include <cmath>
 #include <limits>
 

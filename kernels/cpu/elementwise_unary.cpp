@@ -1,12 +1,17 @@
 // Unary elementwise kernels: activations, math functions, rounding, predicates, Clip and
 // PRelu. Each op is a small functor computing one element in acc_t<T> (float for the
 // 16-bit floats), parsed from the node's attributes once.
+#if defined(__GNUC__) && !defined(__clang__)
+// Lets GCC if-convert the selects in these loops so they vectorise (FP traps are unused).
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include <cmath>
 #include <limits>
 
 #include "graph/float8.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/vmath.h"
 
 namespace onyx::cpu {
 namespace {
@@ -46,7 +51,7 @@ struct Elu {
   float alpha;
   explicit Elu(const KernelInfo& i) : alpha(attr_f(i, "alpha", 1.0f)) {}
   template <typename C> C operator()(C x) const {
-    return x >= C(0) ? x : C(alpha) * (std::exp(x) - C(1));
+    return x >= C(0) ? x : C(alpha) * (vexp(x) - C(1));
   }
 };
 struct Selu {
@@ -55,14 +60,14 @@ struct Selu {
       : alpha(attr_f(i, "alpha", 1.67326319217681884765625f)),
         gamma(attr_f(i, "gamma", 1.05070102214813232421875f)) {}
   template <typename C> C operator()(C x) const {
-    return C(gamma) * (x > C(0) ? x : C(alpha) * std::exp(x) - C(alpha));
+    return C(gamma) * (x > C(0) ? x : C(alpha) * vexp(x) - C(alpha));
   }
 };
 struct Celu {
   float alpha;
   explicit Celu(const KernelInfo& i) : alpha(attr_f(i, "alpha", 1.0f)) {}
   template <typename C> C operator()(C x) const {
-    return std::max(C(0), x) + std::min(C(0), C(alpha) * (std::exp(x / C(alpha)) - C(1)));
+    return std::max(C(0), x) + std::min(C(0), C(alpha) * (vexp(x / C(alpha)) - C(1)));
   }
 };
 struct Gelu {
@@ -76,13 +81,13 @@ struct Gelu {
   template <typename C> C operator()(C x) const {
     if (tanh_approx) {
       const C k = C(0.7978845608028654);  // sqrt(2 / pi)
-      return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+      return C(0.5) * x * (C(1) + vtanh(k * (x + C(0.044715) * x * x * x)));
     }
     return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
   }
 };
 struct Sigmoid {
-  template <typename C> C operator()(C x) const { return C(1) / (C(1) + std::exp(-x)); }
+  template <typename C> C operator()(C x) const { return C(1) / (C(1) + vexp(-x)); }
 };
 struct HardSigmoid {
   float alpha, beta;
@@ -98,7 +103,7 @@ struct HardSwish {
   }
 };
 struct Tanh {
-  template <typename C> C operator()(C x) const { return std::tanh(x); }
+  template <typename C> C operator()(C x) const { return vtanh(x); }
 };
 struct Softplus {  // log(1 + e^x) without overflow for large x
   template <typename C> C operator()(C x) const {
@@ -109,7 +114,7 @@ struct Softsign {
   template <typename C> C operator()(C x) const { return x / (C(1) + std::abs(x)); }
 };
 struct Mish {
-  template <typename C> C operator()(C x) const { return x * std::tanh(Softplus{}(x)); }
+  template <typename C> C operator()(C x) const { return x * vtanh(Softplus{}(x)); }
 };
 struct ThresholdedRelu {
   float alpha;
@@ -132,7 +137,7 @@ struct Erf {
   }
 };
 struct Exp {
-  template <typename C> C operator()(C x) const { return std::exp(x); }
+  template <typename C> C operator()(C x) const { return vexp(x); }
 };
 struct Log {
   template <typename C> C operator()(C x) const { return std::log(x); }
