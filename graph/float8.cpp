@@ -23,12 +23,18 @@ struct Format {
 
 Format format_of(DataType t) {
   switch (t) {
-    case DataType::Float8E4M3FN: return {3, 7, 0x80, 0x7e, 0, false, true};
-    case DataType::Float8E4M3FNUZ: return {3, 8, 0x80, 0x7f, 0, true, false};
-    case DataType::Float8E5M2: return {2, 15, 0x80, 0x7b, 0x7c, false, false};
-    case DataType::Float8E5M2FNUZ: return {2, 16, 0x80, 0x7f, 0, true, false};
-    case DataType::Float4E2M1: return {1, 1, 0x08, 0x07, 0, false, false};
-    default: ONYX_THROW("[float8] {} is not a float8 or float4 type", dtype_name(t));
+    case DataType::Float8E4M3FN:
+      return {3, 7, 0x80, 0x7e, 0, false, true};
+    case DataType::Float8E4M3FNUZ:
+      return {3, 8, 0x80, 0x7f, 0, true, false};
+    case DataType::Float8E5M2:
+      return {2, 15, 0x80, 0x7b, 0x7c, false, false};
+    case DataType::Float8E5M2FNUZ:
+      return {2, 16, 0x80, 0x7f, 0, true, false};
+    case DataType::Float4E2M1:
+      return {1, 1, 0x08, 0x07, 0, false, false};
+    default:
+      ONYX_THROW("[float8] {} is not a float8 or float4 type", dtype_name(t));
   }
 }
 
@@ -51,10 +57,14 @@ float decode(uint8_t bits, const Format& f) {
 uint8_t nan_code(uint32_t bits, DataType t, const Format& f) {
   uint8_t sign = (bits >> 31) ? f.sign : 0;
   switch (t) {
-    case DataType::Float8E4M3FN: return sign | 0x7f;
-    case DataType::Float8E5M2: return sign | 0x7e;
-    case DataType::Float4E2M1: return sign ^ 0x08;  // no NaN: ml_dtypes yields the other zero
-    default: return 0x80;                            // fnuz
+    case DataType::Float8E4M3FN:
+      return sign | 0x7f;
+    case DataType::Float8E5M2:
+      return sign | 0x7e;
+    case DataType::Float4E2M1:
+      return sign ^ 0x08;  // no NaN: ml_dtypes yields the other zero
+    default:
+      return 0x80;  // fnuz
   }
 }
 
@@ -115,13 +125,20 @@ const std::array<float, 256>& table() {
 
 float float8_to_float(uint8_t bits, DataType t) {
   switch (t) {
-    case DataType::Float8E4M3FN: return table<DataType::Float8E4M3FN>()[bits];
-    case DataType::Float8E4M3FNUZ: return table<DataType::Float8E4M3FNUZ>()[bits];
-    case DataType::Float8E5M2: return table<DataType::Float8E5M2>()[bits];
-    case DataType::Float8E5M2FNUZ: return table<DataType::Float8E5M2FNUZ>()[bits];
-    case DataType::Float8E8M0: return table<DataType::Float8E8M0>()[bits];
-    case DataType::Float4E2M1: return table<DataType::Float4E2M1>()[bits & 0x0f];
-    default: ONYX_THROW("[float8] {} is not a float8 or float4 type", dtype_name(t));
+    case DataType::Float8E4M3FN:
+      return table<DataType::Float8E4M3FN>()[bits];
+    case DataType::Float8E4M3FNUZ:
+      return table<DataType::Float8E4M3FNUZ>()[bits];
+    case DataType::Float8E5M2:
+      return table<DataType::Float8E5M2>()[bits];
+    case DataType::Float8E5M2FNUZ:
+      return table<DataType::Float8E5M2FNUZ>()[bits];
+    case DataType::Float8E8M0:
+      return table<DataType::Float8E8M0>()[bits];
+    case DataType::Float4E2M1:
+      return table<DataType::Float4E2M1>()[bits & 0x0f];
+    default:
+      ONYX_THROW("[float8] {} is not a float8 or float4 type", dtype_name(t));
   }
 }
 

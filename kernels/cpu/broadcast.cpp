@@ -21,9 +21,10 @@ Shape broadcast_shapes(std::string_view who, const std::vector<Shape>& shapes) {
       }
       std::vector<std::string> all;
       for (const Shape& t : shapes) all.push_back(shape_str(t));
-      ONYX_THROW("[{}] input shapes {} cannot be broadcast together (dimension {} from the end "
-                 "is {} in one and {} in another)",
-                 who, fmt::join(all, ", "), rank - off - i, o, s[i]);
+      ONYX_THROW(
+          "[{}] input shapes {} cannot be broadcast together (dimension {} from the end "
+          "is {} in one and {} in another)",
+          who, fmt::join(all, ", "), rank - off - i, o, s[i]);
     }
   }
   return out;

@@ -27,9 +27,9 @@ Shape broadcast_shapes(std::string_view who, const std::vector<Shape>& shapes);
 struct BroadcastPlan {
   BroadcastPlan(const Shape& out, const std::vector<Shape>& inputs);
 
-  int64_t numel = 0;  // output elements
-  int64_t inner = 1;  // length of one run (the merged innermost dimension)
-  Shape outer;        // merged outer dimensions, outermost first
+  int64_t numel = 0;                          // output elements
+  int64_t inner = 1;                          // length of one run (the merged innermost dimension)
+  Shape outer;                                // merged outer dimensions, outermost first
   std::vector<std::vector<int64_t>> strides;  // [input][outer dim] element strides
   std::vector<int64_t> step;                  // [input] 1, or 0 when broadcast along a run
 };

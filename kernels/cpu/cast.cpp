@@ -14,7 +14,6 @@
 #include "graph/float8.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/move_util.h"
 
 namespace onyx::cpu {
 namespace {
@@ -56,8 +55,10 @@ std::string repr_layout(bool neg, const std::string& digits, int exp) {
   if (exp >= 0 && exp < 16) {  // 123.45, 1000000.0
     const size_t ip = size_t(exp) + 1;
     out.append(digits, 0, std::min(nd, ip)).append(ip > nd ? ip - nd : 0, '0').push_back('.');
-    if (nd > ip) out.append(digits, ip);
-    else out.push_back('0');
+    if (nd > ip)
+      out.append(digits, ip);
+    else
+      out.push_back('0');
   } else if (exp < 0 && exp >= -4) {  // 0.00123
     out.append("0.").append(size_t(-exp - 1), '0').append(digits);
   } else {  // 1.5e-05, 1e+16
@@ -101,8 +102,10 @@ std::string to_text(S s) {
       std::snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
       double back = std::strtod(buf, nullptr);
       bool same;
-      if constexpr (std::is_same_v<S, double>) same = back == v;
-      else same = acc_t<S>(S(acc_t<S>(back))) == acc_t<S>(s);
+      if constexpr (std::is_same_v<S, double>)
+        same = back == v;
+      else
+        same = acc_t<S>(S(acc_t<S>(back))) == acc_t<S>(s);
       if (same) return repr_digits(v, prec);
     }
     return repr_digits(v, 17);
@@ -117,8 +120,8 @@ double parse_double(const std::string& text, const std::string& who) {
   const char* b = t.c_str();
   char* end = nullptr;
   double v = std::strtod(b, &end);
-  ONYX_CHECK(!t.empty() && end == b + t.size(), "[{}] cannot convert string '{}' to a number",
-             who, text);
+  ONYX_CHECK(!t.empty() && end == b + t.size(), "[{}] cannot convert string '{}' to a number", who,
+             text);
   return v;
 }
 
@@ -134,7 +137,8 @@ D from_text(const std::string& text, const std::string& who) {
   }
   if constexpr (std::is_same_v<D, bool>) {
     std::string low = text;
-    std::transform(low.begin(), low.end(), low.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(low.begin(), low.end(), low.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     if (low == "true") return true;
     if (low == "false") return false;
   }
@@ -221,6 +225,20 @@ class CastKernel final : public Kernel {
         return;
       }
       dispatch<NumericBoolTypes>(plain_target(to), ctx.label(), [&]<typename D>() {
+        constexpr bool kWiden = is_half_v<S> && std::is_same_v<D, float>;
+        constexpr bool kNarrow = std::is_same_v<S, float> && is_half_v<D>;
+        if constexpr (kWiden || kNarrow) {  // mixed-precision casts: block conversions
+          if (to == dtype_of<D>()) {
+            D* q = y.data<D>();
+            parallel_for(src.numel(), ctx.threads(), kCheapGrain, [&](int64_t b, int64_t e) {
+              if constexpr (kWiden)
+                widen(p + b, q + b, e - b);
+              else
+                narrow(p + b, q + b, e - b);
+            });
+            return;
+          }
+        }
         write(ctx, y, to, src.numel(), [p](int64_t i) { return convert<D>(p[i]); });
       });
     });
@@ -276,10 +294,11 @@ class CastKernel final : public Kernel {
 };
 
 std::vector<DataType> cast_types() {
-  return all_types() + std::vector<DataType>{
-      DataType::Float8E4M3FN, DataType::Float8E4M3FNUZ, DataType::Float8E5M2,
-      DataType::Float8E5M2FNUZ, DataType::Float8E8M0, DataType::Float4E2M1,
-      DataType::UInt4, DataType::Int4, DataType::UInt2, DataType::Int2};
+  return all_types() + std::vector<DataType>{DataType::Float8E4M3FN, DataType::Float8E4M3FNUZ,
+                                             DataType::Float8E5M2,   DataType::Float8E5M2FNUZ,
+                                             DataType::Float8E8M0,   DataType::Float4E2M1,
+                                             DataType::UInt4,        DataType::Int4,
+                                             DataType::UInt2,        DataType::Int2};
 }
 
 }  // namespace

@@ -20,7 +20,7 @@
 namespace onyx::cpu {
 
 /// Elements per thread below which a loop stays on one thread.
-inline constexpr int64_t kCheapGrain = 1 << 15;  // add, compare, copy
+inline constexpr int64_t kCheapGrain = 1 << 15;   // add, compare, copy
 inline constexpr int64_t kCostlyGrain = 1 << 12;  // exp, erf, pow, ...
 
 /// Runtime dtype list of a TypeList, for KernelDef::types.
@@ -36,8 +36,10 @@ inline constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T
 /// (by reference, so strings are not copied).
 template <typename T>
 decltype(auto) widen1(const T& v) {
-  if constexpr (is_half_v<T>) return float(v);
-  else return (v);
+  if constexpr (is_half_v<T>)
+    return float(v);
+  else
+    return (v);
 }
 
 /// float16/bfloat16 <-> float over arrays (F16C instructions where the build has them).
@@ -45,7 +47,8 @@ inline void widen(const float16* x, float* y, int64_t n) {
   int64_t i = 0;
 #if defined(__F16C__)
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+    _mm256_storeu_ps(y + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
 #endif
   for (; i < n; ++i) y[i] = float(x[i]);
 }
@@ -119,8 +122,10 @@ void binary_run_half(const T* x, bool sx, const T* y, bool sy, Out* z, int64_t n
     if (sx) widen(x + s, bx, m);
     if (sy) widen(y + s, by, m);
     binary_run(bx, sx, by, sy, bz, m, f);
-    if constexpr (std::is_same_v<Out, T>) narrow(bz, z + s, m);
-    else std::copy(bz, bz + m, z + s);
+    if constexpr (std::is_same_v<Out, T>)
+      narrow(bz, z + s, m);
+    else
+      std::copy(bz, bz + m, z + s);
   }
 }
 }  // namespace detail
@@ -128,8 +133,7 @@ void binary_run_half(const T* x, bool sx, const T* y, bool sy, Out* z, int64_t n
 /// out = f(a, b) with numpy broadcasting into `out` (allocated with the broadcast shape).
 /// f takes the compute types of A and B (see widen1) and returns something Out holds.
 template <typename A, typename B, typename Out, typename F>
-void binary_map(const Tensor& a, const Tensor& b, Tensor& out, int threads, int64_t grain,
-                F f) {
+void binary_map(const Tensor& a, const Tensor& b, Tensor& out, int threads, int64_t grain, F f) {
   const A* pa = a.data_as<A>();
   const B* pb = b.data_as<B>();
   Out* po = out.data_as<Out>();
@@ -140,9 +144,8 @@ void binary_map(const Tensor& a, const Tensor& b, Tensor& out, int threads, int6
       detail::binary_run(x, sx, y, sy, z, n, f);
   };
   if (a.shape() == b.shape()) {  // same shape: one flat run
-    parallel_for(out.numel(), threads, grain, [&](int64_t s, int64_t e) {
-      run(pa + s, true, pb + s, true, po + s, e - s);
-    });
+    parallel_for(out.numel(), threads, grain,
+                 [&](int64_t s, int64_t e) { run(pa + s, true, pb + s, true, po + s, e - s); });
     return;
   }
   BroadcastPlan p(out.shape(), {a.shape(), b.shape()});
@@ -157,9 +160,8 @@ inline void check_same_dtype(const KernelContext& ctx, const std::vector<const T
                              int first = 0) {
   for (size_t k = 1; k < ins.size(); ++k)
     ONYX_CHECK(ins[k]->dtype() == ins[0]->dtype(),
-               "[{}] input {} has dtype {} but input {} has dtype {}; they must match",
-               ctx.label(), first + int(k), dtype_name(ins[k]->dtype()), first,
-               dtype_name(ins[0]->dtype()));
+               "[{}] input {} has dtype {} but input {} has dtype {}; they must match", ctx.label(),
+               first + int(k), dtype_name(ins[k]->dtype()), first, dtype_name(ins[0]->dtype()));
 }
 
 }  // namespace onyx::cpu

@@ -17,32 +17,44 @@ namespace {
 
 // Unsigned type wide enough that integer arithmetic on it neither promotes nor overflows.
 template <typename C>
-using wrap_t = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
+using wrap_t =
+    std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
 
 template <typename C>
-constexpr bool is_signed_int_v = std::is_integral_v<C> && std::is_signed_v<C> && !std::is_same_v<C, bool>;
+constexpr bool is_signed_int_v =
+    std::is_integral_v<C>&& std::is_signed_v<C> && !std::is_same_v<C, bool>;
 
 // ---- arithmetic ------------------------------------------------------------------------
 struct Add {
-  template <typename C> C operator()(C a, C b) const {
-    if constexpr (std::is_integral_v<C>) return C(wrap_t<C>(a) + wrap_t<C>(b));
-    else return a + b;
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C>)
+      return C(wrap_t<C>(a) + wrap_t<C>(b));
+    else
+      return a + b;
   }
 };
 struct Sub {
-  template <typename C> C operator()(C a, C b) const {
-    if constexpr (std::is_integral_v<C>) return C(wrap_t<C>(a) - wrap_t<C>(b));
-    else return a - b;
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C>)
+      return C(wrap_t<C>(a) - wrap_t<C>(b));
+    else
+      return a - b;
   }
 };
 struct Mul {
-  template <typename C> C operator()(C a, C b) const {
-    if constexpr (std::is_integral_v<C>) return C(wrap_t<C>(a) * wrap_t<C>(b));
-    else return a * b;
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C>)
+      return C(wrap_t<C>(a) * wrap_t<C>(b));
+    else
+      return a * b;
   }
 };
 struct Div {  // integers truncate toward zero (C and the ONNX reference)
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C>
+  C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>) {
       if (b == 0) return C(0);
       if constexpr (is_signed_int_v<C>)
@@ -56,7 +68,8 @@ struct Div {  // integers truncate toward zero (C and the ONNX reference)
 struct Mod {  // fmod=1: sign of the dividend (C fmod); fmod=0: sign of the divisor (numpy)
   bool fmod;
   explicit Mod(const KernelInfo& i) : fmod(i.node.attr_int("fmod", 0) != 0) {}
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C>
+  C operator()(C a, C b) const {
     C r;
     if constexpr (std::is_integral_v<C>) {
       if (b == 0) return C(0);
@@ -71,14 +84,16 @@ struct Mod {  // fmod=1: sign of the dividend (C fmod); fmod=0: sign of the divi
   }
 };
 struct Min {  // NaN wins, as numpy.minimum
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C>
+  C operator()(C a, C b) const {
     if constexpr (std::is_floating_point_v<C>)
       if (a != a) return a;
     return b < a ? b : a;
   }
 };
 struct Max {
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C>
+  C operator()(C a, C b) const {
     if constexpr (std::is_floating_point_v<C>)
       if (a != a) return a;
     return b > a ? b : a;
@@ -87,19 +102,34 @@ struct Max {
 
 // ---- comparisons and logic -------------------------------------------------------------
 struct Equal {
-  template <typename C> bool operator()(const C& a, const C& b) const { return a == b; }
+  template <typename C>
+  bool operator()(const C& a, const C& b) const {
+    return a == b;
+  }
 };
 struct Less {
-  template <typename C> bool operator()(C a, C b) const { return a < b; }
+  template <typename C>
+  bool operator()(C a, C b) const {
+    return a < b;
+  }
 };
 struct LessOrEqual {
-  template <typename C> bool operator()(C a, C b) const { return a <= b; }
+  template <typename C>
+  bool operator()(C a, C b) const {
+    return a <= b;
+  }
 };
 struct Greater {
-  template <typename C> bool operator()(C a, C b) const { return a > b; }
+  template <typename C>
+  bool operator()(C a, C b) const {
+    return a > b;
+  }
 };
 struct GreaterOrEqual {
-  template <typename C> bool operator()(C a, C b) const { return a >= b; }
+  template <typename C>
+  bool operator()(C a, C b) const {
+    return a >= b;
+  }
 };
 struct And {
   bool operator()(bool a, bool b) const { return a && b; }
@@ -111,13 +141,22 @@ struct Xor {
   bool operator()(bool a, bool b) const { return a != b; }
 };
 struct BitwiseAnd {
-  template <typename C> C operator()(C a, C b) const { return C(a & b); }
+  template <typename C>
+  C operator()(C a, C b) const {
+    return C(a & b);
+  }
 };
 struct BitwiseOr {
-  template <typename C> C operator()(C a, C b) const { return C(a | b); }
+  template <typename C>
+  C operator()(C a, C b) const {
+    return C(a | b);
+  }
 };
 struct BitwiseXor {
-  template <typename C> C operator()(C a, C b) const { return C(a ^ b); }
+  template <typename C>
+  C operator()(C a, C b) const {
+    return C(a ^ b);
+  }
 };
 struct BitShift {  // shifting by the width or more gives 0
   bool left;
@@ -127,7 +166,8 @@ struct BitShift {  // shifting by the width or more gives 0
                "[{}] attribute direction must be 'LEFT' or 'RIGHT', found '{}'", i.label(), d);
     left = d == "LEFT";
   }
-  template <typename C> C operator()(C a, C b) const {
+  template <typename C>
+  C operator()(C a, C b) const {
     if (b >= C(sizeof(C) * 8)) return C(0);
     return left ? C(wrap_t<C>(a) << b) : C(a >> b);
   }
@@ -135,15 +175,18 @@ struct BitShift {  // shifting by the width or more gives 0
 
 template <typename Op>
 Op make_op(const KernelInfo& info) {
-  if constexpr (std::is_constructible_v<Op, const KernelInfo&>) return Op(info);
-  else return Op{};
+  if constexpr (std::is_constructible_v<Op, const KernelInfo&>)
+    return Op(info);
+  else
+    return Op{};
 }
 
 // Opset < 7 `broadcast=1, axis=k`: B's dimensions line up with A's starting at k.
 class LegacyBroadcast {
  public:
   explicit LegacyBroadcast(const KernelInfo& info)
-      : on_(info.opset < 7 && info.node.attr_int("broadcast", 0) != 0 && info.node.has_attr("axis")),
+      : on_(info.opset < 7 && info.node.attr_int("broadcast", 0) != 0 &&
+            info.node.has_attr("axis")),
         axis_(info.node.attr_int("axis", 0)) {}
   Tensor apply(const KernelContext& ctx, const Tensor& a, const Tensor& b) const {
     if (!on_) return b;
@@ -223,8 +266,10 @@ class PowKernel final : public Kernel {
             return std::pow(x, e);  // in the compute type; 16-bit results narrow in blocks
           } else {
             double r = std::pow(double(x), double(e));
-            if constexpr (std::is_integral_v<T>) return double_to_int<T>(r);
-            else return T(acc_t<T>(r));
+            if constexpr (std::is_integral_v<T>)
+              return double_to_int<T>(r);
+            else
+              return T(acc_t<T>(r));
           }
         });
       });
@@ -259,9 +304,8 @@ class VariadicKernel final : public Kernel {
       if (ins.size() == 1) {
         const T* x = ins[0]->data<T>();
         T* out = y.data<T>();
-        parallel_for(y.numel(), ctx.threads(), kCheapGrain, [&](int64_t b, int64_t e) {
-          std::copy(x + b, x + e, out + b);
-        });
+        parallel_for(y.numel(), ctx.threads(), kCheapGrain,
+                     [&](int64_t b, int64_t e) { std::copy(x + b, x + e, out + b); });
       } else {
         binary_map<T, T, T>(*ins[0], *ins[1], y, ctx.threads(), kCheapGrain, f);
         for (size_t k = 2; k < ins.size(); ++k)

@@ -40,17 +40,24 @@ float attr_f(const KernelInfo& i, const char* n, float def) { return i.node.attr
 
 // ---- activations -------------------------------------------------------------------------
 struct Relu {
-  template <typename C> C operator()(C x) const { return x > C(0) ? x : C(0); }
+  template <typename C>
+  C operator()(C x) const {
+    return x > C(0) ? x : C(0);
+  }
 };
 struct LeakyRelu {
   float alpha;
   explicit LeakyRelu(const KernelInfo& i) : alpha(attr_f(i, "alpha", 0.01f)) {}
-  template <typename C> C operator()(C x) const { return x >= C(0) ? x : C(alpha) * x; }
+  template <typename C>
+  C operator()(C x) const {
+    return x >= C(0) ? x : C(alpha) * x;
+  }
 };
 struct Elu {
   float alpha;
   explicit Elu(const KernelInfo& i) : alpha(attr_f(i, "alpha", 1.0f)) {}
-  template <typename C> C operator()(C x) const {
+  template <typename C>
+  C operator()(C x) const {
     return x >= C(0) ? x : C(alpha) * (vexp(x) - C(1));
   }
 };
@@ -59,72 +66,91 @@ struct Selu {
   explicit Selu(const KernelInfo& i)
       : alpha(attr_f(i, "alpha", 1.67326319217681884765625f)),
         gamma(attr_f(i, "gamma", 1.05070102214813232421875f)) {}
-  template <typename C> C operator()(C x) const {
+  template <typename C>
+  C operator()(C x) const {
     return C(gamma) * (x > C(0) ? x : C(alpha) * vexp(x) - C(alpha));
   }
 };
 struct Celu {
   float alpha;
   explicit Celu(const KernelInfo& i) : alpha(attr_f(i, "alpha", 1.0f)) {}
-  template <typename C> C operator()(C x) const {
+  template <typename C>
+  C operator()(C x) const {
     return std::max(C(0), x) + std::min(C(0), C(alpha) * (vexp(x / C(alpha)) - C(1)));
   }
 };
-struct Gelu {
-  bool tanh_approx;
-  explicit Gelu(const KernelInfo& i) {
-    std::string a = i.node.attr_string("approximate", "none");
-    ONYX_CHECK(a == "none" || a == "tanh",
-               "[{}] attribute approximate must be 'none' or 'tanh', found '{}'", i.label(), a);
-    tanh_approx = a == "tanh";
+struct GeluErf {  // x/2 (1 + erf(x / sqrt 2))
+  template <typename C>
+  C operator()(C x) const {
+    return C(0.5) * x * (C(1) + verf(x * C(0.7071067811865476)));
   }
-  template <typename C> C operator()(C x) const {
-    if (tanh_approx) {
-      const C k = C(0.7978845608028654);  // sqrt(2 / pi)
-      return C(0.5) * x * (C(1) + vtanh(k * (x + C(0.044715) * x * x * x)));
-    }
-    return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
+};
+struct GeluTanh {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  template <typename C>
+  C operator()(C x) const {
+    const C k = C(0.7978845608028654);
+    return C(0.5) * x * (C(1) + vtanh(k * (x + C(0.044715) * x * x * x)));
   }
 };
 struct Sigmoid {
-  template <typename C> C operator()(C x) const { return C(1) / (C(1) + vexp(-x)); }
+  template <typename C>
+  C operator()(C x) const {
+    return C(1) / (C(1) + vexp(-x));
+  }
 };
 struct HardSigmoid {
   float alpha, beta;
   explicit HardSigmoid(const KernelInfo& i)
       : alpha(attr_f(i, "alpha", 0.2f)), beta(attr_f(i, "beta", 0.5f)) {}
-  template <typename C> C operator()(C x) const {
+  template <typename C>
+  C operator()(C x) const {
     return std::max(C(0), std::min(C(1), C(alpha) * x + C(beta)));
   }
 };
 struct HardSwish {
-  template <typename C> C operator()(C x) const {
+  template <typename C>
+  C operator()(C x) const {
     return x * std::max(C(0), std::min(C(1), x / C(6) + C(0.5)));
   }
 };
 struct Tanh {
-  template <typename C> C operator()(C x) const { return vtanh(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return vtanh(x);
+  }
 };
 struct Softplus {  // log(1 + e^x) without overflow for large x
-  template <typename C> C operator()(C x) const {
+  template <typename C>
+  C operator()(C x) const {
     return x > C(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
   }
 };
 struct Softsign {
-  template <typename C> C operator()(C x) const { return x / (C(1) + std::abs(x)); }
+  template <typename C>
+  C operator()(C x) const {
+    return x / (C(1) + std::abs(x));
+  }
 };
 struct Mish {
-  template <typename C> C operator()(C x) const { return x * vtanh(Softplus{}(x)); }
+  template <typename C>
+  C operator()(C x) const {
+    return x * vtanh(Softplus{}(x));
+  }
 };
 struct ThresholdedRelu {
   float alpha;
   explicit ThresholdedRelu(const KernelInfo& i) : alpha(attr_f(i, "alpha", 1.0f)) {}
-  template <typename C> C operator()(C x) const { return x > C(alpha) ? x : C(0); }
+  template <typename C>
+  C operator()(C x) const {
+    return x > C(alpha) ? x : C(0);
+  }
 };
 struct Shrink {  // integers compare and shift in double, then convert back
   double bias, lambd;
-  explicit Shrink(const KernelInfo& i) : bias(attr_f(i, "bias", 0)), lambd(attr_f(i, "lambd", 0.5f)) {}
-  template <typename C> C operator()(C x) const {
+  explicit Shrink(const KernelInfo& i)
+      : bias(attr_f(i, "bias", 0)), lambd(attr_f(i, "lambd", 0.5f)) {}
+  template <typename C>
+  C operator()(C x) const {
     double v = static_cast<double>(x);
     return v < -lambd ? C(v + bias) : v > lambd ? C(v - bias) : C(0);
   }
@@ -132,110 +158,201 @@ struct Shrink {  // integers compare and shift in double, then convert back
 
 // ---- math ------------------------------------------------------------------------------
 struct Erf {
-  template <typename C> C operator()(C x) const {
-    return via_float(x, [](auto v) { return std::erf(v); });
+  template <typename C>
+  C operator()(C x) const {
+    return via_float(x, [](auto v) { return verf(v); });
   }
 };
 struct Exp {
-  template <typename C> C operator()(C x) const { return vexp(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return vexp(x);
+  }
 };
 struct Log {
-  template <typename C> C operator()(C x) const { return std::log(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::log(x);
+  }
 };
 struct Sqrt {
-  template <typename C> C operator()(C x) const { return std::sqrt(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::sqrt(x);
+  }
 };
 struct Reciprocal {
-  template <typename C> C operator()(C x) const { return C(1) / x; }
+  template <typename C>
+  C operator()(C x) const {
+    return C(1) / x;
+  }
 };
 struct Abs {
-  template <typename C> C operator()(C x) const {
-    if constexpr (std::is_unsigned_v<C>) return x;
-    else return x < C(0) ? wrap_neg(x) : x;
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_unsigned_v<C>)
+      return x;
+    else
+      return x < C(0) ? wrap_neg(x) : x;
   }
 };
 struct Neg {
-  template <typename C> C operator()(C x) const { return wrap_neg(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return wrap_neg(x);
+  }
 };
 struct Floor {
-  template <typename C> C operator()(C x) const { return std::floor(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::floor(x);
+  }
 };
 struct Ceil {
-  template <typename C> C operator()(C x) const { return std::ceil(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::ceil(x);
+  }
 };
 struct Round {  // half to even under the default rounding mode
-  template <typename C> C operator()(C x) const { return std::nearbyint(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::nearbyint(x);
+  }
 };
 struct Sign {
-  template <typename C> C operator()(C x) const {
+  template <typename C>
+  C operator()(C x) const {
     if constexpr (std::is_floating_point_v<C>)
       if (x != x) return x;
     return C((C(0) < x) - (x < C(0)));
   }
 };
 struct BitwiseNot {
-  template <typename C> C operator()(C x) const { return static_cast<C>(~x); }
+  template <typename C>
+  C operator()(C x) const {
+    return static_cast<C>(~x);
+  }
 };
 struct Not {
   bool operator()(bool x) const { return !x; }
 };
 
 struct Sin {
-  template <typename C> C operator()(C x) const { return std::sin(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::sin(x);
+  }
 };
 struct Cos {
-  template <typename C> C operator()(C x) const { return std::cos(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::cos(x);
+  }
 };
 struct Tan {
-  template <typename C> C operator()(C x) const { return std::tan(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::tan(x);
+  }
 };
 struct Asin {
-  template <typename C> C operator()(C x) const { return std::asin(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::asin(x);
+  }
 };
 struct Acos {
-  template <typename C> C operator()(C x) const { return std::acos(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::acos(x);
+  }
 };
 struct Atan {
-  template <typename C> C operator()(C x) const { return std::atan(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::atan(x);
+  }
 };
 struct Sinh {
-  template <typename C> C operator()(C x) const { return std::sinh(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::sinh(x);
+  }
 };
 struct Cosh {
-  template <typename C> C operator()(C x) const { return std::cosh(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::cosh(x);
+  }
 };
 struct Asinh {
-  template <typename C> C operator()(C x) const { return std::asinh(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::asinh(x);
+  }
 };
 struct Acosh {
-  template <typename C> C operator()(C x) const { return std::acosh(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::acosh(x);
+  }
 };
 struct Atanh {
-  template <typename C> C operator()(C x) const { return std::atanh(x); }
+  template <typename C>
+  C operator()(C x) const {
+    return std::atanh(x);
+  }
 };
 
 // ---- kernels ---------------------------------------------------------------------------
 
-/// y = Op(x) elementwise, same dtype and shape, for the dtypes in Types.
+/// y = op(x) elementwise, same dtype and shape, for the dtypes in Types.
+template <typename Types, typename Op>
+void map_same_type(KernelContext& ctx, const Op& op, int64_t grain) {
+  const Tensor& x = ctx.required_input(0);
+  Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+  dispatch<Types>(x.dtype(), ctx.label(), [&]<typename T>() {
+    unary_map(x.data<T>(), y.data<T>(), x.numel(), ctx.threads(), grain,
+              [&op](acc_t<T> v) { return op(v); });
+  });
+}
+
+/// A unary op as a kernel: Op built from the node once, applied by map_same_type.
 template <typename Op, typename Types, int64_t Grain = kCostlyGrain>
 class UnaryKernel final : public Kernel {
  public:
   explicit UnaryKernel(const KernelInfo& info) : op_(make(info)) {}
-  void compute(KernelContext& ctx) const override {
-    const Tensor& x = ctx.required_input(0);
-    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
-    dispatch<Types>(x.dtype(), ctx.label(), [&]<typename T>() {
-      unary_map(x.data<T>(), y.data<T>(), x.numel(), ctx.threads(), Grain,
-                [this](acc_t<T> v) { return op_(v); });
-    });
-  }
+  void compute(KernelContext& ctx) const override { map_same_type<Types>(ctx, op_, Grain); }
 
  private:
   static Op make(const KernelInfo& info) {
-    if constexpr (std::is_constructible_v<Op, const KernelInfo&>) return Op(info);
-    else return Op{};
+    if constexpr (std::is_constructible_v<Op, const KernelInfo&>)
+      return Op(info);
+    else
+      return Op{};
   }
   Op op_;
+};
+
+/// Gelu: approximate = "none" (erf) or "tanh", chosen outside the element loop.
+class GeluKernel final : public Kernel {
+ public:
+  explicit GeluKernel(const KernelInfo& info) {
+    std::string a = info.node.attr_string("approximate", "none");
+    ONYX_CHECK(a == "none" || a == "tanh",
+               "[{}] attribute approximate must be 'none' or 'tanh', found '{}'", info.label(), a);
+    tanh_ = a == "tanh";
+  }
+  void compute(KernelContext& ctx) const override {
+    if (tanh_)
+      map_same_type<FloatTypes>(ctx, GeluTanh{}, kCostlyGrain);
+    else
+      map_same_type<FloatTypes>(ctx, GeluErf{}, kCostlyGrain);
+  }
+
+ private:
+  bool tanh_ = false;
 };
 
 /// Reads element i of a float or float8 tensor as float/double (IsNaN, IsInf).
@@ -347,7 +464,6 @@ void register_unary_kernels(KernelRegistry& r) {
   add_unary<Elu, FloatTypes>(r, "Elu", 1);
   add_unary<Selu, FloatTypes>(r, "Selu", 1);
   add_unary<Celu, FloatTypes>(r, "Celu", 12);
-  add_unary<Gelu, FloatTypes>(r, "Gelu", 20);
   add_unary<Sigmoid, FloatTypes>(r, "Sigmoid", 1);
   add_unary<HardSigmoid, FloatTypes, kCheap>(r, "HardSigmoid", 1);
   add_unary<HardSwish, FloatTypes, kCheap>(r, "HardSwish", 14);
@@ -385,6 +501,7 @@ void register_unary_kernels(KernelRegistry& r) {
   std::vector<DataType> float_and_f8 =
       float_types() + std::vector<DataType>{DataType::Float8E4M3FN, DataType::Float8E4M3FNUZ,
                                             DataType::Float8E5M2, DataType::Float8E5M2FNUZ};
+  r.add({"Gelu", "", 20, INT_MAX, "cpu", 0, float_types(), make_factory<GeluKernel>()});
   r.add({"IsNaN", "", 9, INT_MAX, "cpu", 0, float_and_f8, make_factory<FloatClassKernel>()});
   r.add({"IsInf", "", 10, INT_MAX, "cpu", 0, float_and_f8, make_factory<FloatClassKernel>()});
   r.add({"Clip", "", 1, INT_MAX, "cpu", 0, numeric_types(), make_factory<ClipKernel>()});

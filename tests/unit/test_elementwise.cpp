@@ -188,12 +188,31 @@ TEST(Cast, Float8SaturationAndRounding) {
                   {attr_int("to", int64_t(DataType::Float8E4M3FN)), attr_int("saturate", 0)});
   EXPECT_EQ(n.data_as<uint8_t>()[1], 0x7f);
   EXPECT_EQ(float_to_float8(57344.0f * 2, DataType::Float8E5M2, false), 0x7c);  // inf
-  EXPECT_EQ(float_to_float8(-0.0f, DataType::Float8E4M3FNUZ), 0x00);           // no -0
+  EXPECT_EQ(float_to_float8(-0.0f, DataType::Float8E4M3FNUZ), 0x00);            // no -0
   EXPECT_EQ(float8_to_float(0x7b, DataType::Float8E5M2), 57344.0f);
   EXPECT_EQ(float_to_float8(0.25f, DataType::Float4E2M1), 0x0);  // tie to even: 0
   EXPECT_EQ(float_to_float8(0.75f, DataType::Float4E2M1), 0x2);  // tie to even: 1.0
   EXPECT_EQ(float_to_float8e8m0(1.1f, true, E8M0Round::Up), 128);
   EXPECT_EQ(float_to_float8e8m0(1.1f, true, E8M0Round::Down), 127);
+}
+
+TEST(Cast, FloatToFloat16RoundsToNearestEven) {
+  // Nine values so that both the 8-wide block and the scalar tail run.
+  Tensor x = f32({9}, {0.1f, 65520.0f, 1e-7f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, -2.0f,
+                       65504.0f, 0.0f, 3.0f});
+  Tensor h = run1("Cast", {{"x", x}}, {attr_int("to", int64_t(DataType::Float16))});
+  ASSERT_EQ(h.dtype(), DataType::Float16);
+  Tensor back = run1("Cast", {{"x", h}}, {attr_int("to", int64_t(DataType::Float))});
+  const float* p = back.data<float>();
+  EXPECT_EQ(p[0], 0.0999755859375f);
+  EXPECT_TRUE(std::isinf(p[1]));             // rounds past the largest half
+  EXPECT_EQ(p[2], 1.1920928955078125e-07f);  // nearest subnormal, 2 * 2^-24
+  EXPECT_EQ(p[3], 1.0f);                     // tie to even
+  EXPECT_EQ(p[4], 1.0f + 4.0f / 2048);       // tie to even
+  EXPECT_EQ(p[5], -2.0f);
+  EXPECT_EQ(p[6], 65504.0f);
+  EXPECT_EQ(p[7], 0.0f);
+  EXPECT_EQ(p[8], 3.0f);
 }
 
 TEST(Cast, SubByteIntegersWrap) {
