@@ -10,34 +10,15 @@ using onyx::test::attr_int;
 using onyx::test::attr_string;
 using onyx::test::expect_near;
 using onyx::test::ModelBuilder;
+using onyx::test::Named;
+using onyx::test::T_;
 
 namespace {
 
-using Named = std::vector<std::pair<std::string, Tensor>>;
-
-/// Runs one `op` node; an undefined Tensor omits that input. Outputs are y0..y{outputs-1}.
+/// One `op` node at opset 24 unless told otherwise (Attention and friends are recent).
 NamedTensors run_op(const std::string& op, const Named& inputs, std::vector<Attribute> attrs,
                     int outputs = 1, int64_t opset = 24) {
-  ModelBuilder b(opset);
-  std::vector<std::string> ins, outs;
-  NamedTensors feeds;
-  for (const auto& [name, t] : inputs) {
-    ins.push_back(t.defined() ? name : "");
-    if (!t.defined()) continue;
-    b.input(name, t.dtype(), t.shape());
-    feeds[name] = t;
-  }
-  for (int i = 0; i < outputs; ++i) outs.push_back("y" + std::to_string(i));
-  onyx::test::set_attrs(b.node(op, ins, outs), std::move(attrs));
-  for (const auto& o : outs) b.output(o);
-  return b.session().run(feeds);
-}
-
-template <typename T = float>
-Tensor T_(const Shape& shape, const std::vector<double>& v) {
-  std::vector<T> c;
-  for (double x : v) c.push_back(static_cast<T>(x));
-  return Tensor::from_vector<T>(shape, c);
+  return onyx::test::run_op(op, inputs, std::move(attrs), outputs, opset);
 }
 
 Attribute attr_strings(const std::string& n, std::vector<std::string> v) {

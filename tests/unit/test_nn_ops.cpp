@@ -12,43 +12,11 @@ using onyx::test::attr_ints;
 using onyx::test::attr_string;
 using onyx::test::expect_near;
 using onyx::test::ModelBuilder;
+using onyx::test::Named;
+using onyx::test::T_;
+using onyx::test::run_op;
 
 namespace {
-
-using Named = std::vector<std::pair<std::string, Tensor>>;
-
-/// Runs one `op` node on inputs in the order given (an undefined Tensor omits an input);
-/// outputs are y0..y{outputs-1}. With `symbolic`, input dims are unknown to the model.
-NamedTensors run_op(const std::string& op, const Named& inputs, std::vector<Attribute> attrs = {},
-                    int outputs = 1, int64_t opset = 21, bool symbolic = false) {
-  ModelBuilder b(opset);
-  std::vector<std::string> ins, outs;
-  NamedTensors feeds;
-  for (const auto& [name, t] : inputs) {
-    ins.push_back(t.defined() ? name : "");
-    if (!t.defined()) continue;
-    if (symbolic) {
-      SymShape s;
-      for (size_t i = 0; i < t.shape().size(); ++i)
-        s.push_back(Dim::symbol(fmt::format("{}{}", name, i)));
-      b.input(name, t.dtype(), s);
-    } else {
-      b.input(name, t.dtype(), t.shape());
-    }
-    feeds[name] = t;
-  }
-  for (int i = 0; i < outputs; ++i) outs.push_back("y" + std::to_string(i));
-  onyx::test::set_attrs(b.node(op, ins, outs), std::move(attrs));
-  for (const auto& o : outs) b.output(o);
-  return b.session().run(feeds);
-}
-
-template <typename T = float>
-Tensor T_(const Shape& shape, const std::vector<double>& v) {
-  std::vector<T> c;
-  for (double x : v) c.push_back(static_cast<T>(x));
-  return Tensor::from_vector<T>(shape, c);
-}
 
 Tensor iota(const Shape& shape, DataType dt = DataType::Float) {
   std::vector<double> v(static_cast<size_t>(shape_numel(shape)));

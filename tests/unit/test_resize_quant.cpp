@@ -10,36 +10,11 @@ using onyx::test::attr_ints;
 using onyx::test::attr_string;
 using onyx::test::expect_near;
 using onyx::test::ModelBuilder;
+using onyx::test::Named;
+using onyx::test::T_;
+using onyx::test::run_op;
 
 namespace {
-
-using Named = std::vector<std::pair<std::string, Tensor>>;
-
-/// Runs one `op` node on inputs in order (an undefined Tensor omits an input); outputs
-/// are y0..y{outputs-1}.
-NamedTensors run_op(const std::string& op, const Named& inputs, std::vector<Attribute> attrs = {},
-                    int outputs = 1, int64_t opset = 21) {
-  ModelBuilder b(opset);
-  std::vector<std::string> ins, outs;
-  NamedTensors feeds;
-  for (const auto& [name, t] : inputs) {
-    ins.push_back(t.defined() ? name : "");
-    if (!t.defined()) continue;
-    b.input(name, t.dtype(), t.shape());
-    feeds[name] = t;
-  }
-  for (int i = 0; i < outputs; ++i) outs.push_back("y" + std::to_string(i));
-  onyx::test::set_attrs(b.node(op, ins, outs), std::move(attrs));
-  for (const auto& o : outs) b.output(o);
-  return b.session().run(feeds);
-}
-
-template <typename T = float>
-Tensor T_(const Shape& shape, const std::vector<double>& v) {
-  std::vector<T> c;
-  for (double x : v) c.push_back(static_cast<T>(x));
-  return Tensor::from_vector<T>(shape, c);
-}
 
 // A sub-byte tensor (stored one value per byte).
 Tensor sub_byte(DataType dt, const Shape& shape, const std::vector<int>& v) {

@@ -99,6 +99,42 @@ inline void set_attrs(Node& n, std::vector<Attribute> attrs) {
   for (auto& a : attrs) n.attrs[a.name] = std::move(a);
 }
 
+/// Inputs in order; an undefined Tensor marks an omitted optional input.
+using Named = std::vector<std::pair<std::string, Tensor>>;
+
+/// Runs one `op` node on `inputs` (fed at run time); outputs are y0..y{outputs-1}. With
+/// `symbolic`, input dims are unknown to the model, so kernels see shapes only at run time.
+inline NamedTensors run_op(const std::string& op, const Named& inputs, std::vector<Attribute> attrs = {},
+                           int outputs = 1, int64_t opset = 21, bool symbolic = false) {
+  ModelBuilder b(opset);
+  std::vector<std::string> ins, outs;
+  NamedTensors feeds;
+  for (const auto& [name, t] : inputs) {
+    ins.push_back(t.defined() ? name : "");
+    if (!t.defined()) continue;
+    if (symbolic) {
+      SymShape s;
+      for (size_t i = 0; i < t.shape().size(); ++i) s.push_back(Dim::symbol(fmt::format("{}{}", name, i)));
+      b.input(name, t.dtype(), s);
+    } else {
+      b.input(name, t.dtype(), t.shape());
+    }
+    feeds[name] = t;
+  }
+  for (int i = 0; i < outputs; ++i) outs.push_back(fmt::format("y{}", i));
+  set_attrs(b.node(op, ins, outs), std::move(attrs));
+  for (const auto& o : outs) b.output(o);
+  return b.session().run(feeds);
+}
+
+/// A tensor of element type T from doubles: T_<int64_t>({2}, {1, 2}).
+template <typename T = float>
+Tensor T_(const Shape& shape, const std::vector<double>& v) {
+  std::vector<T> c;
+  for (double x : v) c.push_back(static_cast<T>(x));
+  return Tensor::from_vector<T>(shape, c);
+}
+
 /// Tensor values as doubles, for EXPECT comparisons.
 inline std::vector<double> values(const Tensor& t) { return t.to_double_vector(); }
 
