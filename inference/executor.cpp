@@ -63,6 +63,7 @@ class StepContext final : public KernelContext {
     return Tensor::empty(dtype, shape, rc_.allocator);
   }
   int threads() const override { return rc_.threads; }
+  std::optional<uint64_t> run_seed() const override { return rc_.seed; }
   std::vector<Datum> run_subgraph(const Graph& g, const std::vector<Datum>& inputs) override {
     auto it = frame_.plan->subplans.find(&g);
     ONYX_CHECK(it != frame_.plan->subplans.end(), "[{}] subgraph '{}' was not compiled", label(), g.name);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -54,6 +55,7 @@ struct RunContext {
   std::chrono::steady_clock::time_point epoch;
   std::vector<ProfileEvent> events;
   size_t nodes_run = 0;
+  std::optional<uint64_t> seed;  // RunOptions::seed
 };
 
 /// The values of one execution of a plan.

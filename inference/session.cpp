@@ -88,7 +88,8 @@ struct Session::Impl {
     }
   }
 
-  NamedValues run(const NamedValues& feeds, const std::vector<std::string>& wanted, RunStats* stats) const {
+  NamedValues run(const NamedValues& feeds, const std::vector<std::string>& wanted, RunStats* stats,
+                  const RunOptions& ro = {}) const {
     auto t0 = std::chrono::steady_clock::now();
     std::map<std::string, int64_t> symbols;
     std::vector<Datum> ordered(inputs.size());
@@ -122,6 +123,7 @@ struct Session::Impl {
     rc.threads = threads;
     rc.profile = options.profiling;
     rc.epoch = created;
+    rc.seed = ro.seed;
     omp_set_num_threads(threads);  // per calling thread: oneDNN and our kernels honour it
     std::vector<Datum> outs = execute_plan(*plan, std::move(ordered), nullptr, rc);
     NamedValues result;
@@ -156,9 +158,14 @@ Session& Session::operator=(Session&&) noexcept = default;
 
 NamedTensors Session::run(const NamedTensors& feeds, const std::vector<std::string>& outputs,
                           RunStats* stats) const {
+  return run(feeds, outputs, RunOptions{}, stats);
+}
+
+NamedTensors Session::run(const NamedTensors& feeds, const std::vector<std::string>& outputs,
+                          const RunOptions& run_options, RunStats* stats) const {
   NamedValues in;
   for (const auto& [n, t] : feeds) in.emplace(n, Datum(t));
-  NamedValues out = impl_->run(in, outputs, stats);
+  NamedValues out = impl_->run(in, outputs, stats, run_options);
   NamedTensors result;
   for (auto& [n, d] : out) {
     ONYX_CHECK(d.is_tensor(), "[session] output '{}' is not a tensor; use run_values()", n);

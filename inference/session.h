@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,13 @@ struct RunStats {
   double wall_ms = 0;
 };
 
+/// Per-run settings.
+struct RunOptions {
+  /// Seed for random ops (Dropout in training mode, Random*): the same seed gives the same
+  /// draws. Without one, each random node keeps its own generator across runs.
+  std::optional<uint64_t> seed;
+};
+
 using NamedTensors = std::map<std::string, Tensor>;
 using NamedValues = std::map<std::string, Datum>;
 
@@ -71,6 +79,9 @@ class Session {
   /// dims) and returns the requested outputs (all when `outputs` is empty). Thread-safe.
   NamedTensors run(const NamedTensors& feeds, const std::vector<std::string>& outputs = {},
                    RunStats* stats = nullptr) const;
+  /// As run(), with per-run options.
+  NamedTensors run(const NamedTensors& feeds, const std::vector<std::string>& outputs,
+                   const RunOptions& run_options, RunStats* stats = nullptr) const;
   /// As run(), for models whose inputs or outputs are sequences or optionals.
   NamedValues run_values(const NamedValues& feeds, const std::vector<std::string>& outputs = {},
                          RunStats* stats = nullptr) const;

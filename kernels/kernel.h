@@ -5,6 +5,7 @@
 #include <climits>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ class KernelContext {
   /// Runs subgraph `g` (an attribute of this node) with `inputs` bound to its graph inputs;
   /// values of enclosing scopes are visible. Returns its outputs in order.
   virtual std::vector<Datum> run_subgraph(const Graph& g, const std::vector<Datum>& inputs) = 0;
+  /// The run's random seed when the caller gave one (training steps do): random kernels
+  /// then draw from it (mixed with their node name) instead of their own generator, so a
+  /// run is reproducible and a resumed training continues the same random sequence.
+  virtual std::optional<uint64_t> run_seed() const { return std::nullopt; }
 
   /// Input i as a tensor; nullptr when omitted; onyx::Error when it is not a tensor.
   const Tensor* input(int i) const;

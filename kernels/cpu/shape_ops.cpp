@@ -154,6 +154,7 @@ class DropoutKernel final : public Kernel {
  public:
   explicit DropoutKernel(const KernelInfo& info)
       : bool_mask_(info.opset >= 10),
+        seed_attr_(info.node.attr_int("seed", 0)),
         rng_(static_cast<uint32_t>(info.node.has_attr("seed") ? info.node.attr_int("seed", 0)
                                                               : std::random_device{}())) {}
 
@@ -199,9 +200,16 @@ class DropoutKernel final : public Kernel {
     Tensor mask = want_mask ? ctx.allocate_output(1, DataType::Bool, x.shape())
                             : ctx.scratch(DataType::Bool, x.shape());
     bool* m = mask.data<bool>();
-    {
+    std::bernoulli_distribution keep(1.0 - ratio);
+    if (auto seed = ctx.run_seed()) {
+      // Reproducible per run: the run's seed mixed with this node's identity.
+      std::seed_seq seq{static_cast<uint32_t>(*seed), static_cast<uint32_t>(*seed >> 32),
+                        static_cast<uint32_t>(std::hash<std::string>{}(ctx.node().name)),
+                        static_cast<uint32_t>(seed_attr_)};
+      std::mt19937 rng(seq);
+      for (int64_t i = 0; i < x.numel(); ++i) m[i] = keep(rng);
+    } else {
       std::lock_guard<std::mutex> lock(mu_);
-      std::bernoulli_distribution keep(1.0 - ratio);
       for (int64_t i = 0; i < x.numel(); ++i) m[i] = keep(rng_);
     }
     double scale = ratio < 1 ? 1.0 / (1.0 - ratio) : 0.0;
@@ -215,6 +223,7 @@ class DropoutKernel final : public Kernel {
   }
 
   bool bool_mask_;
+  int64_t seed_attr_;
   mutable std::mutex mu_;
   mutable std::mt19937 rng_;
 };

@@ -1,0 +1,234 @@
+#include "autodiff/gradient_rules.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+
+namespace onyx::autodiff {
+
+Attribute attr_i(const std::string& name, int64_t v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::Int;
+  a.i = v;
+  return a;
+}
+Attribute attr_f(const std::string& name, double v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::Float;
+  a.f = static_cast<float>(v);
+  return a;
+}
+Attribute attr_ints(const std::string& name, std::vector<int64_t> v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute attr_s(const std::string& name, std::string v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::String;
+  a.s = std::move(v);
+  return a;
+}
+
+GradContext::GradContext(Graph& g, Node& fwd, std::vector<Value*> douts, std::vector<bool> wants)
+    : g_(g), fwd_(fwd), douts_(std::move(douts)), wants_(std::move(wants)), dins_(fwd.inputs.size()) {}
+
+Value* GradContext::out(int i) const {
+  return i < static_cast<int>(fwd_.outputs.size()) ? fwd_.outputs[i] : nullptr;
+}
+
+Value* GradContext::ensure_out(int i) {
+  if (Value* v = out(i)) return v;
+  if (static_cast<int>(fwd_.outputs.size()) <= i) fwd_.outputs.resize(i + 1, nullptr);
+  Value* v = fresh(fmt::format("{}_out{}", fwd_.op_type, i));
+  v->producer = &fwd_;
+  v->producer_output = i;
+  fwd_.outputs[i] = v;
+  return v;
+}
+
+void GradContext::set_din(int i, Value* g) {
+  ONYX_CHECK(i >= 0 && i < static_cast<int>(dins_.size()), "{} rule set the gradient of input {}, "
+             "which the node does not have", label(), i);
+  if (!g) return;
+  // A gradient has its input's type: later rules and sum_to rely on it.
+  if (g->type.kind == ValueType::Kind::Unknown && in(i)) g->type = in(i)->type;
+  dins_[i] = g;
+}
+
+Value* GradContext::fresh(const std::string& hint) {
+  std::string base = fwd_.name.empty() ? fwd_.op_type : fwd_.name;
+  return g_.add_unique_value(fmt::format("{}_grad/{}", base, hint));
+}
+
+std::vector<Value*> GradContext::op_n(const std::string& op_type, const std::vector<Value*>& inputs,
+                                      int n, Attrs attrs) {
+  std::vector<Value*> outs;
+  for (int i = 0; i < n; ++i) outs.push_back(fresh(op_type));
+  std::string base = fwd_.name.empty() ? fwd_.op_type : fwd_.name;
+  Node* node = g_.add_node(op_type, inputs, outs, "",
+                           fmt::format("{}_grad/{}_{}", base, op_type, g_.num_nodes()));
+  for (auto& a : attrs) node->attrs[a.name] = std::move(a);
+  return outs;
+}
+
+Value* GradContext::op(const std::string& op_type, const std::vector<Value*>& inputs, Attrs attrs) {
+  return op_n(op_type, inputs, 1, std::move(attrs))[0];
+}
+
+namespace {
+Tensor scalar_of(DataType dt, double v) {
+  switch (dt) {
+    case DataType::Float: return Tensor::scalar<float>(static_cast<float>(v));
+    case DataType::Double: return Tensor::scalar<double>(v);
+    case DataType::Float16: return Tensor::scalar<float16>(float16(static_cast<float>(v)));
+    case DataType::BFloat16: return Tensor::scalar<bfloat16>(bfloat16(static_cast<float>(v)));
+    case DataType::Int64: return Tensor::scalar<int64_t>(static_cast<int64_t>(v));
+    case DataType::Int32: return Tensor::scalar<int32_t>(static_cast<int32_t>(v));
+    default: ONYX_THROW("[autodiff] no scalar constant of dtype {}", dtype_name(dt));
+  }
+}
+}  // namespace
+
+Value* GradContext::scalar(double v, const Value* like) {
+  Value* c = fresh("const");
+  return g_.add_initializer(c->name, scalar_of(dtype(like), v));
+}
+
+Value* GradContext::ints(const std::vector<int64_t>& v) {
+  Value* c = fresh("ints");
+  return g_.add_initializer(c->name, Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));
+}
+
+Value* GradContext::int_scalar(int64_t v) {
+  Value* c = fresh("int");
+  return g_.add_initializer(c->name, Tensor::scalar<int64_t>(v));
+}
+
+Attribute GradContext::attr_dtype_of(const Value* like) const {
+  return attr_i("to", static_cast<int64_t>(dtype(like)));
+}
+
+Value* GradContext::cast_like(Value* v, const Value* like) {
+  return op("Cast", {v}, {attr_dtype_of(like)});
+}
+
+Value* GradContext::shape_of(Value* v) { return op("Shape", {v}); }
+
+DataType GradContext::dtype(const Value* v) const {
+  ONYX_CHECK(v && v->type.is_tensor() && v->type.elem != DataType::Undefined,
+             "{}: the dtype of '{}' is unknown (shape inference could not type it)", label(),
+             v ? v->name : "<omitted>");
+  return v->type.elem;
+}
+
+int GradContext::rank(const Value* v) const {
+  if (!v || !v->type.is_tensor() || !v->type.shape) return -1;
+  return static_cast<int>(v->type.shape->size());
+}
+
+const std::optional<SymShape>& GradContext::sym_shape(const Value* v) const {
+  static const std::optional<SymShape> unknown;
+  return v && v->type.is_tensor() ? v->type.shape : unknown;
+}
+
+int64_t GradContext::norm_axis(int64_t axis, int64_t r) const {
+  ONYX_CHECK(axis >= -r && axis < r, "{}: axis {} is out of range for rank {}", label(), axis, r);
+  return axis < 0 ? axis + r : axis;
+}
+
+std::string GradContext::label() const { return "[autodiff] " + fwd_.label(); }
+
+Value* GradContext::sum_to(Value* g, Value* like) {
+  const auto& gs = sym_shape(g);
+  const auto& ls = sym_shape(like);
+  if (gs && ls && gs->size() >= ls->size()) {
+    // Static: reduce axes where `like` has a fixed 1 (or is missing) and g does not.
+    size_t r = gs->size(), k = ls->size();
+    std::vector<int64_t> axes;
+    bool decided = true;
+    for (size_t i = 0; i < r && decided; ++i) {
+      const Dim& gd = (*gs)[i];
+      if (i < r - k) {
+        axes.push_back(static_cast<int64_t>(i));
+        continue;
+      }
+      const Dim& ld = (*ls)[i - (r - k)];
+      if (ld == gd && (ld.is_fixed() || !ld.param.empty())) continue;
+      if (ld.is_fixed() && ld.value == 1) {
+        if (!(gd.is_fixed() && gd.value == 1)) axes.push_back(static_cast<int64_t>(i));
+        continue;
+      }
+      decided = false;
+    }
+    if (decided) {
+      if (axes.empty()) return g;
+      Value* red = op("ReduceSum", {g, ints(axes)}, {attr_i("keepdims", 1)});
+      if (r > k) {
+        std::vector<int64_t> lead;
+        for (size_t i = 0; i < r - k; ++i) lead.push_back(static_cast<int64_t>(i));
+        red = op("Squeeze", {red, ints(lead)});
+      }
+      red->type = like->type;
+      return red;
+    }
+  }
+  // Dynamic: pad like's shape with leading 1s to g's rank, reduce where it is 1 and g is not.
+  Value* sg = shape_of(g);
+  Value* sl = shape_of(like);
+  Value* diff = op("Sub", {op("Size", {sg}), op("Size", {sl})});
+  Value* ones = op("ConstantOfShape", {op("Unsqueeze", {diff, ints({0})})});
+  {
+    Attribute value;
+    value.name = "value";
+    value.type = Attribute::Type::Tensor;
+    value.t = Tensor::from_vector<int64_t>({1}, {1});
+    ones->producer->attrs["value"] = value;
+  }
+  Value* slp = op("Concat", {ones, sl}, {attr_i("axis", 0)});
+  Value* one = int_scalar(1);
+  Value* mask = op("And", {op("Equal", {slp, one}), op("Not", {op("Equal", {sg, one})})});
+  Value* axes = op("Squeeze", {op("NonZero", {mask}), ints({0})});
+  Value* red = op("ReduceSum", {g, axes}, {attr_i("keepdims", 1), attr_i("noop_with_empty_axes", 1)});
+  Value* res = op("Reshape", {red, sl});
+  res->type = like->type;
+  return res;
+}
+
+void RuleTable::add(const std::string& op_type, GradRule rule) {
+  ONYX_CHECK(!rules_.count(op_type), "[autodiff] two gradient rules for op '{}'", op_type);
+  rules_[op_type] = std::move(rule);
+}
+
+const GradRule* RuleTable::find(const std::string& op_type) const {
+  auto it = rules_.find(op_type);
+  return it == rules_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> RuleTable::op_types() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : rules_) out.push_back(k);
+  return out;
+}
+
+const RuleTable& gradient_rules() {
+  static const RuleTable table = [] {
+    RuleTable t;
+    add_elementwise_rules(t);
+    add_activation_rules(t);
+    add_shape_rules(t);
+    add_reduce_rules(t);
+    add_linalg_rules(t);
+    add_nn_rules(t);
+    add_loss_rules(t);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace onyx::autodiff

@@ -1,0 +1,120 @@
+// Gradient rules: one plain function per op type, kept in a table (STYLE.md habit 2).
+//
+// A rule sees one forward node through a GradContext and emits backward nodes made of
+// ordinary forward ONNX ops (opset >= 13 forms: axes as inputs), reusing saved forward
+// values. It sets the gradient of each input that wants one:
+//
+//   void relu_grad(GradContext& c) {          // dx = dy * (x > 0)
+//     Value* mask = c.op("Greater", {c.in(0), c.scalar(0.0, c.in(0))});
+//     c.set_din(0, c.op("Mul", {c.dout(0), c.op("Cast", {mask}, {c.attr_dtype_of(c.in(0))})}));
+//   }
+//
+// The builder sums contributions from several consumers, and prunes inputs that need no
+// gradient (integer tensors, non-trainable paths): a rule checks c.wants(i) and emits
+// nothing for inputs that do not.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace onyx::autodiff {
+
+/// Attribute constructors for emitted nodes.
+Attribute attr_i(const std::string& name, int64_t v);
+Attribute attr_f(const std::string& name, double v);
+Attribute attr_ints(const std::string& name, std::vector<int64_t> v);
+Attribute attr_s(const std::string& name, std::string v);
+using Attrs = std::vector<Attribute>;
+
+class GradContext {
+ public:
+  GradContext(Graph& g, Node& fwd, std::vector<Value*> douts, std::vector<bool> wants);
+
+  /// The forward node being differentiated.
+  const Node& node() const { return fwd_; }
+  /// Forward input / output i (nullptr when omitted).
+  Value* in(int i) const { return fwd_.has_input(i) ? fwd_.inputs[i] : nullptr; }
+  Value* out(int i) const;
+  /// Forward output i, created when the model omitted it (e.g. Dropout's mask, so the
+  /// backward pass can reuse it instead of recomputing).
+  Value* ensure_out(int i);
+  /// Gradient flowing into forward output i; nullptr when nothing downstream needs it.
+  Value* dout(int i) const { return i < static_cast<int>(douts_.size()) ? douts_[i] : nullptr; }
+  /// True when forward input i needs a gradient.
+  bool wants(int i) const { return i < static_cast<int>(wants_.size()) && wants_[i]; }
+  /// Records the gradient of input i (same shape as the input; see sum_to for broadcasting).
+  void set_din(int i, Value* g);
+  const std::vector<Value*>& dins() const { return dins_; }
+
+  // ---- emission helpers: each adds one node (or initializer) to the graph ----
+  /// One-output node.
+  Value* op(const std::string& op_type, const std::vector<Value*>& inputs, Attrs attrs = {});
+  /// Node with `n` outputs.
+  std::vector<Value*> op_n(const std::string& op_type, const std::vector<Value*>& inputs, int n,
+                           Attrs attrs = {});
+  /// Scalar constant with `like`'s dtype (shape [] ), as an initializer.
+  Value* scalar(double v, const Value* like);
+  /// 1-D int64 constant.
+  Value* ints(const std::vector<int64_t>& v);
+  /// 0-D int64 constant.
+  Value* int_scalar(int64_t v);
+  /// Cast attribute "to" = dtype of `like`.
+  Attribute attr_dtype_of(const Value* like) const;
+  /// Casts `v` to the dtype of `like`.
+  Value* cast_like(Value* v, const Value* like);
+  /// Undoes numpy broadcasting: sums `g` (shaped like the broadcast result) down to `like`'s
+  /// shape. Static when both shapes are known (symbols equal by name), dynamic otherwise.
+  Value* sum_to(Value* g, Value* like);
+  /// Shape(v) as a value.
+  Value* shape_of(Value* v);
+
+  // ---- static facts about values (from shape inference) ----
+  DataType dtype(const Value* v) const;
+  /// Rank when known, else -1.
+  int rank(const Value* v) const;
+  const std::optional<SymShape>& sym_shape(const Value* v) const;
+  /// Normalises a possibly negative axis against rank r; onyx::Error when out of range.
+  int64_t norm_axis(int64_t axis, int64_t r) const;
+  /// "[autodiff] Conv node 'c1'" prefix for errors.
+  std::string label() const;
+
+ private:
+  Value* fresh(const std::string& hint);
+  Graph& g_;
+  Node& fwd_;
+  std::vector<Value*> douts_;
+  std::vector<bool> wants_;
+  std::vector<Value*> dins_;
+};
+
+using GradRule = std::function<void(GradContext&)>;
+
+/// Op type -> rule (ai.onnx ops, plus the loss ops this layer emits).
+class RuleTable {
+ public:
+  void add(const std::string& op_type, GradRule rule);
+  const GradRule* find(const std::string& op_type) const;
+  std::vector<std::string> op_types() const;
+
+ private:
+  std::map<std::string, GradRule> rules_;
+};
+
+/// All rules, built once.
+const RuleTable& gradient_rules();
+
+// One registration function per op family (rules_<family>.cpp).
+void add_elementwise_rules(RuleTable& t);  // Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Min Max Sum Mean Clip Where Cast Identity
+void add_activation_rules(RuleTable& t);   // Relu LeakyRelu Sigmoid Tanh Erf Gelu Softplus Softmax LogSoftmax Dropout
+void add_shape_rules(RuleTable& t);        // Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements Expand Tile Pad
+void add_reduce_rules(RuleTable& t);       // ReduceSum ReduceMean ReduceMax CumSum
+void add_linalg_rules(RuleTable& t);       // MatMul Gemm Einsum
+void add_nn_rules(RuleTable& t);           // Conv ConvTranspose MaxPool AveragePool GlobalAveragePool BatchNormalization LayerNormalization
+void add_loss_rules(RuleTable& t);         // SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
+
+}  // namespace onyx::autodiff

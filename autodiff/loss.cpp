@@ -1,0 +1,146 @@
+#include "autodiff/loss.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+
+namespace onyx::autodiff {
+
+const std::vector<std::string>& loss_kinds() {
+  static const std::vector<std::string> kinds = {"output", "softmax_cross_entropy", "nll", "mse",
+                                                 "l1",     "huber",                 "bce_with_logits"};
+  return kinds;
+}
+
+namespace {
+
+struct Emitter {
+  Graph& g;
+  Node* add(const std::string& op, std::vector<Value*> ins, int n_out = 1) {
+    std::vector<Value*> outs;
+    for (int i = 0; i < n_out; ++i) outs.push_back(g.add_unique_value("loss/" + op));
+    return g.add_node(op, std::move(ins), std::move(outs), "",
+                      fmt::format("loss/{}_{}", op, g.num_nodes()));
+  }
+  Value* op(const std::string& op, std::vector<Value*> ins) { return add(op, std::move(ins))->outputs[0]; }
+  Value* scalar(double v, DataType dt) {
+    Value* c = g.add_unique_value("loss/const");
+    Tensor t = dt == DataType::Double ? Tensor::scalar<double>(v)
+                                      : Tensor::scalar<float>(static_cast<float>(v));
+    if (dt != DataType::Double && dt != DataType::Float)
+      ONYX_THROW("[loss] regression losses need float or double predictions, found {}", dtype_name(dt));
+    return g.add_initializer(c->name, t);
+  }
+  /// ReduceMean/ReduceSum over all axes to a scalar (no axes: valid in every opset).
+  Value* reduce_all(Value* x, const std::string& reduction) {
+    Node* n = add(reduction == "mean" ? "ReduceMean" : "ReduceSum", {x});
+    Attribute k;
+    k.name = "keepdims";
+    k.type = Attribute::Type::Int;
+    k.i = 0;
+    n->attrs["keepdims"] = k;
+    return n->outputs[0];
+  }
+};
+
+void set_attr_int(Node* n, const std::string& name, int64_t v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::Int;
+  a.i = v;
+  n->attrs[name] = a;
+}
+
+}  // namespace
+
+LossNodes append_loss(Model& model, const LossSpec& spec) {
+  Graph& g = *model.graph;
+  const auto& kinds = loss_kinds();
+  ONYX_CHECK(std::find(kinds.begin(), kinds.end(), spec.kind) != kinds.end(),
+             "[loss] unknown loss '{}'; expected one of: {}", spec.kind, fmt::join(kinds, ", "));
+  ONYX_CHECK(spec.reduction == "mean" || spec.reduction == "sum" || spec.reduction == "none",
+             "[loss] reduction should be mean, sum or none but is '{}'", spec.reduction);
+  ONYX_CHECK(!g.outputs.empty(), "[loss] the model has no outputs");
+  Value* pred = g.outputs[0];
+  if (!spec.output.empty()) {
+    auto it = std::find_if(g.outputs.begin(), g.outputs.end(),
+                           [&](Value* v) { return v->name == spec.output; });
+    if (it == g.outputs.end()) {
+      std::vector<std::string> names;
+      for (Value* v : g.outputs) names.push_back(v->name);
+      ONYX_THROW("[loss] the model has no output '{}'; its outputs are: {}", spec.output,
+                 fmt::join(names, ", "));
+    }
+    pred = *it;
+  }
+  ONYX_CHECK(pred->type.is_tensor() && pred->type.elem != DataType::Undefined,
+             "[loss] the type of output '{}' is unknown", pred->name);
+  LossNodes out;
+  Emitter e{g};
+  if (spec.kind == "output") {
+    ONYX_CHECK(!pred->type.shape || std::all_of(pred->type.shape->begin(), pred->type.shape->end(),
+                                                [](const Dim& d) { return d.is_fixed() && d.value == 1; }),
+               "[loss] output '{}' is used as the loss, so it should be a scalar but has shape {}",
+               pred->name, sym_shape_str(*pred->type.shape));
+    out.loss = pred->type.shape && pred->type.shape->empty() ? pred : e.reduce_all(pred, "sum");
+    return out;
+  }
+  ONYX_CHECK(!g.find_value(spec.labels), "[loss] the label input name '{}' is already used in the model",
+             spec.labels);
+  Value* labels = g.get_or_add_value(spec.labels);
+  g.inputs.push_back(labels);
+  out.labels = labels;
+  const auto& ps = pred->type.shape;
+  bool classify = spec.kind == "softmax_cross_entropy" || spec.kind == "nll";
+  if (classify) {
+    std::optional<SymShape> ls;
+    if (ps) {
+      ONYX_CHECK(ps->size() >= 2, "[loss] {} needs scores of shape [N, C, ...] but '{}' has shape {}",
+                 spec.kind, pred->name, sym_shape_str(*ps));
+      ls = *ps;
+      ls->erase(ls->begin() + 1);
+    }
+    labels->type = ValueType::tensor(DataType::Int64, ls);
+    std::vector<Value*> ins = {pred, labels};
+    if (!spec.weight.empty()) {
+      Value* w = g.find_value(spec.weight);
+      ONYX_CHECK(w && g.is_initializer(w), "[loss] class weights '{}' are not an initializer of the model",
+                 spec.weight);
+      ins.push_back(w);
+    }
+    Node* n = e.add(spec.kind == "nll" ? "NegativeLogLikelihoodLoss" : "SoftmaxCrossEntropyLoss", ins,
+                    spec.kind == "nll" ? 1 : 2);
+    Attribute red;
+    red.name = "reduction";
+    red.type = Attribute::Type::String;
+    red.s = spec.reduction;
+    n->attrs["reduction"] = red;
+    if (spec.ignore_index) set_attr_int(n, "ignore_index", *spec.ignore_index);
+    out.loss = spec.reduction == "none" ? e.reduce_all(n->outputs[0], "sum") : n->outputs[0];
+    return out;
+  }
+  labels->type = pred->type;
+  DataType dt = pred->type.elem;
+  Value* per = nullptr;
+  if (spec.kind == "mse") {
+    Value* d = e.op("Sub", {pred, labels});
+    per = e.op("Mul", {d, d});
+  } else if (spec.kind == "l1") {
+    per = e.op("Abs", {e.op("Sub", {pred, labels})});
+  } else if (spec.kind == "huber") {
+    ONYX_CHECK(spec.delta > 0, "[loss] huber delta should be positive but is {}", spec.delta);
+    Value* d = e.op("Sub", {pred, labels});
+    Value* a = e.op("Abs", {d});
+    Value* quad = e.op("Mul", {e.scalar(0.5, dt), e.op("Mul", {d, d})});
+    Value* lin = e.op("Mul", {e.scalar(spec.delta, dt), e.op("Sub", {a, e.scalar(0.5 * spec.delta, dt)})});
+    per = e.op("Where", {e.op("Less", {a, e.scalar(spec.delta, dt)}), quad, lin});
+  } else {  // bce_with_logits: max(x, 0) - x*y + log(1 + exp(-|x|)), stable for large |x|
+    Value* x = pred;
+    Value* t = e.op("Sub", {e.op("Relu", {x}), e.op("Mul", {x, labels})});
+    per = e.op("Add", {t, e.op("Softplus", {e.op("Neg", {e.op("Abs", {x})})})});
+  }
+  out.loss = e.reduce_all(per, spec.reduction == "mean" ? "mean" : "sum");
+  return out;
+}
+
+}  // namespace onyx::autodiff

@@ -1,0 +1,430 @@
+#include "autodiff/training_graph.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_set>
+
+#include "autodiff/gradient_rules.h"
+#include "graph/error.h"
+#include "graph/onnx_io.h"
+#include "graph/shape_inference.h"
+
+namespace onyx::autodiff {
+
+namespace {
+
+/// Inputs through which no gradient flows, whatever their dtype (ratios, bounds, stats).
+bool non_differentiable_input(const Node& n, int i) {
+  static const std::map<std::string, std::vector<int>> table = {
+      {"Dropout", {1, 2}},       {"Clip", {1, 2}},    {"Pad", {1, 2, 3}},
+      {"Resize", {1, 2, 3}},     {"Upsample", {1}},   {"BatchNormalization", {3, 4}},
+      {"ConstantOfShape", {0}},  {"Range", {0, 1, 2}}};
+  auto it = table.find(n.op_type);
+  return it != table.end() && std::find(it->second.begin(), it->second.end(), i) != it->second.end();
+}
+
+std::unique_ptr<Model> clone_model(const Model& m) {
+  std::string bytes = serialize_model(m);
+  LoadOptions opts;
+  opts.validate = false;
+  auto copy = load_model_from_bytes(bytes.data(), bytes.size(), "", opts);
+  copy->base_dir = m.base_dir;
+  return copy;
+}
+
+void check_opset(Model& m) {
+  int64_t v = m.opset("");
+  ONYX_CHECK(v >= 13, "[autodiff] training needs ai.onnx opset 13 or later but the model imports "
+             "opset {}; re-export it with a newer opset (e.g. torch.onnx.export(..., opset_version=17))", v);
+  // No ai.onnx op changed meaning from 13 to 14; 14 lets BatchNormalization train.
+  for (auto& o : m.opsets)
+    if (canonical_domain(o.domain).empty() && o.version == 13) o.version = 14;
+}
+
+/// Which values need a gradient: on a float path from `wrt` (req) that reaches a seed (rel).
+struct Reach {
+  std::unordered_set<const Value*> req, rel;
+};
+
+Reach analyze(const std::vector<Node*>& order, const std::map<Value*, Value*>& seeds,
+              const std::vector<Value*>& wrt) {
+  Reach r;
+  r.req.insert(wrt.begin(), wrt.end());
+  for (Node* n : order) {
+    bool any = false;
+    for (int i = 0; i < n->num_inputs() && !any; ++i)
+      any = n->inputs[i] && r.req.count(n->inputs[i]) && !non_differentiable_input(*n, i);
+    for (Value* v : n->implicit_inputs) any = any || r.req.count(v);
+    if (!any) continue;
+    for (Value* o : n->outputs)
+      if (o && (o->type.elem == DataType::Undefined || is_float(o->type.elem))) r.req.insert(o);
+  }
+  for (const auto& [v, s] : seeds)
+    if (r.req.count(v)) r.rel.insert(v);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* n = *it;
+    bool out_rel = std::any_of(n->outputs.begin(), n->outputs.end(), [&](Value* o) { return o && r.rel.count(o); });
+    if (!out_rel) continue;
+    for (int i = 0; i < n->num_inputs(); ++i)
+      if (n->inputs[i] && r.req.count(n->inputs[i]) && !non_differentiable_input(*n, i)) r.rel.insert(n->inputs[i]);
+    for (Value* v : n->implicit_inputs)
+      if (r.req.count(v)) r.rel.insert(v);
+  }
+  return r;
+}
+
+Tensor zero_scalar(DataType dt) {
+  switch (dt) {
+    case DataType::Double: return Tensor::from_vector<double>({1}, {0.0});
+    case DataType::Float16: return Tensor::from_vector<float16>({1}, {float16(0.0f)});
+    case DataType::BFloat16: return Tensor::from_vector<bfloat16>({1}, {bfloat16(0.0f)});
+    default: return Tensor::from_vector<float>({1}, {0.0f});
+  }
+}
+
+Attribute tensor_attr(const std::string& name, Tensor t) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::Tensor;
+  a.t = std::move(t);
+  return a;
+}
+
+/// Adds Identity(src) -> a graph output named `want` (made unique when taken).
+Value* named_output(Graph& g, Value* src, const std::string& want) {
+  Value* dst = g.find_value(want) ? g.add_unique_value(want) : g.get_or_add_value(want);
+  g.add_node("Identity", {src}, {dst}, "", want + "/Identity");
+  dst->type = src->type;
+  g.outputs.push_back(dst);
+  return dst;
+}
+
+/// Turns initializer `name` into a graph input whose default is the initializer.
+void make_overridable_input(Graph& g, Value* v) {
+  if (std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end()) g.inputs.push_back(v);
+  auto& o = g.overridable_initializers;
+  if (std::find(o.begin(), o.end(), v->name) == o.end()) o.push_back(v->name);
+}
+
+Value* find_or_throw(const Graph& g, const std::string& name, const char* what) {
+  Value* v = g.find_value(name);
+  ONYX_CHECK(v, "[autodiff] the model has no {} named '{}'", what, name);
+  return v;
+}
+
+}  // namespace
+
+std::map<Value*, Value*> differentiate(Model& model, const std::map<Value*, Value*>& seeds,
+                                       const std::vector<Value*>& wrt) {
+  Graph& g = *model.graph;
+  std::vector<Node*> order = g.topological_order();
+  Reach r = analyze(order, seeds, wrt);
+  std::map<Value*, std::vector<Value*>> contrib;
+  std::map<Value*, Value*> total;
+  for (const auto& [v, s] : seeds) contrib[v].push_back(s);
+  // The summed gradient of v (nullptr when none); a Sum node when several consumers contribute.
+  auto finalize = [&](Value* v) -> Value* {
+    if (auto it = total.find(v); it != total.end()) return it->second;
+    auto& c = contrib[v];
+    Value* res = nullptr;
+    if (c.size() == 1) {
+      res = c[0];
+    } else if (c.size() > 1) {
+      res = g.add_unique_value(v->name + "_grad/sum");
+      g.add_node("Sum", c, {res}, "", res->name);
+    }
+    if (res && res->type.kind == ValueType::Kind::Unknown) res->type = v->type;
+    total[v] = res;
+    return res;
+  };
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* n = *it;
+    std::vector<Value*> douts(n->outputs.size(), nullptr);
+    bool any = false;
+    for (size_t i = 0; i < n->outputs.size(); ++i) {
+      Value* o = n->outputs[i];
+      if (o && r.rel.count(o)) any = (douts[i] = finalize(o)) != nullptr || any;
+    }
+    if (!any) continue;
+    std::vector<bool> wants(n->inputs.size(), false);
+    bool wanted = false;
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      wants[i] = n->inputs[i] && r.rel.count(n->inputs[i]) && !non_differentiable_input(*n, static_cast<int>(i));
+      wanted = wanted || wants[i];
+    }
+    for (Value* v : n->implicit_inputs)
+      ONYX_CHECK(!r.rel.count(v), "[autodiff] {} reads '{}' inside a subgraph on the path from the "
+                 "parameters to the loss; gradients through control flow are not supported",
+                 n->label(), v->name);
+    if (!wanted) continue;
+    const GradRule* rule = gradient_rules().find(n->op_type);
+    ONYX_CHECK(rule && canonical_domain(n->domain).empty(),
+               "[autodiff] no gradient rule for op {} ({}), which lies between the trainable "
+               "parameters and the loss", n->op_type, n->label());
+    GradContext c(g, *n, douts, wants);
+    (*rule)(c);
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      if (!wants[i]) continue;
+      ONYX_CHECK(c.dins()[i], "[autodiff] the gradient rule of {} gives no gradient for input {} ('{}')",
+                 n->label(), i, n->inputs[i]->name);
+      contrib[n->inputs[i]].push_back(c.dins()[i]);
+    }
+  }
+  std::map<Value*, Value*> grads;
+  for (Value* w : wrt) {
+    Value* gv = r.rel.count(w) ? finalize(w) : nullptr;
+    if (!gv) {
+      // Not connected to any seed: the gradient is exactly zero.
+      Value* shape = g.add_unique_value(w->name + "_grad/shape");
+      g.add_node("Shape", {w}, {shape}, "", shape->name);
+      gv = g.add_unique_value(w->name + "_grad/zeros");
+      Node* z = g.add_node("ConstantOfShape", {shape}, {gv}, "", gv->name);
+      z->attrs["value"] = tensor_attr("value", zero_scalar(w->type.elem));
+      gv->type = w->type;
+    }
+    grads[w] = gv;
+  }
+  return grads;
+}
+
+namespace {
+
+/// Default trainable set: float initializers that reach the loss through a differentiable input.
+std::vector<std::string> default_params(Model& m, Value* loss) {
+  Graph& g = *m.graph;
+  std::vector<Value*> cands;
+  for (const auto& [name, t] : g.initializers)
+    if (is_float(t.dtype())) cands.push_back(g.find_value(name));
+  std::sort(cands.begin(), cands.end(), [](Value* a, Value* b) { return a->name < b->name; });
+  std::map<Value*, Value*> seeds = {{loss, loss}};
+  Reach r = analyze(g.topological_order(), seeds, cands);
+  std::vector<std::string> out;
+  for (Value* v : cands)
+    if (r.rel.count(v)) out.push_back(v->name);
+  return out;
+}
+
+void switch_to_training_mode(Graph& g, TrainingGraph& tg) {
+  std::vector<Node*> nodes;
+  for (const auto& n : g.nodes()) nodes.push_back(n.get());
+  for (Node* n : nodes) {
+    if (n->op_type == "Dropout" && canonical_domain(n->domain).empty()) {
+      Value* on = g.add_unique_value(n->name + "/training_mode");
+      g.add_initializer(on->name, Tensor::scalar<bool>(true));
+      while (n->inputs.size() < 3) n->inputs.push_back(nullptr);
+      g.set_input(n, 2, on);
+    } else if (n->op_type == "BatchNormalization" && canonical_domain(n->domain).empty()) {
+      ONYX_CHECK(n->num_inputs() == 5, "[autodiff] {} should have 5 inputs", n->label());
+      Attribute a;
+      a.name = "training_mode";
+      a.type = Attribute::Type::Int;
+      a.i = 1;
+      n->attrs["training_mode"] = a;
+      n->outputs.resize(3, nullptr);
+      for (int i = 1; i <= 2; ++i) {
+        Value* stat = n->inputs[2 + i];
+        ONYX_CHECK(g.is_initializer(stat), "[autodiff] {}: running statistics '{}' should be an "
+                   "initializer", n->label(), stat->name);
+        if (!n->outputs[i]) {
+          Value* upd = g.add_unique_value(stat->name + "_updated");
+          upd->producer = n;
+          upd->producer_output = i;
+          n->outputs[i] = upd;
+        }
+        make_overridable_input(g, stat);
+        tg.state_updates.emplace_back(stat->name, n->outputs[i]->name);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
+                                   const std::vector<std::string>& trainable) {
+  TrainingGraph tg;
+  tg.model = clone_model(forward);
+  Model& m = *tg.model;
+  Graph& g = *m.graph;
+  check_opset(m);
+  infer_types_and_shapes(m);
+  for (Value* o : g.outputs) tg.forward_outputs.push_back(o->name);
+  for (const auto& p : trainable) {
+    Value* v = find_or_throw(g, p, "parameter");
+    ONYX_CHECK(g.is_initializer(v), "[autodiff] '{}' is not an initializer, so it cannot be a "
+               "trainable parameter", p);
+    ONYX_CHECK(is_float(g.initializers.at(p).dtype()), "[autodiff] parameter '{}' is {}; only "
+               "floating-point tensors can be trained", p, dtype_name(g.initializers.at(p).dtype()));
+  }
+  switch_to_training_mode(g, tg);
+  LossNodes ln = append_loss(m, loss);
+  if (ln.labels) tg.labels.push_back(ln.labels->name);
+  infer_types_and_shapes(m);
+  tg.params = trainable.empty() ? default_params(m, ln.loss) : trainable;
+  ONYX_CHECK(!tg.params.empty(), "[autodiff] no trainable parameter reaches the loss");
+  std::vector<Value*> wrt;
+  for (const auto& p : tg.params) wrt.push_back(g.find_value(p));
+  Value* seed = g.add_unique_value("loss_grad_seed");
+  g.add_initializer(seed->name, zero_scalar(ln.loss->type.elem).reshape({}));
+  {
+    // add_initializer copied a zero; the seed is dL/dL = 1.
+    Tensor one = g.initializers.at(seed->name).clone();
+    DataType dt = one.dtype();
+    if (dt == DataType::Double) *one.data<double>() = 1.0;
+    else if (dt == DataType::Float16) *one.data<float16>() = float16(1.0f);
+    else if (dt == DataType::BFloat16) *one.data<bfloat16>() = bfloat16(1.0f);
+    else *one.data<float>() = 1.0f;
+    g.initializers[seed->name] = one;
+  }
+  auto grads = differentiate(m, {{ln.loss, seed}}, wrt);
+  std::vector<Value*> fwd_outs = g.outputs;
+  g.outputs.clear();
+  tg.loss = named_output(g, ln.loss, "loss")->name;
+  for (Value* w : wrt) {
+    tg.grads.push_back(named_output(g, grads.at(w), w->name + "_grad")->name);
+    make_overridable_input(g, w);
+  }
+  for (const auto& [in, upd] : tg.state_updates) g.outputs.push_back(g.find_value(upd));
+  for (Value* o : fwd_outs) g.outputs.push_back(o);
+  infer_types_and_shapes(m);
+  return tg;
+}
+
+std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& loss,
+                                        const std::vector<std::string>& params) {
+  auto m = clone_model(forward);
+  check_opset(*m);
+  infer_types_and_shapes(*m);
+  Graph& g = *m->graph;
+  std::vector<Value*> fwd_outs = g.outputs;
+  LossNodes ln = append_loss(*m, loss);
+  g.outputs.clear();
+  named_output(g, ln.loss, "loss");
+  for (Value* o : fwd_outs) g.outputs.push_back(o);
+  for (const auto& p : params) make_overridable_input(g, find_or_throw(g, p, "parameter"));
+  // Running statistics are fed too, so evaluation sees the ones training updated.
+  for (const auto& n : g.nodes())
+    if (n->op_type == "BatchNormalization" && n->num_inputs() == 5)
+      for (int i = 3; i <= 4; ++i)
+        if (g.is_initializer(n->inputs[i])) make_overridable_input(g, n->inputs[i]);
+  infer_types_and_shapes(*m);
+  return m;
+}
+
+BackwardGraphs build_backward_graphs(const Model& forward, const std::vector<std::string>& wrt_names) {
+  BackwardGraphs bg;
+  auto joint = clone_model(forward);
+  check_opset(*joint);
+  infer_types_and_shapes(*joint);
+  Graph& g = *joint->graph;
+  std::unordered_set<const Node*> fwd_nodes;
+  for (const auto& n : g.nodes()) fwd_nodes.insert(n.get());
+  std::vector<Value*> wrt;
+  for (const auto& w : wrt_names) {
+    Value* v = find_or_throw(g, w, "input or initializer");
+    bool is_input = std::find(g.inputs.begin(), g.inputs.end(), v) != g.inputs.end();
+    ONYX_CHECK(is_input || g.is_initializer(v), "[autodiff] '{}' is neither a graph input nor an "
+               "initializer", w);
+    ONYX_CHECK(v->type.is_tensor() && is_float(v->type.elem), "[autodiff] '{}' is {}; gradients "
+               "exist only for floating-point tensors", w, v->type.str());
+    wrt.push_back(v);
+    bg.wrt.push_back(w);
+  }
+  std::map<Value*, Value*> seeds;
+  std::vector<Value*> fwd_outs = g.outputs;
+  std::vector<Value*> seed_vals;
+  for (Value* o : fwd_outs) {
+    Value* s = g.get_or_add_value(o->name + "_grad");
+    ONYX_CHECK(!s->producer, "[autodiff] the name '{}' is taken", s->name);
+    s->type = o->type;
+    seeds[o] = s;
+    seed_vals.push_back(s);
+    bg.seeds.push_back(s->name);
+  }
+  auto grads = differentiate(*joint, seeds, wrt);
+  std::vector<Value*> grad_outs;
+  for (Value* w : wrt) {
+    Value* dst = g.add_unique_value(w->name + "_grad");
+    g.add_node("Identity", {grads.at(w)}, {dst}, "", dst->name + "/Identity");
+    dst->type = w->type;
+    grad_outs.push_back(dst);
+  }
+  // Split: the backward model holds the new nodes; whatever they read from the forward side
+  // becomes a saved activation (or a copied constant).
+  std::vector<const Node*> bwd_nodes;
+  std::set<std::string> produced_bwd;
+  for (const auto& n : g.nodes())
+    if (!fwd_nodes.count(n.get())) {
+      bwd_nodes.push_back(n.get());
+      for (Value* o : n->outputs)
+        if (o) produced_bwd.insert(o->name);
+    }
+  std::set<std::string> seed_names(bg.seeds.begin(), bg.seeds.end());
+  std::set<std::string> wrt_set(bg.wrt.begin(), bg.wrt.end());
+  auto bm = std::make_unique<Model>();
+  bm->ir_version = joint->ir_version;
+  bm->opsets = joint->opsets;
+  bm->producer_name = "onyx autodiff";
+  bm->graph = std::make_unique<Graph>(g.name + "_backward");
+  Graph& b = *bm->graph;
+  for (Value* s : seed_vals) {
+    Value* v = b.get_or_add_value(s->name);
+    v->type = s->type;
+    b.inputs.push_back(v);
+  }
+  std::vector<std::string> saved, wrt_read;
+  std::set<std::string> seen;
+  for (const Node* n : bwd_nodes)
+    for (Value* in : n->inputs) {
+      if (!in || produced_bwd.count(in->name) || seed_names.count(in->name) || seen.count(in->name)) continue;
+      seen.insert(in->name);
+      if (wrt_set.count(in->name)) {
+        wrt_read.push_back(in->name);
+      } else if (g.is_initializer(in) && !in->producer) {
+        b.add_initializer(in->name, g.initializers.at(in->name));
+      } else {
+        saved.push_back(in->name);
+      }
+    }
+  for (const auto& names : {saved, wrt_read})
+    for (const auto& nm : names) {
+      Value* v = b.get_or_add_value(nm);
+      v->type = g.find_value(nm)->type;
+      b.inputs.push_back(v);
+    }
+  for (const Node* n : bwd_nodes) {
+    std::vector<Value*> ins, outs;
+    for (Value* v : n->inputs) ins.push_back(v ? b.get_or_add_value(v->name) : nullptr);
+    for (Value* v : n->outputs) outs.push_back(v ? b.get_or_add_value(v->name) : nullptr);
+    Node* c = b.add_node(n->op_type, ins, outs, n->domain, n->name);
+    c->attrs = n->attrs;
+  }
+  for (Value* go : grad_outs) {
+    Value* v = b.find_value(go->name);
+    b.outputs.push_back(v);
+    bg.grads.push_back(go->name);
+  }
+  // The forward model: the joint graph without the backward nodes, plus the saved outputs.
+  for (const Node* n : bwd_nodes) g.remove_node(const_cast<Node*>(n));
+  for (Value* s : seed_vals) g.inputs.erase(std::remove(g.inputs.begin(), g.inputs.end(), s), g.inputs.end());
+  for (const auto& nm : saved) {
+    Value* v = g.find_value(nm);
+    if (std::find(g.outputs.begin(), g.outputs.end(), v) == g.outputs.end()) g.outputs.push_back(v);
+  }
+  for (Value* w : wrt)
+    if (g.is_initializer(w)) make_overridable_input(g, w);
+  std::set<std::string> keep_inits;
+  for (const auto& n : g.nodes())
+    for (Value* v : n->inputs)
+      if (v) keep_inits.insert(v->name);
+  for (auto it = g.initializers.begin(); it != g.initializers.end();)
+    it = keep_inits.count(it->first) || wrt_set.count(it->first) ? std::next(it) : g.initializers.erase(it);
+  g.prune_values();
+  bg.saved = saved;
+  bg.forward = std::move(joint);
+  bg.backward = std::move(bm);
+  infer_types_and_shapes(*bg.backward);
+  return bg;
+}
+
+}  // namespace onyx::autodiff

@@ -1,0 +1,69 @@
+// Turning a forward ONNX graph into a training graph (forward + loss + backward), or into
+// a forward/backward pair for callers that own the loss (libtorch autograd).
+//
+//   auto tg = onyx::autodiff::build_training_graph(model, {.kind = "softmax_cross_entropy",
+//                                                          .output = "logits"}, {});
+//   onyx::save_model(*tg.model, "train.onnx");   // plain ONNX: inputs x, labels, params
+//                                                // outputs loss, <param>_grad, ...
+// Every emitted node is an ordinary ai.onnx op, so the result can be saved, inspected and
+// run by onyx (or any ONNX runtime). Needs ai.onnx opset >= 13; opset 13 is raised to 14
+// (no op changed meaning between them) so BatchNormalization can run in training mode.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autodiff/loss.h"
+#include "graph/ir.h"
+
+namespace onyx::autodiff {
+
+struct TrainingGraph {
+  std::unique_ptr<Model> model;
+  std::string loss;                  // graph output: the scalar loss
+  std::vector<std::string> params;   // trainable parameters, now graph inputs (initializer = default)
+  std::vector<std::string> grads;    // graph output per parameter: "<param>_grad"
+  std::vector<std::string> labels;   // inputs the loss added (e.g. "labels")
+  /// Non-trainable state the step updates: (input, output holding its new value), e.g.
+  /// BatchNormalization running mean/var.
+  std::vector<std::pair<std::string, std::string>> state_updates;
+  std::vector<std::string> forward_outputs;  // the forward graph's outputs, still produced
+};
+
+/// Forward graph + loss + backward. `trainable` lists parameter initializers; empty means
+/// every float initializer that reaches the loss. Dropout runs in training mode and
+/// BatchNormalization uses batch statistics (running stats become state_updates).
+/// onyx::Error for unknown names, opset < 13, non-scalar loss outputs, or an op on the
+/// path from a parameter to the loss that has no gradient rule (named with its node).
+TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
+                                   const std::vector<std::string>& trainable);
+
+/// The evaluation twin of a training graph: forward + loss in inference mode, with the
+/// same parameter inputs (and labels), so eval_step sees the current weights.
+std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& loss,
+                                        const std::vector<std::string>& params);
+
+/// Forward/backward split for callers that own the loss.
+struct BackwardGraphs {
+  /// The forward model plus extra outputs: the activations the backward needs (`saved`).
+  std::unique_ptr<Model> forward;
+  /// Inputs: `seeds` (one "<output>_grad" per forward output, same shape), then `saved`,
+  /// then the wrt values it reads. Outputs: `grads` ("<x>_grad" for each wrt, in order).
+  std::unique_ptr<Model> backward;
+  std::vector<std::string> saved, seeds, grads, wrt;
+};
+
+/// Differentiates all outputs of `forward` with respect to `wrt` (graph inputs and/or
+/// initializers; initializers named there become graph inputs of both models).
+BackwardGraphs build_backward_graphs(const Model& forward, const std::vector<std::string>& wrt);
+
+/// The core: appends to `g` the backward of the nodes between `wrt` and the seeded values.
+/// `seeds` maps forward values to their incoming gradients. Returns each wrt value's
+/// gradient (a zero tensor when it does not reach any seed).
+std::map<Value*, Value*> differentiate(Model& model, const std::map<Value*, Value*>& seeds,
+                                       const std::vector<Value*>& wrt);
+
+}  // namespace onyx::autodiff

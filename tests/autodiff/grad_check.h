@@ -1,0 +1,68 @@
+// The finite-difference harness: every gradient rule is checked in float64 against central
+// differences of a random projection of the op's outputs, L = sum_k sum(out_k * R_k).
+//
+//   check_gradient({.op = "Mul", .inputs = {P("a", {2, 3}), P("b", {3})}});
+//
+// Inputs marked Param get gradients; Const inputs (indices, shapes, masks) are fixed. The
+// analytic gradients come from autodiff::build_training_graph run by onyx::Session; the
+// numeric ones from the same forward model with each parameter element nudged by +-eps.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autodiff/gradient_rules.h"
+#include "autodiff/training_graph.h"
+#include "graph/ir.h"
+#include "inference/session.h"
+
+namespace onyx::test {
+
+struct GradInput {
+  std::string name;
+  Shape shape;
+  bool param = true;                  // differentiate with respect to it
+  DataType dtype = DataType::Double;  // Const inputs may be ints, bools
+  std::vector<double> values;         // empty: uniform random in [lo, hi]
+  double lo = -1, hi = 1;
+  bool omitted = false;               // an omitted optional input (placeholder)
+};
+/// A differentiable float64 input with random values in [lo, hi].
+inline GradInput P(std::string n, Shape s, double lo = -1, double hi = 1) {
+  return {std::move(n), std::move(s), true, DataType::Double, {}, lo, hi};
+}
+/// A fixed input of any dtype with given values.
+inline GradInput C(std::string n, Shape s, std::vector<double> v, DataType dt = DataType::Int64) {
+  return {std::move(n), std::move(s), false, dt, std::move(v)};
+}
+/// An omitted optional input.
+inline GradInput None() {
+  GradInput g;
+  g.omitted = true;
+  g.param = false;
+  return g;
+}
+
+struct GradCase {
+  std::string op;
+  std::vector<GradInput> inputs;
+  std::vector<Attribute> attrs;
+  int outputs = 1;               // node outputs
+  std::vector<int> loss_outputs; // outputs in the projection (empty: output 0)
+  int64_t opset = 17;
+  double eps = 1e-6, rtol = 1e-5, atol = 1e-7;
+  uint64_t seed = 1;
+  /// Optional: builds a multi-node forward graph instead of one `op` node. It gets the
+  /// graph with the inputs already added as initializers and returns the outputs to project.
+  std::function<std::vector<Value*>(Graph&)> build;
+};
+
+/// Builds the forward model (inputs as initializers), the projection loss, the training
+/// graph, and compares analytic with numeric gradients for every Param element.
+void check_gradient(const GradCase& gc);
+
+}  // namespace onyx::test
