@@ -50,6 +50,9 @@ class GradContext {
   /// Records the gradient of input i (same shape as the input; see sum_to for broadcasting).
   void set_din(int i, Value* g);
   const std::vector<Value*>& dins() const { return dins_; }
+  /// The model's ai.onnx opset (set by the builder); rules emitting newer op forms check it.
+  int64_t opset() const { return opset_; }
+  void set_opset(int64_t v) { opset_ = v; }
 
   // ---- emission helpers: each adds one node (or initializer) to the graph ----
   /// One-output node.
@@ -90,6 +93,7 @@ class GradContext {
   std::vector<Value*> douts_;
   std::vector<bool> wants_;
   std::vector<Value*> dins_;
+  int64_t opset_ = 0;
 };
 
 using GradRule = std::function<void(GradContext&)>;

@@ -23,13 +23,17 @@ struct Emitter {
                       fmt::format("loss/{}_{}", op, g.num_nodes()));
   }
   Value* op(const std::string& op, std::vector<Value*> ins) { return add(op, std::move(ins))->outputs[0]; }
+  /// A Constant node, not an initializer: float initializers count as trainable parameters.
   Value* scalar(double v, DataType dt) {
-    Value* c = g.add_unique_value("loss/const");
-    Tensor t = dt == DataType::Double ? Tensor::scalar<double>(v)
-                                      : Tensor::scalar<float>(static_cast<float>(v));
     if (dt != DataType::Double && dt != DataType::Float)
       ONYX_THROW("[loss] regression losses need float or double predictions, found {}", dtype_name(dt));
-    return g.add_initializer(c->name, t);
+    Attribute a;
+    a.name = "value";
+    a.type = Attribute::Type::Tensor;
+    a.t = dt == DataType::Double ? Tensor::scalar<double>(v) : Tensor::scalar<float>(static_cast<float>(v));
+    Node* n = add("Constant", {});
+    n->attrs["value"] = a;
+    return n->outputs[0];
   }
   /// ReduceMean/ReduceSum over all axes to a scalar (no axes: valid in every opset).
   Value* reduce_all(Value* x, const std::string& reduction) {
@@ -85,6 +89,7 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
     out.loss = pred->type.shape && pred->type.shape->empty() ? pred : e.reduce_all(pred, "sum");
     return out;
   }
+  ONYX_CHECK(!spec.labels.empty(), "[loss] the label input needs a name but LossSpec::labels is empty");
   ONYX_CHECK(!g.find_value(spec.labels), "[loss] the label input name '{}' is already used in the model",
              spec.labels);
   Value* labels = g.get_or_add_value(spec.labels);
@@ -106,6 +111,10 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
       Value* w = g.find_value(spec.weight);
       ONYX_CHECK(w && g.is_initializer(w), "[loss] class weights '{}' are not an initializer of the model",
                  spec.weight);
+      const Tensor& wt = g.initializers.at(spec.weight);
+      ONYX_CHECK(wt.dtype() == pred->type.elem && wt.rank() == 1, "[loss] class weights '{}' should be a "
+                 "1-D {} tensor like the scores but are {} {}", spec.weight, dtype_name(pred->type.elem),
+                 dtype_name(wt.dtype()), shape_str(wt.shape()));
       ins.push_back(w);
     }
     Node* n = e.add(spec.kind == "nll" ? "NegativeLogLikelihoodLoss" : "SoftmaxCrossEntropyLoss", ins,
@@ -134,10 +143,9 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
     Value* quad = e.op("Mul", {e.scalar(0.5, dt), e.op("Mul", {d, d})});
     Value* lin = e.op("Mul", {e.scalar(spec.delta, dt), e.op("Sub", {a, e.scalar(0.5 * spec.delta, dt)})});
     per = e.op("Where", {e.op("Less", {a, e.scalar(spec.delta, dt)}), quad, lin});
-  } else {  // bce_with_logits: max(x, 0) - x*y + log(1 + exp(-|x|)), stable for large |x|
-    Value* x = pred;
-    Value* t = e.op("Sub", {e.op("Relu", {x}), e.op("Mul", {x, labels})});
-    per = e.op("Add", {t, e.op("Softplus", {e.op("Neg", {e.op("Abs", {x})})})});
+  } else {  // bce_with_logits: softplus(x) - x*y; Softplus is overflow-safe, and the gradient
+            // sigmoid(x) - y stays exact at x = 0, where max(x,0) + softplus(-|x|) has kinks
+    per = e.op("Sub", {e.op("Softplus", {pred}), e.op("Mul", {pred, labels})});
   }
   out.loss = e.reduce_all(per, spec.reduction == "mean" ? "mean" : "sum");
   return out;

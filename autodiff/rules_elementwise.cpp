@@ -49,8 +49,116 @@ void sum_grad(GradContext& c) {
 // d(x) = dy (Identity)
 void identity_grad(GradContext& c) { c.set_din(0, c.dout(0)); }
 
-}  // namespace
+/// Annotates `v` with `ref`'s type (same shape and dtype), so sum_to can reduce statically.
+Value* typed_like(Value* v, const Value* ref) {
+  v->type = ref->type;
+  return v;
+}
 
+/// Where(cond, g, 0): g where cond holds, zero elsewhere (`like` gives the zero's dtype).
+Value* keep_where(GradContext& c, Value* cond, Value* g, const Value* like) {
+  return c.op("Where", {cond, g, c.scalar(0.0, like)});
+}
+
+// d a^b = dy * b * a^(b-1), dy * y * ln(a)  (the second is 0 where a == 0, as PyTorch does)
+void pow_grad(GradContext& c) {
+  Value* a = c.in(0);
+  Value* b = c.in(1);
+  Value* y = c.out(0);
+  Value* dy = c.dout(0);
+  bool same = c.dtype(b) == c.dtype(a);
+  if (c.wants(0)) {
+    Value* bb = same ? b : c.cast_like(b, a);
+    Value* pw = c.op("Pow", {a, c.op("Sub", {bb, c.scalar(1.0, a)})});
+    Value* g = typed_like(c.op("Mul", {c.op("Mul", {dy, bb}), pw}), y);
+    c.set_din(0, c.sum_to(g, a));
+  }
+  if (c.wants(1)) {
+    Value* is0 = c.op("Equal", {a, c.scalar(0.0, a)});
+    Value* g = c.op("Mul", {c.op("Mul", {dy, y}), c.op("Log", {a})});
+    g = c.op("Where", {is0, c.scalar(0.0, a), g});
+    if (!same) g = c.cast_like(g, b);
+    g->type = ValueType::tensor(c.dtype(b), c.sym_shape(y));
+    c.set_din(1, c.sum_to(g, b));
+  }
+}
+
+// d sqrt(x) = dy / (2 y)
+void sqrt_grad(GradContext& c) {
+  c.set_din(0, c.op("Div", {c.dout(0), c.op("Mul", {c.out(0), c.scalar(2.0, c.out(0))})}));
+}
+
+// d exp(x) = dy * y
+void exp_grad(GradContext& c) { c.set_din(0, c.op("Mul", {c.dout(0), c.out(0)})); }
+
+// d log(x) = dy / x
+void log_grad(GradContext& c) { c.set_din(0, c.op("Div", {c.dout(0), c.in(0)})); }
+
+// d |x| = dy * sign(x)  (0 at x == 0)
+void abs_grad(GradContext& c) { c.set_din(0, c.op("Mul", {c.dout(0), c.op("Sign", {c.in(0)})})); }
+
+// d (1/x) = -dy * y^2
+void reciprocal_grad(GradContext& c) {
+  Value* y = c.out(0);
+  c.set_din(0, c.op("Neg", {c.op("Mul", {c.dout(0), c.op("Mul", {y, y})})}));
+}
+
+// d sin(x) = dy * cos(x)
+void sin_grad(GradContext& c) { c.set_din(0, c.op("Mul", {c.dout(0), c.op("Cos", {c.in(0)})})); }
+
+// d cos(x) = -dy * sin(x)
+void cos_grad(GradContext& c) {
+  c.set_din(0, c.op("Neg", {c.op("Mul", {c.dout(0), c.op("Sin", {c.in(0)})})}));
+}
+
+// d Max(x_1..x_n) / d x_i = dy * [x_i == y] / #{j : x_j == y}  (ties split evenly; same for Min)
+void min_max_grad(GradContext& c) {
+  int n = c.node().num_inputs();
+  Value* y = c.out(0);
+  if (n == 1) return c.set_din(0, c.dout(0));
+  std::vector<Value*> hits;
+  for (int i = 0; i < n; ++i) hits.push_back(c.cast_like(c.op("Equal", {c.in(i), y}), y));
+  // Share of dy per winning element: central differences at a tie see exactly this split.
+  Value* share = c.op("Div", {c.dout(0), c.op("Sum", hits)});
+  for (int i = 0; i < n; ++i)
+    if (c.wants(i)) c.set_din(i, c.sum_to(typed_like(c.op("Mul", {share, hits[i]}), y), c.in(i)));
+}
+
+// d Mean(x_1..x_n) = dy / n for each input
+void mean_grad(GradContext& c) {
+  int n = c.node().num_inputs();
+  Value* g = typed_like(c.op("Mul", {c.dout(0), c.scalar(1.0 / n, c.out(0))}), c.out(0));
+  for (int i = 0; i < n; ++i)
+    if (c.wants(i)) c.set_din(i, c.sum_to(g, c.in(i)));
+}
+
+// d clip(x, lo, hi) = dy * [lo <= x <= hi]  (lo, hi carry no gradient)
+void clip_grad(GradContext& c) {
+  Value* x = c.in(0);
+  Value* inside = nullptr;
+  if (Value* lo = c.in(1)) inside = c.op("GreaterOrEqual", {x, lo});
+  if (Value* hi = c.in(2)) {
+    Value* below = c.op("LessOrEqual", {x, hi});
+    inside = inside ? c.op("And", {inside, below}) : below;
+  }
+  c.set_din(0, inside ? keep_where(c, inside, c.dout(0), x) : c.dout(0));
+}
+
+// d where(cond, a, b) = where(cond, dy, 0), where(cond, 0, dy)
+void where_grad(GradContext& c) {
+  Value* cond = c.in(0);
+  Value* y = c.out(0);
+  Value* zero = c.scalar(0.0, y);
+  if (c.wants(1))
+    c.set_din(1, c.sum_to(typed_like(c.op("Where", {cond, c.dout(0), zero}), y), c.in(1)));
+  if (c.wants(2))
+    c.set_din(2, c.sum_to(typed_like(c.op("Where", {cond, zero, c.dout(0)}), y), c.in(2)));
+}
+
+// d cast(x) = cast(dy) back to x's dtype
+void cast_grad(GradContext& c) { c.set_din(0, c.cast_like(c.dout(0), c.in(0))); }
+
+}  // namespace
 
 void add_elementwise_rules(RuleTable& t) {
   t.add("Add", add_grad);
@@ -60,6 +168,20 @@ void add_elementwise_rules(RuleTable& t) {
   t.add("Neg", neg_grad);
   t.add("Identity", identity_grad);
   t.add("Sum", sum_grad);
+  t.add("Pow", pow_grad);
+  t.add("Sqrt", sqrt_grad);
+  t.add("Exp", exp_grad);
+  t.add("Log", log_grad);
+  t.add("Abs", abs_grad);
+  t.add("Reciprocal", reciprocal_grad);
+  t.add("Sin", sin_grad);
+  t.add("Cos", cos_grad);
+  t.add("Max", min_max_grad);
+  t.add("Min", min_max_grad);
+  t.add("Mean", mean_grad);
+  t.add("Clip", clip_grad);
+  t.add("Where", where_grad);
+  t.add("Cast", cast_grad);
 }
 
 }  // namespace onyx::autodiff

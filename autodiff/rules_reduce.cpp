@@ -1,5 +1,6 @@
 // Gradient rules: reductions (the reduced axes are broadcast back with Unsqueeze + Expand).
 #include <algorithm>
+#include <optional>
 
 #include "autodiff/gradient_rules.h"
 #include "graph/error.h"
@@ -25,7 +26,8 @@ ReduceAxes reduce_axes(GradContext& c, const Graph& g) {
     axes = n.attr_ints("axes");
   } else if (n.has_input(1)) {
     const Tensor* t = g.initializer(n.inputs[1]);
-    ONYX_CHECK(t, "{}: the axes input '{}' is computed at run time; its gradient needs constant axes",
+    ONYX_CHECK(t,
+               "{}: the axes input '{}' is computed at run time; its gradient needs constant axes",
                c.label(), n.inputs[1]->name);
     axes = t->to_int64_vector();
   }
@@ -34,9 +36,13 @@ ReduceAxes reduce_axes(GradContext& c, const Graph& g) {
     ra.all = !ra.noop;
     return ra;
   }
+  // Non-negative axes need no rank, so inputs of unknown shape still differentiate.
   int r = c.rank(c.in(0));
-  ONYX_CHECK(r >= 0, "{}: the rank of '{}' must be known", c.label(), c.in(0)->name);
-  for (int64_t& a : axes) a = c.norm_axis(a, r);
+  bool negative = std::any_of(axes.begin(), axes.end(), [](int64_t a) { return a < 0; });
+  ONYX_CHECK(r >= 0 || !negative, "{}: the rank of '{}' must be known to resolve negative axes",
+             c.label(), c.in(0)->name);
+  if (r >= 0)
+    for (int64_t& a : axes) a = c.norm_axis(a, r);
   std::sort(axes.begin(), axes.end());
   ra.axes = axes;
   return ra;
@@ -61,8 +67,67 @@ void reduce_sum_grad(GradContext& c) {
   c.set_din(0, broadcast_back(c, ra, c.dout(0)));
 }
 
+/// How many elements each output of the reduction averages: static when the reduced dims
+/// are known, else Size(x) / Size(y) at run time.
+Value* reduced_count(GradContext& c, const ReduceAxes& ra) {
+  Value* x = c.in(0);
+  if (const auto& s = c.sym_shape(x)) {
+    std::optional<int64_t> n = 1;
+    for (size_t i = 0; i < s->size() && n; ++i) {
+      bool reduced = ra.all || std::binary_search(ra.axes.begin(), ra.axes.end(), int64_t(i));
+      if (!reduced) continue;
+      n = (*s)[i].is_fixed() ? std::optional<int64_t>(*n * (*s)[i].value) : std::nullopt;
+    }
+    if (n) return c.scalar(static_cast<double>(*n), x);
+  }
+  Value* nx = c.cast_like(c.op("Size", {x}), x);
+  return c.op("Div", {nx, c.cast_like(c.op("Size", {c.out(0)}), x)});
+}
+
+// d ReduceMean = dy broadcast back / (number of reduced elements)
+void reduce_mean_grad(GradContext& c) {
+  const Graph& g = *c.node().owner;
+  ReduceAxes ra = reduce_axes(c, g);
+  if (ra.noop) return c.set_din(0, c.dout(0));
+  c.set_din(0, c.op("Div", {broadcast_back(c, ra, c.dout(0)), reduced_count(c, ra)}));
+}
+
+/// A reduction output with its reduced axes restored as size 1 (so it broadcasts against x).
+Value* keep_reduced_dims(GradContext& c, const ReduceAxes& ra, Value* v) {
+  bool keep = c.node().attr_int("keepdims", 1) != 0;
+  return keep || ra.all ? v : c.op("Unsqueeze", {v, c.ints(ra.axes)});
+}
+
+// d ReduceMax = dy at the positions equal to the max, split evenly among ties (same for Min)
+void reduce_extremum_grad(GradContext& c) {
+  const Graph& g = *c.node().owner;
+  ReduceAxes ra = reduce_axes(c, g);
+  if (ra.noop) return c.set_din(0, c.dout(0));
+  Value* x = c.in(0);
+  Value* hit = c.cast_like(c.op("Equal", {x, keep_reduced_dims(c, ra, c.out(0))}), x);
+  std::vector<Value*> sum_in = {hit};
+  if (!ra.all) sum_in.push_back(c.ints(ra.axes));
+  Value* ties = c.op("ReduceSum", sum_in, {attr_i("keepdims", 1)});
+  Value* share = c.op("Div", {keep_reduced_dims(c, ra, c.dout(0)), ties});
+  c.set_din(0, c.op("Mul", {hit, share}));
+}
+
+// d CumSum = CumSum(dy) in the opposite direction, same axis and exclusivity
+void cumsum_grad(GradContext& c) {
+  int64_t reverse = c.node().attr_int("reverse", 0) != 0 ? 0 : 1;
+  int64_t exclusive = c.node().attr_int("exclusive", 0);
+  c.set_din(0, c.op("CumSum", {c.dout(0), c.in(1)},
+                    {attr_i("exclusive", exclusive), attr_i("reverse", reverse)}));
+}
+
 }  // namespace
 
-void add_reduce_rules(RuleTable& t) { t.add("ReduceSum", reduce_sum_grad); }
+void add_reduce_rules(RuleTable& t) {
+  t.add("ReduceSum", reduce_sum_grad);
+  t.add("ReduceMean", reduce_mean_grad);
+  t.add("ReduceMax", reduce_extremum_grad);
+  t.add("ReduceMin", reduce_extremum_grad);
+  t.add("CumSum", cumsum_grad);
+}
 
 }  // namespace onyx::autodiff

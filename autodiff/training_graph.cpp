@@ -18,7 +18,8 @@ bool non_differentiable_input(const Node& n, int i) {
   static const std::map<std::string, std::vector<int>> table = {
       {"Dropout", {1, 2}},       {"Clip", {1, 2}},    {"Pad", {1, 2, 3}},
       {"Resize", {1, 2, 3}},     {"Upsample", {1}},   {"BatchNormalization", {3, 4}},
-      {"ConstantOfShape", {0}},  {"Range", {0, 1, 2}}};
+      {"ConstantOfShape", {0}},  {"Range", {0, 1, 2}},
+      {"SoftmaxCrossEntropyLoss", {2}}, {"NegativeLogLikelihoodLoss", {2}}};
   auto it = table.find(n.op_type);
   return it != table.end() && std::find(it->second.begin(), it->second.end(), i) != it->second.end();
 }
@@ -99,11 +100,10 @@ Value* named_output(Graph& g, Value* src, const std::string& want) {
   return dst;
 }
 
-/// Turns initializer `name` into a graph input whose default is the initializer.
+/// Turns an initializer into a graph input whose default is the initializer (saved as an
+/// ONNX input that has an initializer; onyx's loader reads it back as overridable).
 void make_overridable_input(Graph& g, Value* v) {
   if (std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end()) g.inputs.push_back(v);
-  auto& o = g.overridable_initializers;
-  if (std::find(o.begin(), o.end(), v->name) == o.end()) o.push_back(v->name);
 }
 
 Value* find_or_throw(const Graph& g, const std::string& name, const char* what) {
@@ -162,6 +162,7 @@ std::map<Value*, Value*> differentiate(Model& model, const std::map<Value*, Valu
                "[autodiff] no gradient rule for op {} ({}), which lies between the trainable "
                "parameters and the loss", n->op_type, n->label());
     GradContext c(g, *n, douts, wants);
+    c.set_opset(model.opset(""));
     (*rule)(c);
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       if (!wants[i]) continue;
@@ -344,7 +345,8 @@ BackwardGraphs build_backward_graphs(const Model& forward, const std::vector<std
   auto grads = differentiate(*joint, seeds, wrt);
   std::vector<Value*> grad_outs;
   for (Value* w : wrt) {
-    Value* dst = g.add_unique_value(w->name + "_grad");
+    std::string want = w->name + "_grad";
+    Value* dst = g.find_value(want) ? g.add_unique_value(want) : g.get_or_add_value(want);
     g.add_node("Identity", {grads.at(w)}, {dst}, "", dst->name + "/Identity");
     dst->type = w->type;
     grad_outs.push_back(dst);

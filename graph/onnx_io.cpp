@@ -247,7 +247,8 @@ void graph_to_proto(const Graph& g, onnx::GraphProto* gp) {
   if (!g.doc_string.empty()) gp->set_doc_string(g.doc_string);
   for (const Value* v : g.inputs) value_info(v, gp->add_input());
   for (const auto& n : g.overridable_initializers)
-    if (const Value* v = g.find_value(n)) value_info(v, gp->add_input());
+    if (const Value* v = g.find_value(n); v && std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end())
+      value_info(v, gp->add_input());
   for (const Value* v : g.outputs) value_info(v, gp->add_output());
   std::vector<std::string> names;
   for (const auto& [n, t] : g.initializers) names.push_back(n);

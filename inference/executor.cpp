@@ -154,7 +154,10 @@ std::vector<Datum> execute_plan(const Plan& plan, std::vector<Datum> inputs, con
   for (const auto& [s, t] : plan.constants) frame.slots[s] = Datum(t);
   ONYX_CHECK(inputs.size() <= plan.input_slots.size(), "[graph '{}'] got {} inputs, takes {}",
              plan.graph->name, inputs.size(), plan.input_slots.size());
-  for (size_t i = 0; i < inputs.size(); ++i) frame.slots[plan.input_slots[i]] = std::move(inputs[i]);
+  // An input left empty keeps its initializer (inputs that are also initializers have defaults).
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].is_none() || frame.slots[plan.input_slots[i]].is_none())
+      frame.slots[plan.input_slots[i]] = std::move(inputs[i]);
   for (const auto& [name, s] : plan.outer_slots) {
     const Datum* d = parent ? parent->lookup(name) : nullptr;
     ONYX_CHECK(d, "[graph '{}'] reads '{}' from an enclosing scope, but no value of that name exists",

@@ -48,8 +48,11 @@ size_t fold_constants(Model& model, const ExecutionProvider& cpu) {
         continue;
       }
       const Tensor* t = g.initializer(v);
+      // Initializers a feed may replace (IR < 4 inputs, or graph inputs with a default) are
+      // not constants.
       bool overridable = std::find(g.overridable_initializers.begin(), g.overridable_initializers.end(),
-                                   v->name) != g.overridable_initializers.end();
+                                   v->name) != g.overridable_initializers.end() ||
+                         std::find(g.inputs.begin(), g.inputs.end(), v) != g.inputs.end();
       if (!t || overridable) {
         all_const = false;
         break;

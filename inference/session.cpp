@@ -29,6 +29,7 @@ struct Session::Impl {
   std::shared_ptr<ExecutionProvider> cpu;
   std::unique_ptr<Plan> plan;
   std::vector<IoInfo> inputs, outputs;
+  std::vector<bool> input_has_default;  // inputs that are also initializers may be left out
   ModelMetadata metadata;
   int threads = 1;
   mutable Profiler profiler;
@@ -40,7 +41,10 @@ struct Session::Impl {
                                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     Graph& g = *model->graph;
     // The declared interface, before optimization changes anything.
-    for (const Value* v : g.inputs) inputs.push_back({v->name, v->type});
+    for (const Value* v : g.inputs) {
+      inputs.push_back({v->name, v->type});
+      input_has_default.push_back(g.is_initializer(v));
+    }
     for (const Value* v : g.outputs) outputs.push_back({v->name, v->type});
     metadata = {model->producer_name, model->producer_version, model->domain, model->doc_string,
                 g.name, model->ir_version, model->model_version, model->opsets, model->metadata};
@@ -104,7 +108,8 @@ struct Session::Impl {
       ordered[it - inputs.begin()] = d;
     }
     for (size_t i = 0; i < inputs.size(); ++i)
-      ONYX_CHECK(feeds.count(inputs[i].name) || inputs[i].type.kind == ValueType::Kind::Optional,
+      ONYX_CHECK(feeds.count(inputs[i].name) || inputs[i].type.kind == ValueType::Kind::Optional ||
+                     input_has_default[i],
                  "[session] missing feed for input '{}' ({})", inputs[i].name, inputs[i].type.str());
     std::vector<size_t> out_index;
     if (wanted.empty()) {

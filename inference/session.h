@@ -70,7 +70,7 @@ class Session {
   static Session from_bytes(const void* data, size_t size, const SessionOptions& options = {},
                             const std::string& base_dir = "");
   /// Compiles an already-loaded model (the session takes ownership).
-  Session(std::unique_ptr<Model> model, const SessionOptions& options);
+  Session(std::unique_ptr<Model> model, const SessionOptions& options = {});
   ~Session();
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;

@@ -89,11 +89,13 @@ void check_gradient(const GradCase& gc) {
   SessionOptions so;
   so.intra_op_threads = 1;
   so.opt_level = OptLevel::None;
+  RunOptions ro;
+  ro.seed = gc.run_seed;
   std::vector<Shape> shapes;
   {
     auto probe = forward_model(gc, *std::make_unique<std::mt19937_64>(gc.seed));
     Session s(std::move(probe), so);
-    auto outs = s.run({});
+    auto outs = s.run({}, {}, ro);
     for (const auto& o : fwd->graph->outputs) {
       const Tensor& t = outs.at(o->name);
       ASSERT_EQ(t.dtype(), DataType::Double) << "output " << o->name << " of " << gc.op;
@@ -114,7 +116,7 @@ void check_gradient(const GradCase& gc) {
   spec.output = "L";
   auto tg = autodiff::build_training_graph(*fwd, spec, params);
   Session train(std::move(tg.model), so);
-  auto got = train.run(base);
+  auto got = train.run(base, {}, ro);
   auto eval = autodiff::build_eval_graph(*fwd, spec, params);
   Session ev(std::move(eval), so);
   for (size_t p = 0; p < params.size(); ++p) {
@@ -129,7 +131,7 @@ void check_gradient(const GradCase& gc) {
         Tensor x = x0.clone();
         x.data<double>()[i] += sign * gc.eps;
         feeds[params[p]] = x;
-        double L = ev.run(feeds, {"loss"}).at("loss").to_double_vector()[0];
+        double L = ev.run(feeds, {"loss"}, ro).at("loss").to_double_vector()[0];
         numeric += sign * L;
       }
       numeric /= 2 * gc.eps;

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -56,6 +57,8 @@ struct GradCase {
   int64_t opset = 17;
   double eps = 1e-6, rtol = 1e-5, atol = 1e-7;
   uint64_t seed = 1;
+  /// Seed for random ops (Dropout) passed to every Session::run, so all runs draw alike.
+  std::optional<uint64_t> run_seed;
   /// Optional: builds a multi-node forward graph instead of one `op` node. It gets the
   /// graph with the inputs already added as initializers and returns the outputs to project.
   std::function<std::vector<Value*>(Graph&)> build;

@@ -1,0 +1,19 @@
+// Gradient checks and clipping over a flat float32 buffer (PyTorch's clip_grad_norm_ with
+// norm_type 2). Reductions use fixed-size blocks summed in order, so results do not depend on
+// the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace onyx::optim {
+
+/// sqrt(sum g^2) over n floats, parallel and vectorised, accumulated in double.
+double global_norm(const float* g, int64_t n, int threads);
+/// Scales g so its global norm is at most max_norm; returns the norm before clipping.
+/// As PyTorch: g *= max_norm / (norm + 1e-6) when that factor is below 1. max_norm <= 0: no
+/// clipping. A non-finite norm leaves g unchanged (callers skip the step; see has_non_finite).
+double clip_by_global_norm(float* g, int64_t n, double max_norm, int threads);
+/// True when any element is NaN or infinite.
+bool has_non_finite(const float* g, int64_t n, int threads);
+
+}  // namespace onyx::optim

@@ -1,0 +1,65 @@
+// Fused optimizers over flat float32 parameter and gradient buffers: SGD (momentum, Nesterov,
+// weight decay), Adam, AdamW and LAMB, with PyTorch's semantics (LAMB as in the LAMB paper and
+// ONNX Runtime). One step is one parallel, vectorised pass over all parameters (LAMB: a pass
+// for the moments and per-parameter norms, then the update); the per-element math is
+// kernels/cpu/optimizer_math.h, shared with the ai.onnx.preview.training op kernels.
+//
+//   auto opt = make_optimizer({.name = "adamw", .weight_decay = 0.01}, buffer.segments());
+//   opt->step(params.data(), grads.data(), schedule.lr_at(opt->steps_taken(), 1e-3), threads);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/tensor.h"
+
+namespace onyx::optim {
+
+/// One parameter's slice of the flat buffers.
+struct ParamSegment {
+  std::string name;
+  int64_t offset = 0;
+  int64_t size = 0;
+  bool decay = true;  // false: excluded from weight decay (biases, norm scales)
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw";  // "sgd", "adam", "adamw", "lamb" (case-insensitive)
+  double lr = 1e-3;            // base rate; step() takes the scheduled rate
+  double momentum = 0.0;       // sgd
+  bool nesterov = false;       // sgd (needs momentum > 0)
+  double weight_decay = 0.0;   // sgd/adam: L2 added to the gradient; adamw/lamb: decoupled
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw, lamb
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  /// One update of params from grads with learning rate lr. Both buffers cover
+  /// [0, max(offset + size)) of the segments; elements outside every segment (alignment
+  /// padding) are left alone. threads = OpenMP threads. Results do not depend on threads.
+  virtual void step(float* params, const float* grads, double lr, int threads) = 0;
+  /// Optimizer state for checkpoints, as named tensors (copies): "step" (int64 scalar) and
+  /// float32 buffers over the parameter span ("momentum" for sgd with momentum; "m", "v").
+  virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
+  /// Restores state(); onyx::Error naming the entry when a name is missing or unknown, or a
+  /// dtype or size differs. Updates continue bit-identically after a round trip.
+  virtual void load_state(const std::vector<std::pair<std::string, Tensor>>& state) = 0;
+  virtual int64_t steps_taken() const = 0;
+  const OptimizerConfig& config() const { return config_; }
+
+ protected:
+  explicit Optimizer(OptimizerConfig config) : config_(std::move(config)) {}
+  OptimizerConfig config_;
+};
+
+/// Validates `config` and `segments` (onyx::Error "[optimizer] ..." naming the bad field:
+/// unknown name, negative rates, betas outside [0, 1), nesterov without momentum, segments
+/// that overlap or have negative offset or size) and builds the optimizer.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,
+                                          std::vector<ParamSegment> segments);
+
+}  // namespace onyx::optim

@@ -1,0 +1,49 @@
+// SGD as torch.optim.SGD with dampening 0: g' = g + wd * p; buf = momentum * buf + g';
+// p -= lr * buf (or lr * (g' + momentum * buf) with Nesterov). buf starts at zero, so the
+// first step's buf is g', as in PyTorch.
+#include "kernels/cpu/optimizer_math.h"
+#include "optimizers/fused_optimizer.h"
+
+namespace onyx::optim {
+namespace {
+
+class Sgd final : public FusedOptimizer {
+ public:
+  Sgd(const OptimizerConfig& config, std::vector<ParamSegment> segments)
+      : FusedOptimizer(config, std::move(segments),
+                       config.momentum > 0 ? std::vector<std::string>{"momentum"}
+                                           : std::vector<std::string>{}) {}
+
+ protected:
+  void update(float* p, const float* g, double lr, int threads) override {
+    const OptimizerConfig& c = config_;
+    const float flr = static_cast<float>(lr), wd = static_cast<float>(c.weight_decay);
+    if (c.momentum <= 0) {
+      plan_.for_each_piece(threads, [&](const Piece& pc, int64_t) {
+        const int64_t b = pc.begin;
+        cpu::sgd_update<float>(p + b, g + b, p + b, pc.end - b, flr,
+                               segments_[pc.segment].decay ? wd : 0.0f);
+      });
+      return;
+    }
+    float* buf = buffer(0);
+    const cpu::MomentumCoeffs<float> with_decay{flr, wd, static_cast<float>(c.momentum), 1.0f,
+                                                c.nesterov};
+    cpu::MomentumCoeffs<float> no_decay = with_decay;
+    no_decay.l2 = 0;
+    plan_.for_each_piece(threads, [&](const Piece& pc, int64_t) {
+      const int64_t b = pc.begin;
+      cpu::momentum_update<float>(p + b, g + b, buf + b, p + b, buf + b, pc.end - b,
+                                  segments_[pc.segment].decay ? with_decay : no_decay);
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& config,
+                                    std::vector<ParamSegment> segments) {
+  return std::make_unique<Sgd>(config, std::move(segments));
+}
+
+}  // namespace onyx::optim

@@ -1,0 +1,234 @@
+// Finite-difference checks of the activation gradient rules (float64).
+#include <random>
+
+#include "autodiff/training_graph.h"
+#include "grad_check.h"
+#include "graph/error.h"
+#include "save_reload_check.h"
+
+namespace onyx::test {
+
+namespace {
+
+using autodiff::attr_f;
+using autodiff::attr_i;
+using autodiff::attr_s;
+using autodiff::Attrs;
+
+/// A differentiable input with the given values.
+GradInput PV(std::string n, Shape s, std::vector<double> v) {
+  GradInput g = P(std::move(n), std::move(s));
+  g.values = std::move(v);
+  return g;
+}
+
+/// `n` values in [-2, 2] at least 0.1 away from 0 (the kink of Relu-like ops).
+std::vector<double> away_from_zero(int64_t n, uint64_t seed = 5) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.1, 2.0);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (i % 3 ? -1 : 1) * u(rng);
+  return v;
+}
+
+Value* add(Graph& g, const std::string& op, const std::vector<Value*>& ins, Attrs attrs = {}) {
+  Value* y = g.add_unique_value(op + "_y");
+  Node* n = g.add_node(op, ins, {y}, "", fmt::format("{}_{}", op, g.num_nodes()));
+  for (auto& a : attrs) n->attrs[a.name] = a;
+  return y;
+}
+
+}  // namespace
+
+TEST(GradActivation, ReluAndLeakyRelu) {
+  auto x = PV("x", {3, 4}, away_from_zero(12));
+  check_gradient({.op = "Relu", .inputs = {x}});
+  check_gradient({.op = "LeakyRelu", .inputs = {x}});
+  check_gradient({.op = "LeakyRelu", .inputs = {x}, .attrs = {attr_f("alpha", 0.3)}});
+  check_gradient({.op = "LeakyRelu", .inputs = {x}, .attrs = {attr_f("alpha", -0.5)}});
+  check_gradient({.op = "LeakyRelu", .inputs = {x}, .attrs = {attr_f("alpha", 0.0)}});
+}
+
+TEST(GradActivation, SmoothUnary) {
+  for (const char* op : {"Sigmoid", "Tanh", "Erf", "Softplus"}) {
+    SCOPED_TRACE(op);
+    check_gradient({.op = op, .inputs = {P("x", {2, 3, 2}, -2.5, 2.5)}});
+  }
+}
+
+TEST(GradActivation, GeluExactAndTanh) {
+  auto x = P("x", {3, 5}, -3, 3);
+  check_gradient({.op = "Gelu", .inputs = {x}, .opset = 20});
+  check_gradient(
+      {.op = "Gelu", .inputs = {x}, .attrs = {attr_s("approximate", "none")}, .opset = 20});
+  check_gradient(
+      {.op = "Gelu", .inputs = {x}, .attrs = {attr_s("approximate", "tanh")}, .opset = 20});
+}
+
+TEST(GradActivation, SoftmaxAndLogSoftmaxEveryAxis) {
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    SCOPED_TRACE(op);
+    auto x = P("x", {2, 3, 4}, -2, 2);
+    check_gradient({.op = op, .inputs = {x}});  // default axis -1
+    for (int64_t axis : {0, 1, 2, -1, -2, -3}) {
+      SCOPED_TRACE(axis);
+      check_gradient({.op = op, .inputs = {x}, .attrs = {attr_i("axis", axis)}});
+    }
+    check_gradient({.op = op, .inputs = {x}, .attrs = {attr_i("axis", 1)}, .opset = 13});
+    check_gradient({.op = op, .inputs = {P("v", {5}, -2, 2)}});
+  }
+}
+
+TEST(GradActivation, HardSigmoidEluSelu) {
+  // Kinks of HardSigmoid at x = (0 - beta)/alpha and (1 - beta)/alpha: -2.5, 2.5 by default,
+  // -0.8, 1.2 with alpha 0.5, beta 0.4; the values stay clear of both.
+  auto xh = PV("x", {8}, {-3.1, -2.0, -1.1, 0.05, 0.7, 1.5, 2.1, 3.3});
+  check_gradient({.op = "HardSigmoid", .inputs = {xh}});
+  check_gradient(
+      {.op = "HardSigmoid", .inputs = {xh}, .attrs = {attr_f("alpha", 0.5), attr_f("beta", 0.4)}});
+  auto x = PV("x", {3, 4}, away_from_zero(12, 9));
+  check_gradient({.op = "Elu", .inputs = {x}});
+  check_gradient({.op = "Elu", .inputs = {x}, .attrs = {attr_f("alpha", 0.4)}});
+  check_gradient({.op = "Selu", .inputs = {x}});
+  check_gradient(
+      {.op = "Selu", .inputs = {x}, .attrs = {attr_f("alpha", 1.3), attr_f("gamma", 0.9)}});
+}
+
+TEST(GradActivation, DropoutTrainingModeReusesTheMask) {
+  auto x = P("x", {4, 5});
+  auto on = C("training", {}, {1}, DataType::Bool);
+  for (double ratio : {0.0, 0.3, 0.75}) {
+    SCOPED_TRACE(ratio);
+    check_gradient({.op = "Dropout",
+                    .inputs = {x, C("ratio", {}, {ratio}, DataType::Double), on},
+                    .run_seed = 7});
+  }
+  // Ratio omitted (0.5), and a float ratio for a double input.
+  check_gradient({.op = "Dropout", .inputs = {x, None(), on}, .run_seed = 11});
+  check_gradient({.op = "Dropout",
+                  .inputs = {x, C("ratio", {}, {0.4}, DataType::Float), on},
+                  .outputs = 2,
+                  .run_seed = 3});
+  // A ratio computed at run time: the scale is built in the graph.
+  check_gradient({.op = "Dropout",
+                  .inputs = {x, C("r0", {}, {0.25}, DataType::Double), on},
+                  .run_seed = 5,
+                  .build = [](Graph& g) -> std::vector<Value*> {
+                    Value* r = add(g, "Identity", {g.find_value("r0")});
+                    return {add(g, "Dropout", {g.find_value("x"), r, g.find_value("training")})};
+                  }});
+}
+
+TEST(GradActivation, DropoutBackwardMatchesMaskAndRunTimeFlag) {
+  // build_backward_graphs keeps the flag as the model has it: a graph input here, so the
+  // rule must choose the scale at run time. Reference: dx = dy * mask / (1 - r), or dy.
+  const double r = 0.4;
+  auto m = std::make_unique<Model>();
+  m->ir_version = 9;
+  m->opsets.push_back({"", 17});
+  m->graph = std::make_unique<Graph>("dropout");
+  Graph& g = *m->graph;
+  Value* x = g.get_or_add_value("x");
+  x->type = ValueType::tensor(DataType::Double, SymShape{Dim::fixed(3), Dim::fixed(4)});
+  Value* t = g.get_or_add_value("t");
+  t->type = ValueType::tensor(DataType::Bool, SymShape{});
+  g.inputs = {x, t};
+  Value* ratio = g.add_initializer("ratio", Tensor::scalar<double>(r));
+  Value* y = g.get_or_add_value("y");
+  Value* mask = g.get_or_add_value("mask");
+  g.add_node("Dropout", {x, ratio, t}, {y, mask}, "", "drop");
+  g.outputs = {y, mask};
+  auto bg = autodiff::build_backward_graphs(*m, {"x"});
+  SessionOptions so;
+  so.intra_op_threads = 1;
+  Session fwd(std::move(bg.forward), so);
+  Session bwd(std::move(bg.backward), so);
+  std::vector<double> xv(12), dyv(12);
+  for (int i = 0; i < 12; ++i) xv[i] = 0.1 * i - 0.5, dyv[i] = 1.0 - 0.15 * i;
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training);
+    NamedTensors feeds = {{"x", Tensor::from_vector<double>({3, 4}, xv)},
+                          {"t", Tensor::scalar<bool>(training)}};
+    RunOptions ro;
+    ro.seed = 42;
+    auto f = fwd.run(feeds, {}, ro);
+    NamedTensors bfeeds = {{"y_grad", Tensor::from_vector<double>({3, 4}, dyv)},
+                           {"mask_grad", f.at("mask")}};
+    for (const auto& s : bg.saved) bfeeds[s] = f.at(s);
+    auto dx = bwd.run(bfeeds).at(bg.grads[0]).to_double_vector();
+    const bool* mk = f.at("mask").data<bool>();
+    int kept = 0;
+    for (int i = 0; i < 12; ++i) {
+      double want = training ? (mk[i] ? dyv[i] / (1 - r) : 0.0) : dyv[i];
+      EXPECT_NEAR(dx[i], want, 1e-12) << i;
+      kept += mk[i];
+    }
+    if (training) {
+      EXPECT_LT(kept, 12) << "a 0.4 dropout of 12 elements kept all of them";
+    }
+  }
+}
+
+TEST(GradActivation, UnknownGeluApproximationIsAnError) {
+  auto m = std::make_unique<Model>();
+  m->ir_version = 9;
+  m->opsets.push_back({"", 20});
+  m->graph = std::make_unique<Graph>("gelu");
+  Graph& g = *m->graph;
+  g.add_initializer("w", Tensor::from_vector<double>({3}, {0.1, 0.2, 0.3}));
+  Value* y = add(g, "Gelu", {g.find_value("w")}, {attr_s("approximate", "cubic")});
+  g.outputs = {add(g, "ReduceSum", {y}, {attr_i("keepdims", 0)})};
+  try {
+    autodiff::build_training_graph(*m, {.kind = "output"}, {"w"});
+    FAIL() << "expected onyx::Error";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_EQ(what.rfind("[autodiff]", 0), 0u) << what;
+    EXPECT_NE(what.find("approximate"), std::string::npos) << what;
+    EXPECT_NE(what.find("cubic"), std::string::npos) << what;
+  }
+}
+
+namespace {
+
+/// x -> Gelu(tanh) -> Dropout -> Softmax(axis 0) * Sigmoid(x) + LogSoftmax(LeakyRelu(x), axis 1)
+std::vector<Value*> activation_graph(Graph& g) {
+  Value* x = g.find_value("x");
+  Value* on = g.find_value("training");
+  Value* ratio = g.find_value("ratio");
+  Value* ge = add(g, "Gelu", {x}, {attr_s("approximate", "tanh")});
+  Value* dr = add(g, "Dropout", {ge, ratio, on});
+  Value* sm = add(g, "Softmax", {dr}, {attr_i("axis", 0)});
+  Value* lr = add(g, "LeakyRelu", {x}, {attr_f("alpha", 0.2)});
+  Value* ls = add(g, "LogSoftmax", {lr}, {attr_i("axis", 1)});
+  Value* th = add(g, "Tanh", {add(g, "Elu", {x})});
+  Value* prod = add(g, "Mul", {sm, add(g, "Sigmoid", {x})});
+  return {add(g, "Add", {add(g, "Add", {prod, ls}), th})};
+}
+
+}  // namespace
+
+TEST(GradActivation, MultiOpGraphSurvivesSaveReload) {
+  auto x = PV("x", {3, 4}, away_from_zero(12, 17));
+  auto ratio = C("ratio", {}, {0.25}, DataType::Double);
+  auto on = C("training", {}, {1}, DataType::Bool);
+  check_gradient({.op = "graph",
+                  .inputs = {x, ratio, on},
+                  .opset = 20,
+                  .run_seed = 9,
+                  .build = activation_graph});
+  auto m = std::make_unique<Model>();
+  m->ir_version = 9;
+  m->opsets.push_back({"", 20});
+  m->graph = std::make_unique<Graph>("activation");
+  Graph& g = *m->graph;
+  g.add_initializer("x", Tensor::from_vector<double>({3, 4}, x.values));
+  g.add_initializer("ratio", Tensor::scalar<double>(0.25));
+  g.add_initializer("training", Tensor::scalar<bool>(true));
+  Value* y = activation_graph(g)[0];
+  Value* L = add(g, "ReduceSum", {y}, {attr_i("keepdims", 0)});
+  g.outputs = {L};
+  expect_same_after_save_reload(*m, {.kind = "output", .output = L->name}, {"x"}, 9);
+}
+
+}  // namespace onyx::test

@@ -1,0 +1,218 @@
+// TrainingSession: closed-form updates, learning, determinism, export, bad input.
+#include <cmath>
+#include <filesystem>
+
+#include "autodiff/training_graph.h"
+#include "graph/onnx_io.h"
+#include "training/training_session.h"
+#include "training_models.h"
+
+namespace onyx::test {
+
+namespace {
+
+TrainingConfig sgd_mse(double lr) {
+  TrainingConfig c;
+  c.loss.kind = "mse";
+  c.optimizer.name = "sgd";
+  c.optimizer.lr = lr;
+  c.threads = 1;
+  return c;
+}
+
+std::vector<float> copy_of(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+}  // namespace
+
+TEST(TrainingSession, OneSgdStepMatchesClosedFormLinearMse) {
+  const int64_t N = 5, I = 4, O = 3;
+  TrainingSession ts(linear_model(I, O), sgd_mse(0.1));
+  std::mt19937 rng(11);
+  Tensor x = random_tensor({N, I}, rng, 1.0), t = random_tensor({N, O}, rng, 1.0);
+  auto W = copy_of(ts.parameter("W")), b = copy_of(ts.parameter("b"));
+  // Reference in double: L = mean((xW^T + b - t)^2), dW = 2/(N O) r^T x, db = 2/(N O) sum r.
+  std::vector<double> r(N * O);
+  double loss = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o) {
+      double y = b[o];
+      for (int64_t i = 0; i < I; ++i) y += double(x.data<float>()[n * I + i]) * W[o * I + i];
+      r[n * O + o] = y - t.data<float>()[n * O + o];
+      loss += r[n * O + o] * r[n * O + o];
+    }
+  loss /= N * O;
+  double got = ts.train_step({{"x", x}, {"labels", t}});
+  EXPECT_NEAR(got, loss, 1e-5 * std::max(1.0, loss));
+  auto W1 = copy_of(ts.parameter("W")), b1 = copy_of(ts.parameter("b"));
+  for (int64_t o = 0; o < O; ++o) {
+    double db = 0;
+    for (int64_t n = 0; n < N; ++n) db += 2.0 / (N * O) * r[n * O + o];
+    EXPECT_NEAR(b1[o], b[o] - 0.1 * db, 1e-5);
+    for (int64_t i = 0; i < I; ++i) {
+      double dw = 0;
+      for (int64_t n = 0; n < N; ++n) dw += 2.0 / (N * O) * r[n * O + o] * x.data<float>()[n * I + i];
+      EXPECT_NEAR(W1[o * I + i], W[o * I + i] - 0.1 * dw, 1e-5);
+    }
+  }
+  EXPECT_EQ(ts.step(), 1);
+}
+
+TEST(TrainingSession, MlpLearnsAClassificationTask) {
+  TrainingConfig c;
+  c.optimizer = {.name = "adamw", .lr = 0.01, .weight_decay = 0.01};
+  c.threads = 2;
+  TrainingSession ts(mlp_model(8, 32, 4), c);
+  auto eval = class_batch(256, 8, 4, 1000);
+  double before = ts.eval_step(eval).at("loss").to_double_vector()[0];
+  for (int s = 0; s < 150; ++s) ts.train_step(class_batch(32, 8, 4, static_cast<uint32_t>(s)));
+  double after = ts.eval_step(eval).at("loss").to_double_vector()[0];
+  EXPECT_LT(after, 0.5 * before) << "before " << before << " after " << after;
+  // Accuracy of the trained model on held-out data.
+  Tensor logits = ts.predict({{"x", eval.at("x")}}).at("logits");
+  int correct = 0;
+  for (int64_t i = 0; i < 256; ++i) {
+    const float* row = logits.data<float>() + i * 4;
+    int64_t arg = std::max_element(row, row + 4) - row;
+    correct += arg == eval.at("labels").data<int64_t>()[i];
+  }
+  EXPECT_GT(correct, 256 * 0.85);
+}
+
+TEST(TrainingSession, DeterministicForSeedAndThreads) {
+  TrainingConfig c;
+  c.optimizer = {.name = "adam", .lr = 0.01};
+  c.seed = 42;
+  c.threads = 2;
+  TrainingSession a(mlp_model(8, 16, 3, true), c), b(mlp_model(8, 16, 3, true), c);
+  for (int s = 0; s < 5; ++s) {
+    auto batch = class_batch(16, 8, 3, static_cast<uint32_t>(s));
+    EXPECT_EQ(a.train_step(batch), b.train_step(batch));
+  }
+  Tensor pa = a.flat_parameters(), pb = b.flat_parameters();
+  EXPECT_EQ(std::memcmp(pa.raw(), pb.raw(), pa.nbytes()), 0);
+}
+
+TEST(TrainingSession, AccumulationEqualsOneBigBatch) {
+  // Mean-reduced loss: two micro-batches of 8 averaged == one batch of 16 (same data).
+  TrainingConfig c = sgd_mse(0.05);
+  TrainingConfig acc = c;
+  acc.accumulation_steps = 2;
+  TrainingSession one(linear_model(4, 2), c), two(linear_model(4, 2), acc);
+  std::mt19937 rng(5);
+  Tensor x = random_tensor({16, 4}, rng, 1.0), t = random_tensor({16, 2}, rng, 1.0);
+  one.train_step({{"x", x}, {"labels", t}});
+  auto half = [&](const Tensor& v, int64_t k) {
+    int64_t row = v.shape()[1];
+    std::vector<float> d(v.data<float>() + k * 8 * row, v.data<float>() + (k + 1) * 8 * row);
+    return Tensor::from_vector<float>({8, row}, d);
+  };
+  EXPECT_FALSE(two.train_step_detailed({{"x", half(x, 0)}, {"labels", half(t, 0)}}).stepped);
+  EXPECT_TRUE(two.train_step_detailed({{"x", half(x, 1)}, {"labels", half(t, 1)}}).stepped);
+  auto p1 = copy_of(one.flat_parameters()), p2 = copy_of(two.flat_parameters());
+  for (size_t i = 0; i < p1.size(); ++i) EXPECT_NEAR(p1[i], p2[i], 1e-6);
+}
+
+TEST(TrainingSession, ExportedModelRunsInSessionWithTheTrainedWeights) {
+  TrainingConfig c;
+  c.optimizer = {.name = "sgd", .lr = 0.1, .momentum = 0.9};
+  TrainingSession ts(mlp_model(6, 8, 3), c);
+  for (int s = 0; s < 3; ++s) ts.train_step(class_batch(8, 6, 3, static_cast<uint32_t>(s)));
+  auto path = (std::filesystem::temp_directory_path() / "onyx_test_export.onnx").string();
+  ts.export_inference_model(path);
+  Session inf(path);
+  auto x = class_batch(8, 6, 3, 77).at("x");
+  expect_near(inf.run({{"x", x}}).at("logits"), values(ts.predict({{"x", x}}).at("logits")), 1e-6);
+  std::filesystem::remove(path);
+}
+
+TEST(TrainingSession, SavedTrainingGraphRunsWithTheSameResults) {
+  TrainingConfig c;
+  c.optimizer = {.name = "sgd", .lr = 0.1};
+  TrainingSession ts(mlp_model(6, 8, 3), c);
+  auto path = (std::filesystem::temp_directory_path() / "onyx_test_train_graph.onnx").string();
+  save_model(ts.training_model(), path);
+  Session reloaded(path);
+  auto batch = class_batch(8, 6, 3, 5);
+  auto out = reloaded.run(batch);  // parameters default to their initializers
+  Tensor w1_before = ts.parameter("w1").clone();
+  double loss = ts.train_step(batch);
+  EXPECT_NEAR(out.at("loss").to_double_vector()[0], loss, 1e-6);
+  // SGD without momentum: w1_after = w1_before - lr * grad, so the saved graph's gradient matches.
+  auto g = values(out.at("w1_grad"));
+  auto after = values(ts.parameter("w1"));
+  auto before = values(w1_before);
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(after[i], before[i] - 0.1 * g[i], 1e-6);
+  std::filesystem::remove(path);
+}
+
+TEST(TrainingSession, BadInputsAreClearErrors) {
+  TrainingConfig c;
+  c.loss.output = "nope";
+  EXPECT_THROW(TrainingSession(mlp_model(4, 4, 2), c), Error);
+  c = {};
+  c.trainable = {"w1", "missing"};
+  EXPECT_THROW(TrainingSession(mlp_model(4, 4, 2), c), Error);
+  c = {};
+  c.optimizer.name = "rmsprop";
+  EXPECT_THROW(TrainingSession(mlp_model(4, 4, 2), c), Error);
+  c = {};
+  c.loss.kind = "focal";
+  EXPECT_THROW(TrainingSession(mlp_model(4, 4, 2), c), Error);
+
+  TrainingSession ts(mlp_model(4, 4, 2), TrainingConfig{});
+  auto batch = class_batch(4, 4, 2, 1);
+  auto bad = batch;
+  bad["labels"] = T_<float>({4}, {0, 1, 0, 1});
+  EXPECT_THROW(ts.train_step(bad), Error);  // labels of the wrong dtype
+  bad = batch;
+  bad["labels"] = T_<int64_t>({4, 1}, {0, 1, 0, 1});
+  EXPECT_THROW(ts.train_step(bad), Error);  // labels of the wrong shape
+  bad = batch;
+  bad.erase("labels");
+  EXPECT_THROW(ts.train_step(bad), Error);
+  bad = batch;
+  bad["w1"] = ts.parameter("w1");
+  EXPECT_THROW(ts.train_step(bad), Error);  // parameters are not batch inputs
+  EXPECT_THROW(ts.parameter("nope"), Error);
+
+  // A NaN loss changes no weights.
+  auto before = copy_of(ts.flat_parameters());
+  bad = batch;
+  Tensor x = batch.at("x").clone();
+  x.data<float>()[0] = std::nanf("");
+  bad["x"] = x;
+  try {
+    ts.train_step(bad);
+    ADD_FAILURE() << "NaN loss accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no weights were changed"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(copy_of(ts.flat_parameters()), before);
+  EXPECT_EQ(ts.step(), 0);
+  ts.train_step(batch);  // still usable
+  EXPECT_EQ(ts.step(), 1);
+}
+
+TEST(TrainingSession, NoGradientRuleNamesTheNode) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{2, 3});
+  b.initializer("w", T_<float>({3}, {1, 2, 3}));
+  b.node("Mul", {"x", "w"}, {"m"});
+  b.node("Round", {"m"}, {"r"}).name = "rounder";
+  b.node("Mul", {"r", "w"}, {"y"});
+  b.output("y");
+  TrainingConfig c;
+  c.loss.kind = "mse";
+  try {
+    TrainingSession ts(b.build(), c);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("Round"), std::string::npos) << m;
+    EXPECT_NE(m.find("rounder"), std::string::npos) << m;
+  }
+}
+
+}  // namespace onyx::test

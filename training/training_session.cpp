@@ -1,0 +1,320 @@
+#include "training/training_session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "autodiff/training_graph.h"
+#include "graph/error.h"
+#include "graph/onnx_io.h"
+#include "optimizers/flat_buffer.h"
+#include "optimizers/grad_accumulate.h"
+#include "optimizers/grad_clip.h"
+#include "training/checkpoint.h"
+
+namespace onyx {
+
+namespace {
+
+std::unique_ptr<Model> clone_model(const Model& m) {
+  std::string bytes = serialize_model(m);
+  LoadOptions opts;
+  opts.validate = false;
+  auto copy = load_model_from_bytes(bytes.data(), bytes.size(), "", opts);
+  copy->base_dir = m.base_dir;
+  return copy;
+}
+
+/// Removes the initializer defaults of inputs the session always feeds (saves a copy of
+/// every weight per session).
+std::unique_ptr<Model> without_defaults(const Model& m, const std::set<std::string>& fed) {
+  auto c = clone_model(m);
+  Graph& g = *c->graph;
+  for (const auto& n : fed) {
+    Value* v = g.find_value(n);
+    ONYX_CHECK(v && g.initializers.count(n), "[training] '{}' is not an initializer", n);
+    const Tensor& t = g.initializers.at(n);
+    SymShape s;
+    for (int64_t d : t.shape()) s.push_back(Dim::fixed(d));
+    v->type = ValueType::tensor(t.dtype(), s);
+    g.initializers.erase(n);
+    if (std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end()) g.inputs.push_back(v);
+  }
+  auto& o = g.overridable_initializers;
+  o.erase(std::remove_if(o.begin(), o.end(), [&](const std::string& n) { return fed.count(n) > 0; }), o.end());
+  return c;
+}
+
+/// splitmix64: a well-mixed per-step seed from the session seed and the micro-batch index.
+uint64_t mix_seed(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+nlohmann::json shape_json(const Shape& s) { return nlohmann::json(s); }
+
+}  // namespace
+
+struct TrainingSession::Impl {
+  TrainingConfig cfg;
+  std::unique_ptr<Model> forward;        // as given, for export
+  std::unique_ptr<Model> training_copy;  // the training graph as built
+  autodiff::TrainingGraph tg;            // names (its model moved into the session)
+  std::unique_ptr<Session> train, eval, predict;
+  optim::FlatBuffer params, grads;
+  std::vector<Shape> param_shapes;
+  std::map<std::string, Tensor> state;   // BatchNorm running statistics
+  std::unique_ptr<optim::Optimizer> opt;
+  int64_t micro = 0;                     // micro-batches applied so far
+  int threads = 1;
+  std::vector<std::string> batch_inputs, model_inputs;
+
+  void build(std::unique_ptr<Model> fwd) {
+    ONYX_CHECK(fwd && fwd->graph, "[training] no model given");
+    ONYX_CHECK(cfg.accumulation_steps >= 1, "[training] accumulation_steps should be >= 1 but is {}",
+               cfg.accumulation_steps);
+    ONYX_CHECK(cfg.clip_norm >= 0, "[training] clip_norm should be >= 0 but is {}", cfg.clip_norm);
+    threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    forward = std::move(fwd);
+    tg = autodiff::build_training_graph(*forward, cfg.loss, cfg.trainable);
+    training_copy = clone_model(*tg.model);
+    Graph& g = *tg.model->graph;
+    std::vector<std::pair<std::string, Shape>> entries;
+    for (const auto& p : tg.params) {
+      const Tensor& t = g.initializers.at(p);
+      ONYX_CHECK(t.dtype() == DataType::Float, "[training] parameter '{}' is {}; training updates "
+                 "float32 parameters", p, dtype_name(t.dtype()));
+      entries.emplace_back(p, t.shape());
+      param_shapes.push_back(t.shape());
+    }
+    params = optim::FlatBuffer(entries);
+    grads = optim::FlatBuffer(entries);
+    for (size_t i = 0; i < tg.params.size(); ++i) {
+      const Tensor& t = g.initializers.at(tg.params[i]);
+      std::memcpy(params.view(i).raw(), t.raw(), t.nbytes());
+    }
+    for (const auto& [in, upd] : tg.state_updates) state[in] = g.initializers.at(in).clone();
+    auto segs = params.segments();
+    for (size_t i = 0; i < segs.size(); ++i) segs[i].decay = cfg.decay_1d || param_shapes[i].size() > 1;
+    opt = optim::make_optimizer(cfg.optimizer, segs);
+    cfg.schedule.lr_at(0, cfg.optimizer.lr);  // validates the schedule now, not at step 1
+    for (const Value* v : forward->graph->inputs)
+      if (!forward->graph->is_initializer(v)) model_inputs.push_back(v->name);
+    batch_inputs = model_inputs;
+    for (const auto& l : tg.labels) batch_inputs.push_back(l);
+
+    std::set<std::string> fed(tg.params.begin(), tg.params.end());
+    for (const auto& [in, upd] : tg.state_updates) fed.insert(in);
+    SessionOptions so;
+    so.intra_op_threads = threads;
+    train = std::make_unique<Session>(without_defaults(*tg.model, fed), so);
+    tg.model.reset();
+    eval = std::make_unique<Session>(
+        without_defaults(*autodiff::build_eval_graph(*forward, cfg.loss, tg.params), fed), so);
+    auto pm = clone_model(*forward);
+    for (const auto& p : tg.params) {
+      Value* v = pm->graph->find_value(p);
+      if (std::find(pm->graph->inputs.begin(), pm->graph->inputs.end(), v) == pm->graph->inputs.end())
+        pm->graph->inputs.push_back(v);
+      pm->graph->initializers.erase(p);
+    }
+    for (const auto& [in, upd] : tg.state_updates) {
+      pm->graph->inputs.push_back(pm->graph->find_value(in));
+      pm->graph->initializers.erase(in);
+    }
+    predict = std::make_unique<Session>(std::move(pm), so);
+  }
+
+  /// Batch tensors plus the current parameters and state, as session feeds.
+  NamedTensors feeds(const NamedTensors& batch, bool labels) const {
+    NamedTensors f;
+    for (const auto& [name, t] : batch) {
+      bool known = std::find(batch_inputs.begin(), batch_inputs.end(), name) != batch_inputs.end();
+      ONYX_CHECK(known, "[training] the batch has '{}', which is not an input of the model; "
+                 "expected: {}", name, fmt::join(batch_inputs, ", "));
+      bool is_label = std::find(tg.labels.begin(), tg.labels.end(), name) != tg.labels.end();
+      if (labels || !is_label) f[name] = t;
+    }
+    for (const auto& n : labels ? batch_inputs : model_inputs)
+      ONYX_CHECK(batch.count(n), "[training] the batch lacks '{}'; expected: {}", n,
+                 fmt::join(labels ? batch_inputs : model_inputs, ", "));
+    for (size_t i = 0; i < tg.params.size(); ++i) f[tg.params[i]] = params.view(i);
+    for (const auto& [n, t] : state) f[n] = t;
+    return f;
+  }
+
+  StepResult step(const NamedTensors& batch) {
+    std::vector<std::string> wanted = {tg.loss};
+    wanted.insert(wanted.end(), tg.grads.begin(), tg.grads.end());
+    for (const auto& [in, upd] : tg.state_updates) wanted.push_back(upd);
+    RunOptions ro;
+    ro.seed = mix_seed(cfg.seed, static_cast<uint64_t>(micro));
+    NamedTensors out = train->run(feeds(batch, true), wanted, ro);
+    StepResult r;
+    r.loss = out.at(tg.loss).to_double_vector().at(0);
+    // Check everything before touching any buffer, so a failed step changes nothing.
+    ONYX_CHECK(std::isfinite(r.loss), "[training] the loss is {} at step {} (micro-batch {}); no "
+               "weights were changed", r.loss, opt->steps_taken(), micro);
+    for (size_t i = 0; i < tg.grads.size(); ++i) {
+      const Tensor& gr = out.at(tg.grads[i]);
+      ONYX_CHECK(gr.dtype() == DataType::Float && gr.shape() == param_shapes[i],
+                 "[training] gradient '{}' is {} {}, expected float {}", tg.grads[i], dtype_name(gr.dtype()),
+                 shape_str(gr.shape()), shape_str(param_shapes[i]));
+      ONYX_CHECK(!optim::has_non_finite(gr.data<float>(), gr.numel(), threads),
+                 "[training] the gradient of '{}' has NaN or infinite values at step {}; no weights "
+                 "were changed", tg.params[i], opt->steps_taken());
+    }
+    bool first = micro % cfg.accumulation_steps == 0;
+    for (size_t i = 0; i < tg.grads.size(); ++i) {
+      const Tensor& gr = out.at(tg.grads[i]);
+      Tensor dst = grads.view(i);
+      if (first) std::memcpy(dst.raw(), gr.raw(), gr.nbytes());
+      else optim::accumulate_grads(dst.data<float>(), gr.data<float>(), gr.numel(), threads);
+    }
+    for (const auto& [in, upd] : tg.state_updates) {
+      Tensor& s = state.at(in);
+      std::memcpy(s.raw(), out.at(upd).raw(), s.nbytes());
+    }
+    ++micro;
+    if (micro % cfg.accumulation_steps == 0) {
+      if (cfg.accumulation_steps > 1)
+        optim::scale_grads(grads.data(), grads.size(), 1.0 / cfg.accumulation_steps, threads);
+      r.grad_norm = optim::clip_by_global_norm(grads.data(), grads.size(), cfg.clip_norm, threads);
+      if (cfg.clip_norm <= 0) r.grad_norm = optim::global_norm(grads.data(), grads.size(), threads);
+      r.lr = cfg.schedule.lr_at(opt->steps_taken(), cfg.optimizer.lr);
+      opt->step(params.data(), grads.data(), r.lr, threads);
+      r.stepped = true;
+    }
+    return r;
+  }
+
+  size_t param_index(const std::string& name) const {
+    auto it = std::find(tg.params.begin(), tg.params.end(), name);
+    ONYX_CHECK(it != tg.params.end(), "[training] '{}' is not a trainable parameter; parameters: {}",
+               name, fmt::join(tg.params, ", "));
+    return static_cast<size_t>(it - tg.params.begin());
+  }
+
+  nlohmann::json fingerprint() const {
+    nlohmann::json ps = nlohmann::json::array();
+    for (size_t i = 0; i < tg.params.size(); ++i) ps.push_back({tg.params[i], shape_json(param_shapes[i])});
+    return ps;
+  }
+};
+
+TrainingSession::TrainingSession(const std::string& model_path, const TrainingConfig& config)
+    : TrainingSession(load_model(model_path), config) {}
+
+TrainingSession::TrainingSession(std::unique_ptr<Model> forward, const TrainingConfig& config)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->cfg = config;
+  impl_->build(std::move(forward));
+}
+
+TrainingSession::~TrainingSession() = default;
+TrainingSession::TrainingSession(TrainingSession&&) noexcept = default;
+TrainingSession& TrainingSession::operator=(TrainingSession&&) noexcept = default;
+
+double TrainingSession::train_step(const NamedTensors& batch) { return impl_->step(batch).loss; }
+StepResult TrainingSession::train_step_detailed(const NamedTensors& batch) { return impl_->step(batch); }
+
+NamedTensors TrainingSession::eval_step(const NamedTensors& batch) const {
+  return impl_->eval->run(impl_->feeds(batch, true));
+}
+
+NamedTensors TrainingSession::predict(const NamedTensors& inputs) const {
+  return impl_->predict->run(impl_->feeds(inputs, false));
+}
+
+const std::vector<std::string>& TrainingSession::parameter_names() const { return impl_->tg.params; }
+Tensor TrainingSession::parameter(const std::string& name) const {
+  return impl_->params.view(impl_->param_index(name));
+}
+void TrainingSession::set_parameter(const std::string& name, const Tensor& value) {
+  size_t i = impl_->param_index(name);
+  ONYX_CHECK(value.dtype() == DataType::Float && value.shape() == impl_->param_shapes[i],
+             "[training] parameter '{}' is float {}, the new value is {} {}", name,
+             shape_str(impl_->param_shapes[i]), dtype_name(value.dtype()), shape_str(value.shape()));
+  std::memcpy(impl_->params.view(i).raw(), value.raw(), value.nbytes());
+}
+Tensor TrainingSession::flat_parameters() const { return impl_->params.tensor(); }
+Tensor TrainingSession::flat_gradients() const { return impl_->grads.tensor(); }
+int64_t TrainingSession::step() const { return impl_->opt->steps_taken(); }
+double TrainingSession::learning_rate() const {
+  return impl_->cfg.schedule.lr_at(impl_->opt->steps_taken(), impl_->cfg.optimizer.lr);
+}
+const std::vector<std::string>& TrainingSession::batch_inputs() const { return impl_->batch_inputs; }
+const TrainingConfig& TrainingSession::config() const { return impl_->cfg; }
+const Model& TrainingSession::training_model() const { return *impl_->training_copy; }
+
+void TrainingSession::save_checkpoint(const std::string& path) const {
+  const Impl& m = *impl_;
+  training::CheckpointData d;
+  d.meta = {{"format", "onyx-training"},
+            {"params", m.fingerprint()},
+            {"optimizer", m.cfg.optimizer.name},
+            {"step", m.opt->steps_taken()},
+            {"micro", m.micro},
+            {"seed", m.cfg.seed},
+            {"accumulation_steps", m.cfg.accumulation_steps},
+            {"lr", m.cfg.optimizer.lr},
+            {"schedule", m.cfg.schedule.kind}};
+  for (size_t i = 0; i < m.tg.params.size(); ++i) d.tensors.emplace_back("param/" + m.tg.params[i], m.params.view(i));
+  for (const auto& [n, t] : m.state) d.tensors.emplace_back("state/" + n, t);
+  for (auto& [n, t] : m.opt->state()) d.tensors.emplace_back("optim/" + n, t);
+  // Mid-accumulation, the partial gradient sum is part of the state.
+  if (m.micro % m.cfg.accumulation_steps != 0) d.tensors.emplace_back("grad_accum", m.grads.tensor());
+  training::write_checkpoint(path, d);
+}
+
+void TrainingSession::load_checkpoint(const std::string& path) {
+  Impl& m = *impl_;
+  training::CheckpointData d = training::read_checkpoint(path);
+  ONYX_CHECK(d.meta.value("format", "") == "onyx-training", "[checkpoint] '{}' is not a training checkpoint", path);
+  ONYX_CHECK(d.meta.at("params") == m.fingerprint(), "[checkpoint] '{}' was written for another model: its "
+             "parameters are {} but this model's are {}", path, d.meta.at("params").dump(), m.fingerprint().dump());
+  ONYX_CHECK(d.meta.at("optimizer") == m.cfg.optimizer.name, "[checkpoint] '{}' holds {} optimizer state, "
+             "this session uses {}", path, d.meta.at("optimizer").get<std::string>(), m.cfg.optimizer.name);
+  std::map<std::string, Tensor> byname(d.tensors.begin(), d.tensors.end());
+  auto take = [&](const std::string& key, Tensor dst) {
+    auto it = byname.find(key);
+    ONYX_CHECK(it != byname.end(), "[checkpoint] '{}' lacks '{}'", path, key);
+    ONYX_CHECK(it->second.dtype() == dst.dtype() && it->second.shape() == dst.shape(),
+               "[checkpoint] '{}': '{}' is {} {}, expected {} {}", path, key, dtype_name(it->second.dtype()),
+               shape_str(it->second.shape()), dtype_name(dst.dtype()), shape_str(dst.shape()));
+    return it->second;
+  };
+  // Validate everything first, then commit, so a bad checkpoint leaves the session as it was.
+  std::vector<std::pair<Tensor, Tensor>> copies;
+  for (size_t i = 0; i < m.tg.params.size(); ++i)
+    copies.emplace_back(take("param/" + m.tg.params[i], m.params.view(i)), m.params.view(i));
+  for (auto& [n, t] : m.state) copies.emplace_back(take("state/" + n, t), t);
+  std::vector<std::pair<std::string, Tensor>> ostate;
+  for (const auto& [n, t] : d.tensors)
+    if (n.rfind("optim/", 0) == 0) ostate.emplace_back(n.substr(6), t);
+  int64_t micro = d.meta.at("micro");
+  bool partial = micro % m.cfg.accumulation_steps != 0;
+  if (partial) copies.emplace_back(take("grad_accum", m.grads.tensor()), m.grads.tensor());
+  m.opt->load_state(ostate);
+  for (auto& [src, dst] : copies) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+  m.micro = micro;
+  m.cfg.seed = d.meta.at("seed");
+}
+
+std::unique_ptr<Model> TrainingSession::inference_model() const {
+  auto m = clone_model(*impl_->forward);
+  for (size_t i = 0; i < impl_->tg.params.size(); ++i)
+    m->graph->initializers[impl_->tg.params[i]] = impl_->params.view(i).clone();
+  for (const auto& [n, t] : impl_->state) m->graph->initializers[n] = t.clone();
+  return m;
+}
+
+void TrainingSession::export_inference_model(const std::string& path) const {
+  save_model(*inference_model(), path);
+}
+
+}  // namespace onyx

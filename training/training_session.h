@@ -1,0 +1,108 @@
+// onyx::TrainingSession: train an ONNX model on the same engine that runs it.
+//
+//   onyx::TrainingConfig cfg;
+//   cfg.loss.kind = "softmax_cross_entropy";           // on the model's first output
+//   cfg.optimizer = {.name = "adamw", .lr = 1e-3, .weight_decay = 0.01};
+//   onyx::TrainingSession ts("mlp.onnx", cfg);
+//   for (auto& [x, y] : batches) double loss = ts.train_step({{"x", x}, {"labels", y}});
+//   ts.save_checkpoint("ckpt.onyx");
+//   ts.export_inference_model("trained.onnx");         // runs in onyx::Session
+//
+// Parameters and gradients live in two flat float32 buffers with one view per parameter;
+// the optimizer updates them in one fused pass. A step that fails (bad batch, NaN or
+// infinite loss or gradient) throws onyx::Error and changes no weights.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autodiff/loss.h"
+#include "inference/session.h"
+#include "optimizers/lr_schedule.h"
+#include "optimizers/optimizer.h"
+
+namespace onyx {
+
+struct TrainingConfig {
+  autodiff::LossSpec loss;
+  optim::OptimizerConfig optimizer;
+  optim::LrSchedule schedule;
+  /// Micro-batches whose gradients are averaged before one optimizer step.
+  int accumulation_steps = 1;
+  /// Clip gradients to this global L2 norm before the step; 0 disables clipping.
+  double clip_norm = 0.0;
+  /// Seeds Dropout (each step draws from seed and step, so a resumed run continues the same
+  /// sequence).
+  uint64_t seed = 0;
+  /// Intra-op threads; 0 means one per core.
+  int threads = 0;
+  /// Parameters to train; empty: every float initializer that reaches the loss.
+  std::vector<std::string> trainable;
+  /// Apply weight decay to 1-D parameters (biases, norm scales) too; off by default.
+  bool decay_1d = false;
+};
+
+/// What one train_step did.
+struct StepResult {
+  double loss = 0;
+  double lr = 0;          // learning rate of the optimizer step (0 when none was taken)
+  double grad_norm = 0;   // global norm before clipping (when a step was taken)
+  bool stepped = false;   // true on the last micro-batch of an accumulation group
+};
+
+class TrainingSession {
+ public:
+  /// Loads the forward model, builds the training and evaluation graphs and the optimizer.
+  TrainingSession(const std::string& model_path, const TrainingConfig& config);
+  TrainingSession(std::unique_ptr<Model> forward, const TrainingConfig& config);
+  ~TrainingSession();
+  TrainingSession(TrainingSession&&) noexcept;
+  TrainingSession& operator=(TrainingSession&&) noexcept;
+
+  /// Forward + loss + backward on one micro-batch (inputs and labels by name); every
+  /// `accumulation_steps` calls the averaged gradients are clipped and applied. Returns the loss.
+  double train_step(const NamedTensors& batch);
+  StepResult train_step_detailed(const NamedTensors& batch);
+  /// Forward + loss in inference mode (Dropout off, BatchNorm running statistics), with the
+  /// current weights. Returns "loss" and the model's outputs.
+  NamedTensors eval_step(const NamedTensors& batch) const;
+  /// The model's outputs only (no labels needed).
+  NamedTensors predict(const NamedTensors& inputs) const;
+
+  const std::vector<std::string>& parameter_names() const;
+  /// A view of the parameter's current value (shares the flat buffer; valid while the
+  /// session lives). onyx::Error for unknown names.
+  Tensor parameter(const std::string& name) const;
+  /// Overwrites a parameter (shape and dtype must match).
+  void set_parameter(const std::string& name, const Tensor& value);
+  /// The flat buffers (data-parallel training reduces gradients over them).
+  Tensor flat_parameters() const;
+  Tensor flat_gradients() const;
+
+  /// Optimizer steps taken so far.
+  int64_t step() const;
+  /// Learning rate the next optimizer step will use.
+  double learning_rate() const;
+  /// Names of the inputs a batch must provide (model inputs, then labels).
+  const std::vector<std::string>& batch_inputs() const;
+  const TrainingConfig& config() const;
+
+  /// Writes parameters, optimizer state, step, schedule and RNG state atomically (temporary
+  /// file, fsync, rename): a crash mid-save leaves the previous checkpoint intact.
+  void save_checkpoint(const std::string& path) const;
+  /// Restores a checkpoint of this model; onyx::Error for a corrupt file or one written for
+  /// another model or optimizer. Training continues bit-identically.
+  void load_checkpoint(const std::string& path);
+  /// The forward model with the trained weights (and running statistics) folded back in.
+  std::unique_ptr<Model> inference_model() const;
+  void export_inference_model(const std::string& path) const;
+  /// The training graph (forward + loss + backward) as plain ONNX.
+  const Model& training_model() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace onyx
