@@ -164,6 +164,12 @@ std::vector<Datum> execute_plan(const Plan& plan, std::vector<Datum> inputs, con
                plan.graph->name, name);
     frame.slots[s] = *d;
   }
+  // Main-graph outputs whose producers notify the caller (slot -> output index).
+  std::vector<int> notify;
+  if (rc.on_output && !parent) {
+    notify.assign(static_cast<size_t>(plan.num_slots), -1);
+    for (size_t i = 0; i < plan.output_slots.size(); ++i) notify[plan.output_slots[i]] = static_cast<int>(i);
+  }
   for (const Step& step : plan.steps) {
     StepContext ctx(step, frame, rc);
     auto t0 = std::chrono::steady_clock::now();
@@ -200,6 +206,10 @@ std::vector<Datum> execute_plan(const Plan& plan, std::vector<Datum> inputs, con
       rc.events.push_back(std::move(ev));
     }
     ++rc.nodes_run;
+    if (!notify.empty())
+      for (int s : step.outputs)
+        if (s >= 0 && notify[s] >= 0 && frame.slots[s].is_tensor())
+          rc.on_output(plan.graph->outputs[notify[s]]->name, frame.slots[s].tensor);
     for (int s : step.release_after) frame.slots[s] = Datum();
   }
   std::vector<Datum> outs;

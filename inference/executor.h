@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,8 @@ struct RunContext {
   std::vector<ProfileEvent> events;
   size_t nodes_run = 0;
   std::optional<uint64_t> seed;  // RunOptions::seed
+  /// RunOptions::on_output: told about each main-graph output when its node finishes.
+  std::function<void(const std::string&, const Tensor&)> on_output;
 };
 
 /// The values of one execution of a plan.

@@ -129,6 +129,7 @@ struct Session::Impl {
     rc.profile = options.profiling;
     rc.epoch = created;
     rc.seed = ro.seed;
+    rc.on_output = ro.on_output;
     omp_set_num_threads(threads);  // per calling thread: oneDNN and our kernels honour it
     std::vector<Datum> outs = execute_plan(*plan, std::move(ordered), nullptr, rc);
     NamedValues result;

@@ -5,6 +5,7 @@
 //   const float* y = out.at("y").data<float>();
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -57,6 +58,9 @@ struct RunOptions {
   /// Seed for random ops (Dropout in training mode, Random*): the same seed gives the same
   /// draws. Without one, each random node keeps its own generator across runs.
   std::optional<uint64_t> seed;
+  /// Called on the running thread as soon as a graph output has been computed, while later
+  /// nodes are still to run (data-parallel training starts a gradient's allreduce here).
+  std::function<void(const std::string& name, const Tensor& value)> on_output;
 };
 
 using NamedTensors = std::map<std::string, Tensor>;

@@ -35,5 +35,6 @@ void register_attention_kernels(KernelRegistry& r);   // attention.cpp
 void register_loss_kernels(KernelRegistry& r);        // loss.cpp
 void register_rnn_kernels(KernelRegistry& r);         // rnn.cpp
 void register_misc_nn_kernels(KernelRegistry& r);     // misc_nn.cpp
+void register_training_kernels(KernelRegistry& r);    // training_ops.cpp
 
 }  // namespace onyx::cpu

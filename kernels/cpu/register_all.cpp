@@ -30,6 +30,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_loss_kernels(r);
   register_rnn_kernels(r);
   register_misc_nn_kernels(r);
+  register_training_kernels(r);
 }
 
 }  // namespace onyx::cpu
