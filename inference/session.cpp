@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "autodiff/gradient_op.h"
 #include "graph/canonicalize.h"
 #include "graph/onnx_io.h"
 #include "inference/arena.h"
@@ -48,6 +49,8 @@ struct Session::Impl {
     for (const Value* v : g.outputs) outputs.push_back({v->name, v->type});
     metadata = {model->producer_name, model->producer_version, model->domain, model->doc_string,
                 g.name, model->ir_version, model->model_version, model->opsets, model->metadata};
+    // The preview-training Gradient op is defined by autodiff of the graph around it.
+    autodiff::expand_gradient_ops(*model);
     canonicalize_opsets(*model);
     cpu = make_cpu_provider();
     omp_set_num_threads(threads);
