@@ -7,8 +7,8 @@
 namespace onyx::autodiff {
 
 const std::vector<std::string>& loss_kinds() {
-  static const std::vector<std::string> kinds = {"output", "softmax_cross_entropy", "nll", "mse",
-                                                 "l1",     "huber",                 "bce_with_logits"};
+  static const std::vector<std::string> kinds = {
+      "output", "softmax_cross_entropy", "nll", "mse", "l1", "huber", "bce_with_logits"};
   return kinds;
 }
 
@@ -22,15 +22,19 @@ struct Emitter {
     return g.add_node(op, std::move(ins), std::move(outs), "",
                       fmt::format("loss/{}_{}", op, g.num_nodes()));
   }
-  Value* op(const std::string& op, std::vector<Value*> ins) { return add(op, std::move(ins))->outputs[0]; }
+  Value* op(const std::string& op, std::vector<Value*> ins) {
+    return add(op, std::move(ins))->outputs[0];
+  }
   /// A Constant node, not an initializer: float initializers count as trainable parameters.
   Value* scalar(double v, DataType dt) {
     if (dt != DataType::Double && dt != DataType::Float)
-      ONYX_THROW("[loss] regression losses need float or double predictions, found {}", dtype_name(dt));
+      ONYX_THROW("[loss] regression losses need float or double predictions, found {}",
+                 dtype_name(dt));
     Attribute a;
     a.name = "value";
     a.type = Attribute::Type::Tensor;
-    a.t = dt == DataType::Double ? Tensor::scalar<double>(v) : Tensor::scalar<float>(static_cast<float>(v));
+    a.t = dt == DataType::Double ? Tensor::scalar<double>(v)
+                                 : Tensor::scalar<float>(static_cast<float>(v));
     Node* n = add("Constant", {});
     n->attrs["value"] = a;
     return n->outputs[0];
@@ -82,16 +86,18 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
   LossNodes out;
   Emitter e{g};
   if (spec.kind == "output") {
-    ONYX_CHECK(!pred->type.shape || std::all_of(pred->type.shape->begin(), pred->type.shape->end(),
-                                                [](const Dim& d) { return d.is_fixed() && d.value == 1; }),
-               "[loss] output '{}' is used as the loss, so it should be a scalar but has shape {}",
-               pred->name, sym_shape_str(*pred->type.shape));
+    ONYX_CHECK(
+        !pred->type.shape || std::all_of(pred->type.shape->begin(), pred->type.shape->end(),
+                                         [](const Dim& d) { return d.is_fixed() && d.value == 1; }),
+        "[loss] output '{}' is used as the loss, so it should be a scalar but has shape {}",
+        pred->name, sym_shape_str(*pred->type.shape));
     out.loss = pred->type.shape && pred->type.shape->empty() ? pred : e.reduce_all(pred, "sum");
     return out;
   }
-  ONYX_CHECK(!spec.labels.empty(), "[loss] the label input needs a name but LossSpec::labels is empty");
-  ONYX_CHECK(!g.find_value(spec.labels), "[loss] the label input name '{}' is already used in the model",
-             spec.labels);
+  ONYX_CHECK(!spec.labels.empty(),
+             "[loss] the label input needs a name but LossSpec::labels is empty");
+  ONYX_CHECK(!g.find_value(spec.labels),
+             "[loss] the label input name '{}' is already used in the model", spec.labels);
   Value* labels = g.get_or_add_value(spec.labels);
   g.inputs.push_back(labels);
   out.labels = labels;
@@ -100,8 +106,9 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
   if (classify) {
     std::optional<SymShape> ls;
     if (ps) {
-      ONYX_CHECK(ps->size() >= 2, "[loss] {} needs scores of shape [N, C, ...] but '{}' has shape {}",
-                 spec.kind, pred->name, sym_shape_str(*ps));
+      ONYX_CHECK(ps->size() >= 2,
+                 "[loss] {} needs scores of shape [N, C, ...] but '{}' has shape {}", spec.kind,
+                 pred->name, sym_shape_str(*ps));
       ls = *ps;
       ls->erase(ls->begin() + 1);
     }
@@ -109,16 +116,18 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
     std::vector<Value*> ins = {pred, labels};
     if (!spec.weight.empty()) {
       Value* w = g.find_value(spec.weight);
-      ONYX_CHECK(w && g.is_initializer(w), "[loss] class weights '{}' are not an initializer of the model",
-                 spec.weight);
+      ONYX_CHECK(w && g.is_initializer(w),
+                 "[loss] class weights '{}' are not an initializer of the model", spec.weight);
       const Tensor& wt = g.initializers.at(spec.weight);
-      ONYX_CHECK(wt.dtype() == pred->type.elem && wt.rank() == 1, "[loss] class weights '{}' should be a "
-                 "1-D {} tensor like the scores but are {} {}", spec.weight, dtype_name(pred->type.elem),
-                 dtype_name(wt.dtype()), shape_str(wt.shape()));
+      ONYX_CHECK(wt.dtype() == pred->type.elem && wt.rank() == 1,
+                 "[loss] class weights '{}' should be a "
+                 "1-D {} tensor like the scores but are {} {}",
+                 spec.weight, dtype_name(pred->type.elem), dtype_name(wt.dtype()),
+                 shape_str(wt.shape()));
       ins.push_back(w);
     }
-    Node* n = e.add(spec.kind == "nll" ? "NegativeLogLikelihoodLoss" : "SoftmaxCrossEntropyLoss", ins,
-                    spec.kind == "nll" ? 1 : 2);
+    Node* n = e.add(spec.kind == "nll" ? "NegativeLogLikelihoodLoss" : "SoftmaxCrossEntropyLoss",
+                    ins, spec.kind == "nll" ? 1 : 2);
     Attribute red;
     red.name = "reduction";
     red.type = Attribute::Type::String;
@@ -141,7 +150,8 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
     Value* d = e.op("Sub", {pred, labels});
     Value* a = e.op("Abs", {d});
     Value* quad = e.op("Mul", {e.scalar(0.5, dt), e.op("Mul", {d, d})});
-    Value* lin = e.op("Mul", {e.scalar(spec.delta, dt), e.op("Sub", {a, e.scalar(0.5 * spec.delta, dt)})});
+    Value* lin =
+        e.op("Mul", {e.scalar(spec.delta, dt), e.op("Sub", {a, e.scalar(0.5 * spec.delta, dt)})});
     per = e.op("Where", {e.op("Less", {a, e.scalar(spec.delta, dt)}), quad, lin});
   } else {  // bce_with_logits: softplus(x) - x*y; Softplus is overflow-safe, and the gradient
             // sigmoid(x) - y stays exact at x = 0, where max(x,0) + softplus(-|x|) has kinks

@@ -50,8 +50,10 @@ Value* one_hot(GradContext& c, Value* labels) {
   // classes as [1, C, 1, ...]: Unsqueeze labels at 1 and compare against [C, 1, ...] aligned.
   Value* lab = c.op("Unsqueeze", {labels, c.ints({1})});
   Value* trailing = c.op("Sub", {c.op("Size", {c.shape_of(x)}), c.int_scalar(2)});
-  Value* cshape = c.op("Concat", {c.ints({-1}), c.op("Expand", {c.ints({1}), c.op("Unsqueeze", {trailing, c.ints({0})})})},
-                       {attr_i("axis", 0)});
+  Value* cshape = c.op(
+      "Concat",
+      {c.ints({-1}), c.op("Expand", {c.ints({1}), c.op("Unsqueeze", {trailing, c.ints({0})})})},
+      {attr_i("axis", 0)});
   Value* eq = c.op("Equal", {lab, c.op("Reshape", {classes, cshape})});
   return c.cast_like(eq, x);
 }
@@ -59,7 +61,9 @@ Value* one_hot(GradContext& c, Value* labels) {
 /// Labels as int64 (they may be int32).
 Value* labels_of(GradContext& c) {
   Value* t = c.in(1);
-  return c.dtype(t) == DataType::Int64 ? t : c.op("Cast", {t}, {attr_i("to", static_cast<int64_t>(DataType::Int64))});
+  return c.dtype(t) == DataType::Int64
+             ? t
+             : c.op("Cast", {t}, {attr_i("to", static_cast<int64_t>(DataType::Int64))});
 }
 
 // dscores = coef * (softmax(scores) - onehot(target)); plus the log_prob output's own

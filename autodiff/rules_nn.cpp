@@ -52,7 +52,8 @@ Value* crop(GradContext& c, Value* t, Value* starts, Value* ends, int64_t nsp) {
 
 /// Reshape(v, lead ++ Shape(v)[from:]).
 Value* reshape_lead(GradContext& c, Value* v, const Ints& lead, int64_t from) {
-  return c.op("Reshape", {v, c.op("Concat", {c.ints(lead), dims_from(c, v, from)}, {attr_i("axis", 0)})});
+  return c.op("Reshape",
+              {v, c.op("Concat", {c.ints(lead), dims_from(c, v, from)}, {attr_i("axis", 0)})});
 }
 
 /// Constant `v` of x's dtype broadcast to `shape` (an int64 1-D value).
@@ -90,7 +91,8 @@ Window window(GradContext& c, const Ints& k, Value* x) {
   w.s = n.attr_ints("strides", w.ones());
   w.d = n.attr_ints("dilations", w.ones());
   Ints pads = n.attr_ints("pads", concat(w.zeros(), w.zeros()));
-  ONYX_CHECK(static_cast<int64_t>(w.s.size()) == w.nsp && static_cast<int64_t>(w.d.size()) == w.nsp &&
+  ONYX_CHECK(static_cast<int64_t>(w.s.size()) == w.nsp &&
+                 static_cast<int64_t>(w.d.size()) == w.nsp &&
                  static_cast<int64_t>(pads.size()) == 2 * w.nsp,
              "{}: strides {}, dilations {} or pads {} do not fit {} spatial dims", c.label(),
              fmt::join(w.s, ","), fmt::join(w.d, ","), fmt::join(pads, ","), w.nsp);
@@ -114,7 +116,8 @@ Window window(GradContext& c, const Ints& k, Value* x) {
   for (int64_t i = 0; i < w.nsp; ++i) ek.push_back(w.ek(i));
   Value* in = dims_from(c, x, 2);
   Value* o = c.op("Div", {c.op("Add", {in, c.ints(w.s_minus_1())}), c.ints(w.s)});
-  Value* span = c.op("Add", {c.op("Mul", {c.op("Sub", {o, c.ints(w.ones())}), c.ints(w.s)}), c.ints(ek)});
+  Value* span =
+      c.op("Add", {c.op("Mul", {c.op("Sub", {o, c.ints(w.ones())}), c.ints(w.s)}), c.ints(ek)});
   Value* total = c.op("Max", {c.op("Sub", {span, in}), c.ints(w.zeros())});
   Value* half = c.op("Div", {total, c.ints(Ints(w.nsp, 2))});
   w.pl_v = upper ? half : c.op("Sub", {total, half});
@@ -126,8 +129,10 @@ Window window(GradContext& c, const Ints& k, Value* x) {
 Ints kernel_of(GradContext& c, Value* w) {
   if (c.node().has_attr("kernel_shape")) return c.node().attr_ints("kernel_shape");
   auto k = static_spatial(c, w);
-  ONYX_CHECK(k, "{}: the kernel shape is unknown (no kernel_shape attribute and W '{}' has no "
-             "static shape)", c.label(), w->name);
+  ONYX_CHECK(k,
+             "{}: the kernel shape is unknown (no kernel_shape attribute and W '{}' has no "
+             "static shape)",
+             c.label(), w->name);
   return *k;
 }
 
@@ -143,12 +148,14 @@ int64_t static_dim(GradContext& c, Value* v, size_t i, const char* why) {
 /// in[n, g*ci, o*s + k*d - pl], as a Conv of `in` (batch and channel swapped, groups folded
 /// into the channels) with `dout` as the kernel, strides and dilations swapped, cropped to
 /// `w`'s kernel. Serves Conv (in = X, dout = dY) and ConvTranspose (in = dY, dout = X).
-Value* weight_grad(GradContext& c, const Window& win, Value* in, Value* dout, Value* w, int64_t group) {
+Value* weight_grad(GradContext& c, const Window& win, Value* in, Value* dout, Value* w,
+                   int64_t group) {
   int64_t nsp = win.nsp;
   Ints swap = concat({1, 0}, iota(2, 2 + nsp));
   Value* a = in;
   if (win.dynamic()) {
-    Value* pads = c.op("Concat", {c.ints({0, 0}), win.pl_v, c.ints({0, 0}), win.pr_v}, {attr_i("axis", 0)});
+    Value* pads =
+        c.op("Concat", {c.ints({0, 0}), win.pl_v, c.ints({0, 0}), win.pr_v}, {attr_i("axis", 0)});
     a = c.op("Pad", {a, pads});
   }
   Value* b = dout;
@@ -167,8 +174,9 @@ Value* weight_grad(GradContext& c, const Window& win, Value* in, Value* dout, Va
     b = reshape_lead(c, b, {co, -1}, 3);
   }
   Ints pads = win.dynamic() ? concat(win.zeros(), win.zeros()) : concat(win.pl, win.pr);
-  Value* r = c.op("Conv", {a, b}, {attr_ints("strides", win.d), attr_ints("dilations", win.s),
-                                   attr_ints("pads", pads), attr_i("group", group)});
+  Value* r = c.op("Conv", {a, b},
+                  {attr_ints("strides", win.d), attr_ints("dilations", win.s),
+                   attr_ints("pads", pads), attr_i("group", group)});
   r = crop(c, r, c.ints(win.zeros()), c.ints(win.k), nsp);
   return c.op("Transpose", {r}, {attr_ints("perm", swap)});
 }
@@ -223,13 +231,16 @@ void conv_transpose_grad(GradContext& c) {
   Ints opad = n.attr_ints("output_padding", win.zeros());
   Ints oshape = n.attr_ints("output_shape");
   Ints pads = n.attr_ints("pads");
-  if (static_cast<int64_t>(oshape.size()) == win.nsp + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
-  ONYX_CHECK(static_cast<int64_t>(win.s.size()) == win.nsp && static_cast<int64_t>(win.d.size()) == win.nsp &&
+  if (static_cast<int64_t>(oshape.size()) == win.nsp + 2)
+    oshape.erase(oshape.begin(), oshape.begin() + 2);
+  ONYX_CHECK(static_cast<int64_t>(win.s.size()) == win.nsp &&
+                 static_cast<int64_t>(win.d.size()) == win.nsp &&
                  static_cast<int64_t>(opad.size()) == win.nsp &&
                  (pads.empty() || static_cast<int64_t>(pads.size()) == 2 * win.nsp) &&
                  (oshape.empty() || static_cast<int64_t>(oshape.size()) == win.nsp),
              "{}: strides, dilations, pads, output_padding or output_shape do not fit {} spatial "
-             "dims", c.label(), win.nsp);
+             "dims",
+             c.label(), win.nsp);
   std::string ap = n.attr_string("auto_pad", "NOTSET");
   auto in = static_spatial(c, x);
   ONYX_CHECK(oshape.empty() || in, "{}: output_shape needs the spatial shape of X '{}' to be known",
@@ -255,8 +266,9 @@ void conv_transpose_grad(GradContext& c) {
   }
   int64_t group = n.attr_int("group", 1);
   if (c.wants(0))
-    c.set_din(0, c.op("Conv", {dy, w}, {attr_ints("strides", win.s), attr_ints("dilations", win.d),
-                                        attr_ints("pads", concat(win.pl, win.pr)), attr_i("group", group)}));
+    c.set_din(0, c.op("Conv", {dy, w},
+                      {attr_ints("strides", win.s), attr_ints("dilations", win.d),
+                       attr_ints("pads", concat(win.pl, win.pr)), attr_i("group", group)}));
   if (c.wants(1)) c.set_din(1, weight_grad(c, win, dy, x, w, group));
   if (c.wants(2)) c.set_din(2, bias_grad(c, dy));
 }
@@ -264,10 +276,14 @@ void conv_transpose_grad(GradContext& c) {
 // dX = scatter-add of dY into zeros at the argmax Indices (flattened over X)
 void max_pool_grad(GradContext& c) {
   Value *x = c.in(0), *dy = c.dout(0);
-  ONYX_CHECK(c.opset() >= 16, "{}: the MaxPool gradient needs ScatterElements with reduction=add, "
-             "so ai.onnx opset 16 or later, but the model imports opset {}", c.label(), c.opset());
-  ONYX_CHECK(c.node().attr_int("storage_order", 0) == 0, "{}: the gradient needs row-major Indices "
-             "(storage_order=0) but storage_order is {}", c.label(), c.node().attr_int("storage_order", 0));
+  ONYX_CHECK(c.opset() >= 16,
+             "{}: the MaxPool gradient needs ScatterElements with reduction=add, "
+             "so ai.onnx opset 16 or later, but the model imports opset {}",
+             c.label(), c.opset());
+  ONYX_CHECK(c.node().attr_int("storage_order", 0) == 0,
+             "{}: the gradient needs row-major Indices "
+             "(storage_order=0) but storage_order is {}",
+             c.label(), c.node().attr_int("storage_order", 0));
   Value* idx = c.op("Reshape", {c.ensure_out(1), c.ints({-1})});
   Value* zeros = filled(c, 0.0, x, c.op("Unsqueeze", {c.op("Size", {x}), c.ints({0})}));
   Value* dx = c.op("ScatterElements", {zeros, idx, c.op("Reshape", {dy, c.ints({-1})})},
@@ -290,7 +306,8 @@ void average_pool_grad(GradContext& c) {
   // Count: ones over X padded with ones (padding counts) or zeros (it does not), summed per
   // window; s-1 extra zeros at the end cover ceil_mode's last partial window.
   Value* ones = filled(c, 1.0, x, c.op("Concat", {c.ints({1, 1}), sx}, {attr_i("axis", 0)}));
-  Value* pads = c.op("Concat", {c.ints({0, 0}), win.left(c), c.ints({0, 0}), win.right(c)}, {attr_i("axis", 0)});
+  Value* pads = c.op("Concat", {c.ints({0, 0}), win.left(c), c.ints({0, 0}), win.right(c)},
+                     {attr_i("axis", 0)});
   ones = c.op("Pad", {ones, pads, c.scalar(include_pad ? 1.0 : 0.0, x)});
   Attrs ca = geo;
   ca.push_back(attr_ints("pads", concat(win.zeros(), win.s_minus_1())));
@@ -324,19 +341,24 @@ Value* as_dtype_of(GradContext& c, Value* v, Value* x) {
 void batch_norm_grad(GradContext& c) {
   const Node& n = c.node();
   Value *x = c.in(0), *dy = c.dout(0);
-  ONYX_CHECK(!c.dout(1) && !c.dout(2), "{}: the updated running statistics are on the path to "
-             "the loss; they carry no gradient", c.label());
+  ONYX_CHECK(!c.dout(1) && !c.dout(2),
+             "{}: the updated running statistics are on the path to "
+             "the loss; they carry no gradient",
+             c.label());
   double eps = n.attr_float("epsilon", 1e-5f);
   bool training = n.attr_int("training_mode", 0) != 0;
   // Work on [N, C, S] views so X's rank need not be known.
   Value* x3 = c.op("Reshape", {x, c.ints({0, 0, -1})});
   Value* dy3 = c.op("Reshape", {dy, c.ints({0, 0, -1})});
-  auto per_channel = [&](Value* p) { return c.op("Reshape", {as_dtype_of(c, p, x), c.ints({1, -1, 1})}); };
+  auto per_channel = [&](Value* p) {
+    return c.op("Reshape", {as_dtype_of(c, p, x), c.ints({1, -1, 1})});
+  };
   Value* axes = c.ints({0, 2});
   auto sum = [&](Value* v) { return c.op("ReduceSum", {v, axes}, {attr_i("keepdims", 1)}); };
   Value *mean, *var, *m = nullptr;
   if (training) {
-    m = c.cast_like(c.op("Div", {c.op("Size", {x}), c.op("Gather", {c.shape_of(x), c.int_scalar(1)})}), x);
+    m = c.cast_like(
+        c.op("Div", {c.op("Size", {x}), c.op("Gather", {c.shape_of(x), c.int_scalar(1)})}), x);
     mean = c.op("Div", {sum(x3), m});
     Value* xc = c.op("Sub", {x3, mean});
     var = c.op("Div", {sum(c.op("Mul", {xc, xc})), m});
@@ -391,7 +413,8 @@ void layer_norm_grad(GradContext& c) {
   } else {
     mu = mean(x2);
     Value* xc = c.op("Sub", {x2, mu});
-    inv = c.op("Reciprocal", {c.op("Sqrt", {c.op("Add", {mean(c.op("Mul", {xc, xc})), c.scalar(eps, x)})})});
+    inv = c.op("Reciprocal",
+               {c.op("Sqrt", {c.op("Add", {mean(c.op("Mul", {xc, xc})), c.scalar(eps, x)})})});
   }
   Value* xh2 = c.op("Mul", {c.op("Sub", {x2, mu}), inv});
   if (c.wants(0)) {

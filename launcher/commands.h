@@ -25,5 +25,9 @@ Command add_run_command(CLI::App& parent, const CommonOptions& common);
 Command add_inspect_command(CLI::App& parent, const CommonOptions& common);
 /// onyx bench MODEL [--batch B] [--iters N] ...: latency percentiles and throughput.
 Command add_bench_command(CLI::App& parent, const CommonOptions& common);
+/// onyx train MODEL --data DIR [...]: train on .npy data, export the trained model.
+Command add_train_command(CLI::App& parent, const CommonOptions& common);
+/// onyx launch -n N [--hosts ... | --hostfile F] -- onyx train ...: mpirun wrapper.
+Command add_launch_command(CLI::App& parent, const CommonOptions& common);
 
 }  // namespace onyx::cli

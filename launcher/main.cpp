@@ -30,7 +30,7 @@ int fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace onyx::cli;
-  CLI::App app{"onyx: run ONNX models on CPU", "onyx"};
+  CLI::App app{"onyx: run and train ONNX models on CPU", "onyx"};
   app.set_version_flag("-V,--version", "onyx " ONYX_VERSION_STRING);
   app.require_subcommand(1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
@@ -41,14 +41,15 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
-  // One file per command; `train` and `launch` join here.
+  // One file per command; `launch` joins here.
   std::vector<Command> commands = {add_run_command(app, common), add_inspect_command(app, common),
-                                   add_bench_command(app, common)};
+                                   add_bench_command(app, common), add_train_command(app, common),
+                                   add_launch_command(app, common)};
   // CLI11 would only say a subcommand is required; name the word it did not know.
   if (argc > 1 && argv[1][0] != '-' &&
       app.get_subcommands([&](CLI::App* c) { return c->get_name() == argv[1]; }).empty())
-    return fail(fmt::format("unknown command '{}' (commands: run, inspect, bench; see onyx --help)",
-                            argv[1]));
+    return fail(fmt::format(
+        "unknown command '{}' (commands: run, inspect, bench, train, launch; see onyx --help)", argv[1]));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,6 +12,10 @@ DEBIAN_PACKAGES=(
   libdnnl-dev                                     # oneDNN: GEMM, conv, pooling, norms
   libgtest-dev libgmock-dev libbenchmark-dev      # tests and benchmarks
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev  # CLI, JSON, logging
+  zlib1g-dev                                      # examples read digits.csv.gz
+  libplplot-dev plplot-driver-cairo               # onyx train --plot (PNG loss curve)
+  python3-sklearn                                 # ships the digits data set (csv.gz)
+  libopenmpi-dev openmpi-bin                      # distributed/: MPI communicator
 )
 
 missing=()

@@ -54,7 +54,7 @@ void write_checkpoint(const std::string& path, const CheckpointData& data) {
   std::string head = header.dump();
   std::filesystem::path target(path);
   std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+  std::string tmp = (dir / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid())).string();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   ONYX_CHECK(fd >= 0, "[checkpoint] cannot create '{}': {}", tmp, std::strerror(errno));
   try {

@@ -65,8 +65,12 @@ struct TrainingSession::Impl {
   std::unique_ptr<Model> training_copy;  // the training graph as built
   autodiff::TrainingGraph tg;            // names (its model moved into the session)
   std::unique_ptr<Session> train, eval, predict;
-  optim::FlatBuffer params, grads;
-  std::vector<Shape> param_shapes;
+  optim::FlatBuffer params, grads;      // laid out in the order backward produces gradients
+  std::vector<Shape> param_shapes;      // per tg.params entry
+  std::vector<size_t> flat_index;       // tg.params index -> entry of the flat buffers
+  std::map<std::string, size_t> grad_param;  // gradient output name -> tg.params index
+  std::unique_ptr<dist::GradientBuckets> buckets;
+  int rank = 0, world = 1;
   std::map<std::string, Tensor> state;   // BatchNorm running statistics
   std::unique_ptr<optim::Optimizer> opt;
   int64_t micro = 0;                     // micro-batches applied so far
@@ -83,23 +87,43 @@ struct TrainingSession::Impl {
     tg = autodiff::build_training_graph(*forward, cfg.loss, cfg.trainable);
     training_copy = clone_model(*tg.model);
     Graph& g = *tg.model->graph;
-    std::vector<std::pair<std::string, Shape>> entries;
     for (const auto& p : tg.params) {
       const Tensor& t = g.initializers.at(p);
       ONYX_CHECK(t.dtype() == DataType::Float, "[training] parameter '{}' is {}; training updates "
                  "float32 parameters", p, dtype_name(t.dtype()));
-      entries.emplace_back(p, t.shape());
       param_shapes.push_back(t.shape());
     }
+    // Flat layout in the order backward produces the gradients, so data-parallel buckets
+    // are contiguous ranges that complete one after another.
+    std::map<std::string, size_t> position;
+    {
+      auto order = g.topological_order();
+      for (size_t k = 0; k < order.size(); ++k)
+        for (const Value* o : order[k]->outputs)
+          if (o) position[o->name] = k;
+    }
+    std::vector<size_t> by_production(tg.params.size());
+    for (size_t i = 0; i < by_production.size(); ++i) by_production[i] = i;
+    std::stable_sort(by_production.begin(), by_production.end(), [&](size_t a, size_t b) {
+      return position[tg.grads[a]] < position[tg.grads[b]];
+    });
+    std::vector<std::pair<std::string, Shape>> entries;
+    flat_index.resize(tg.params.size());
+    for (size_t k = 0; k < by_production.size(); ++k) {
+      entries.emplace_back(tg.params[by_production[k]], param_shapes[by_production[k]]);
+      flat_index[by_production[k]] = k;
+    }
+    for (size_t i = 0; i < tg.grads.size(); ++i) grad_param[tg.grads[i]] = i;
     params = optim::FlatBuffer(entries);
     grads = optim::FlatBuffer(entries);
     for (size_t i = 0; i < tg.params.size(); ++i) {
       const Tensor& t = g.initializers.at(tg.params[i]);
-      std::memcpy(params.view(i).raw(), t.raw(), t.nbytes());
+      std::memcpy(pview(i).raw(), t.raw(), t.nbytes());
     }
     for (const auto& [in, upd] : tg.state_updates) state[in] = g.initializers.at(in).clone();
     auto segs = params.segments();
-    for (size_t i = 0; i < segs.size(); ++i) segs[i].decay = cfg.decay_1d || param_shapes[i].size() > 1;
+    for (size_t i = 0; i < tg.params.size(); ++i)
+      segs[flat_index[i]].decay = cfg.decay_1d || param_shapes[i].size() > 1;
     opt = optim::make_optimizer(cfg.optimizer, segs);
     cfg.schedule.lr_at(0, cfg.optimizer.lr);  // validates the schedule now, not at step 1
     for (const Value* v : forward->graph->inputs)
@@ -127,6 +151,32 @@ struct TrainingSession::Impl {
       pm->graph->initializers.erase(in);
     }
     predict = std::make_unique<Session>(std::move(pm), so);
+    if (cfg.communicator) start_data_parallel();
+  }
+
+  Tensor pview(size_t i) const { return params.view(flat_index[i]); }
+  Tensor gview(size_t i) const { return grads.view(flat_index[i]); }
+
+  void start_data_parallel() {
+    dist::Communicator& comm = *cfg.communicator;
+    rank = comm.rank();
+    world = comm.size();
+    std::vector<Tensor*> st;
+    for (auto& [n, t] : state) st.push_back(&t);
+    Tensor flat = params.tensor();
+    dist::synchronize_start(comm, dist::model_fingerprint(tg.params, param_shapes), flat, st);
+    std::vector<dist::GradSlice> slices;
+    for (const auto& s : grads.segments()) slices.push_back({s.offset, s.size});
+    buckets = std::make_unique<dist::GradientBuckets>(comm, grads.tensor(), slices, cfg.buckets);
+  }
+
+  /// All ranks agree whether the micro-batch succeeded and on the mean loss.
+  void agree(double& loss, bool& ok) const {
+    if (!cfg.communicator) return;
+    Tensor t = Tensor::from_vector<double>({2}, {ok ? loss : 0.0, ok ? 0.0 : 1.0});
+    cfg.communicator->allreduce(t, dist::ReduceOp::Sum)->wait();
+    ok = t.data<double>()[1] == 0.0;
+    loss = t.data<double>()[0] / world;
   }
 
   /// Batch tensors plus the current parameters and state, as session feeds.
@@ -142,47 +192,89 @@ struct TrainingSession::Impl {
     for (const auto& n : labels ? batch_inputs : model_inputs)
       ONYX_CHECK(batch.count(n), "[training] the batch lacks '{}'; expected: {}", n,
                  fmt::join(labels ? batch_inputs : model_inputs, ", "));
-    for (size_t i = 0; i < tg.params.size(); ++i) f[tg.params[i]] = params.view(i);
+    for (size_t i = 0; i < tg.params.size(); ++i) f[tg.params[i]] = pview(i);
     for (const auto& [n, t] : state) f[n] = t;
     return f;
+  }
+
+  /// Copies (first micro-batch of a group) or adds gradient i into the flat buffer.
+  void take_gradient(size_t i, const Tensor& gr, bool first) {
+    Tensor dst = gview(i);
+    if (first) std::memcpy(dst.raw(), gr.raw(), gr.nbytes());
+    else optim::accumulate_grads(dst.data<float>(), gr.data<float>(), gr.numel(), threads);
   }
 
   StepResult step(const NamedTensors& batch) {
     std::vector<std::string> wanted = {tg.loss};
     wanted.insert(wanted.end(), tg.grads.begin(), tg.grads.end());
     for (const auto& [in, upd] : tg.state_updates) wanted.push_back(upd);
+    const bool first = micro % cfg.accumulation_steps == 0;
+    const bool last = (micro + 1) % cfg.accumulation_steps == 0;
     RunOptions ro;
-    ro.seed = mix_seed(cfg.seed, static_cast<uint64_t>(micro));
-    NamedTensors out = train->run(feeds(batch, true), wanted, ro);
+    ro.seed = mix_seed(cfg.seed + 0x632BE59BD9B4E019ull * static_cast<uint64_t>(rank), static_cast<uint64_t>(micro));
+    // Data parallel, last micro-batch: each gradient goes to the flat buffer the moment it is
+    // computed and its bucket's allreduce starts while backward continues.
+    std::vector<bool> taken(tg.grads.size(), false);
+    if (buckets && last)
+      ro.on_output = [&](const std::string& name, const Tensor& t) {
+        auto it = grad_param.find(name);
+        if (it == grad_param.end() || t.dtype() != DataType::Float || t.shape() != param_shapes[it->second]) return;
+        take_gradient(it->second, t, first);
+        taken[it->second] = true;
+        buckets->mark_ready(flat_index[it->second]);
+      };
     StepResult r;
-    r.loss = out.at(tg.loss).to_double_vector().at(0);
-    // Check everything before touching any buffer, so a failed step changes nothing.
-    ONYX_CHECK(std::isfinite(r.loss), "[training] the loss is {} at step {} (micro-batch {}); no "
-               "weights were changed", r.loss, opt->steps_taken(), micro);
-    for (size_t i = 0; i < tg.grads.size(); ++i) {
-      const Tensor& gr = out.at(tg.grads[i]);
-      ONYX_CHECK(gr.dtype() == DataType::Float && gr.shape() == param_shapes[i],
-                 "[training] gradient '{}' is {} {}, expected float {}", tg.grads[i], dtype_name(gr.dtype()),
-                 shape_str(gr.shape()), shape_str(param_shapes[i]));
-      ONYX_CHECK(!optim::has_non_finite(gr.data<float>(), gr.numel(), threads),
-                 "[training] the gradient of '{}' has NaN or infinite values at step {}; no weights "
-                 "were changed", tg.params[i], opt->steps_taken());
+    NamedTensors out;
+    bool ok = true;
+    std::string why;
+    try {
+      out = train->run(feeds(batch, true), wanted, ro);
+      r.loss = out.at(tg.loss).to_double_vector().at(0);
+      // Check everything before touching any buffer, so a failed step changes nothing.
+      ONYX_CHECK(std::isfinite(r.loss), "[training] the loss is {} at step {} (micro-batch {}); no "
+                 "weights were changed", r.loss, opt->steps_taken(), micro);
+      for (size_t i = 0; i < tg.grads.size(); ++i) {
+        const Tensor& gr = out.at(tg.grads[i]);
+        ONYX_CHECK(gr.dtype() == DataType::Float && gr.shape() == param_shapes[i],
+                   "[training] gradient '{}' is {} {}, expected float {}", tg.grads[i], dtype_name(gr.dtype()),
+                   shape_str(gr.shape()), shape_str(param_shapes[i]));
+        ONYX_CHECK(!optim::has_non_finite(gr.data<float>(), gr.numel(), threads),
+                   "[training] the gradient of '{}' has NaN or infinite values at step {}; no weights "
+                   "were changed", tg.params[i], opt->steps_taken());
+      }
+    } catch (const Error& e) {
+      if (!cfg.communicator) throw;
+      ok = false;
+      why = e.what();
     }
-    bool first = micro % cfg.accumulation_steps == 0;
-    for (size_t i = 0; i < tg.grads.size(); ++i) {
-      const Tensor& gr = out.at(tg.grads[i]);
-      Tensor dst = grads.view(i);
-      if (first) std::memcpy(dst.raw(), gr.raw(), gr.nbytes());
-      else optim::accumulate_grads(dst.data<float>(), gr.data<float>(), gr.numel(), threads);
+    if (cfg.communicator) {
+      // Keep the collective sequence aligned on every rank, then decide together.
+      if (buckets && last) {
+        for (size_t i = 0; i < taken.size(); ++i)
+          if (!taken[i] && ok) take_gradient(i, out.at(tg.grads[i]), first);
+        buckets->finish();
+      }
+      double loss = r.loss;
+      agree(loss, ok);
+      if (!ok) {
+        // The accumulation group is dropped on every rank; weights are untouched.
+        micro -= micro % cfg.accumulation_steps;
+        ONYX_CHECK(!why.empty(), "[training] another rank's micro-batch failed at step {} (NaN/inf loss or "
+                   "gradient, or bad input); no weights were changed", opt->steps_taken());
+        throw Error(why + " (all ranks skipped this step)");
+      }
+      r.loss = loss;
     }
+    if (!buckets || !last)
+      for (size_t i = 0; i < tg.grads.size(); ++i) take_gradient(i, out.at(tg.grads[i]), first);
     for (const auto& [in, upd] : tg.state_updates) {
       Tensor& s = state.at(in);
       std::memcpy(s.raw(), out.at(upd).raw(), s.nbytes());
     }
     ++micro;
-    if (micro % cfg.accumulation_steps == 0) {
-      if (cfg.accumulation_steps > 1)
-        optim::scale_grads(grads.data(), grads.size(), 1.0 / cfg.accumulation_steps, threads);
+    if (last) {
+      double scale = 1.0 / (static_cast<double>(cfg.accumulation_steps) * world);
+      if (scale != 1.0) optim::scale_grads(grads.data(), grads.size(), scale, threads);
       r.grad_norm = optim::clip_by_global_norm(grads.data(), grads.size(), cfg.clip_norm, threads);
       if (cfg.clip_norm <= 0) r.grad_norm = optim::global_norm(grads.data(), grads.size(), threads);
       r.lr = cfg.schedule.lr_at(opt->steps_taken(), cfg.optimizer.lr);
@@ -232,14 +324,14 @@ NamedTensors TrainingSession::predict(const NamedTensors& inputs) const {
 
 const std::vector<std::string>& TrainingSession::parameter_names() const { return impl_->tg.params; }
 Tensor TrainingSession::parameter(const std::string& name) const {
-  return impl_->params.view(impl_->param_index(name));
+  return impl_->pview(impl_->param_index(name));
 }
 void TrainingSession::set_parameter(const std::string& name, const Tensor& value) {
   size_t i = impl_->param_index(name);
   ONYX_CHECK(value.dtype() == DataType::Float && value.shape() == impl_->param_shapes[i],
              "[training] parameter '{}' is float {}, the new value is {} {}", name,
              shape_str(impl_->param_shapes[i]), dtype_name(value.dtype()), shape_str(value.shape()));
-  std::memcpy(impl_->params.view(i).raw(), value.raw(), value.nbytes());
+  std::memcpy(impl_->pview(i).raw(), value.raw(), value.nbytes());
 }
 Tensor TrainingSession::flat_parameters() const { return impl_->params.tensor(); }
 Tensor TrainingSession::flat_gradients() const { return impl_->grads.tensor(); }
@@ -250,6 +342,9 @@ double TrainingSession::learning_rate() const {
 const std::vector<std::string>& TrainingSession::batch_inputs() const { return impl_->batch_inputs; }
 const TrainingConfig& TrainingSession::config() const { return impl_->cfg; }
 const Model& TrainingSession::training_model() const { return *impl_->training_copy; }
+size_t TrainingSession::num_gradient_buckets() const {
+  return impl_->buckets ? impl_->buckets->num_buckets() : 0;
+}
 
 void TrainingSession::save_checkpoint(const std::string& path) const {
   const Impl& m = *impl_;
@@ -263,12 +358,32 @@ void TrainingSession::save_checkpoint(const std::string& path) const {
             {"accumulation_steps", m.cfg.accumulation_steps},
             {"lr", m.cfg.optimizer.lr},
             {"schedule", m.cfg.schedule.kind}};
-  for (size_t i = 0; i < m.tg.params.size(); ++i) d.tensors.emplace_back("param/" + m.tg.params[i], m.params.view(i));
+  for (size_t i = 0; i < m.tg.params.size(); ++i) d.tensors.emplace_back("param/" + m.tg.params[i], m.pview(i));
   for (const auto& [n, t] : m.state) d.tensors.emplace_back("state/" + n, t);
   for (auto& [n, t] : m.opt->state()) d.tensors.emplace_back("optim/" + n, t);
   // Mid-accumulation, the partial gradient sum is part of the state.
-  if (m.micro % m.cfg.accumulation_steps != 0) d.tensors.emplace_back("grad_accum", m.grads.tensor());
-  training::write_checkpoint(path, d);
+  bool partial = m.micro % m.cfg.accumulation_steps != 0;
+  ONYX_CHECK(!partial || !m.cfg.communicator, "[checkpoint] under data parallelism checkpoints are taken "
+             "between optimizer steps, not inside an accumulation group (micro-batch {} of {})",
+             m.micro % m.cfg.accumulation_steps, m.cfg.accumulation_steps);
+  if (partial) d.tensors.emplace_back("grad_accum", m.grads.tensor());
+  if (!m.cfg.communicator) return training::write_checkpoint(path, d);
+  // Data parallel: every rank holds the same weights; rank 0 writes once all ranks arrived,
+  // then tells everyone whether it worked (nobody continues past a failed save unaware).
+  dist::Communicator& comm = *m.cfg.communicator;
+  comm.barrier();
+  std::string why;
+  if (comm.rank() == 0) {
+    try {
+      training::write_checkpoint(path, d);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  Tensor failed = Tensor::from_vector<int32_t>({1}, {why.empty() ? 0 : 1});
+  comm.allreduce(failed, dist::ReduceOp::Max)->wait();
+  if (!why.empty()) throw Error(why);
+  ONYX_CHECK(failed.data<int32_t>()[0] == 0, "[checkpoint] rank 0 failed to write '{}'", path);
 }
 
 void TrainingSession::load_checkpoint(const std::string& path) {
@@ -291,7 +406,7 @@ void TrainingSession::load_checkpoint(const std::string& path) {
   // Validate everything first, then commit, so a bad checkpoint leaves the session as it was.
   std::vector<std::pair<Tensor, Tensor>> copies;
   for (size_t i = 0; i < m.tg.params.size(); ++i)
-    copies.emplace_back(take("param/" + m.tg.params[i], m.params.view(i)), m.params.view(i));
+    copies.emplace_back(take("param/" + m.tg.params[i], m.pview(i)), m.pview(i));
   for (auto& [n, t] : m.state) copies.emplace_back(take("state/" + n, t), t);
   std::vector<std::pair<std::string, Tensor>> ostate;
   for (const auto& [n, t] : d.tensors)
@@ -308,7 +423,7 @@ void TrainingSession::load_checkpoint(const std::string& path) {
 std::unique_ptr<Model> TrainingSession::inference_model() const {
   auto m = clone_model(*impl_->forward);
   for (size_t i = 0; i < impl_->tg.params.size(); ++i)
-    m->graph->initializers[impl_->tg.params[i]] = impl_->params.view(i).clone();
+    m->graph->initializers[impl_->tg.params[i]] = impl_->pview(i).clone();
   for (const auto& [n, t] : impl_->state) m->graph->initializers[n] = t.clone();
   return m;
 }

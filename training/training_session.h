@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "autodiff/loss.h"
+#include "distributed/communicator.h"
+#include "distributed/data_parallel.h"
 #include "inference/session.h"
 #include "optimizers/lr_schedule.h"
 #include "optimizers/optimizer.h"
@@ -41,6 +43,12 @@ struct TrainingConfig {
   std::vector<std::string> trainable;
   /// Apply weight decay to 1-D parameters (biases, norm scales) too; off by default.
   bool decay_1d = false;
+  /// Data-parallel training: each rank trains on its own slice of every global batch;
+  /// gradients are averaged over ranks bucket by bucket while backward runs (see
+  /// distributed/data_parallel.h). Parameters start from rank 0's. N ranks with batch b
+  /// train like one process with batch N*b (mean-reduced losses, no BatchNorm).
+  std::shared_ptr<dist::Communicator> communicator;
+  dist::BucketConfig buckets;
 };
 
 /// What one train_step did.
@@ -89,7 +97,9 @@ class TrainingSession {
   const TrainingConfig& config() const;
 
   /// Writes parameters, optimizer state, step, schedule and RNG state atomically (temporary
-  /// file, fsync, rename): a crash mid-save leaves the previous checkpoint intact.
+  /// file, fsync, rename): a crash mid-save leaves the previous checkpoint intact. Under
+  /// data parallelism rank 0 writes after a barrier and every rank learns whether it worked;
+  /// the file does not depend on the number of ranks.
   void save_checkpoint(const std::string& path) const;
   /// Restores a checkpoint of this model; onyx::Error for a corrupt file or one written for
   /// another model or optimizer. Training continues bit-identically.
@@ -99,6 +109,8 @@ class TrainingSession {
   void export_inference_model(const std::string& path) const;
   /// The training graph (forward + loss + backward) as plain ONNX.
   const Model& training_model() const;
+  /// Data parallelism: the number of gradient buckets (0 without a communicator).
+  size_t num_gradient_buckets() const;
 
  private:
   struct Impl;

@@ -134,15 +134,18 @@ class LoopKernel final : public Kernel {
 
 class ScanKernel final : public Kernel {
  public:
-  explicit ScanKernel(const KernelInfo& info) : body_(graph_attr(info.node, "body")) {
+  explicit ScanKernel(const KernelInfo& info)
+      : body_(graph_attr(info.node, "body")), batched_(info.opset < 9) {
     const Node& n = info.node;
     num_scan_inputs_ = n.require_attr("num_scan_inputs", Attribute::Type::Int).i;
+    // Scan-8 names the input directions `directions`; it has no axes attributes.
     in_axes_ = n.attr_ints("scan_input_axes");
-    in_dirs_ = n.attr_ints("scan_input_directions");
+    in_dirs_ = n.attr_ints(batched_ ? "directions" : "scan_input_directions");
     out_axes_ = n.attr_ints("scan_output_axes");
     out_dirs_ = n.attr_ints("scan_output_directions");
   }
   void compute(KernelContext& ctx) const override {
+    if (batched_) return compute_batched(ctx);
     int64_t n_state = ctx.num_inputs() - num_scan_inputs_;
     ONYX_CHECK(n_state >= 0, "[{}] has {} inputs but num_scan_inputs is {}", ctx.label(), ctx.num_inputs(),
                num_scan_inputs_);
@@ -183,7 +186,99 @@ class ScanKernel final : public Kernel {
   }
 
  private:
+  /// Scan-8: input 0 is the optional sequence_lens; states and scan inputs carry a leading
+  /// batch axis (scan axis 1) and each batch row runs its own loop; scan outputs are padded
+  /// with zeros past that row's length.
+  void compute_batched(KernelContext& ctx) const {
+    int64_t n_state = ctx.num_inputs() - 1 - num_scan_inputs_;
+    ONYX_CHECK(n_state >= 0 && num_scan_inputs_ > 0,
+               "[{}] has {} inputs but num_scan_inputs is {} (plus sequence_lens)", ctx.label(),
+               ctx.num_inputs(), num_scan_inputs_);
+    std::vector<const Tensor*> ins;
+    for (int i = 1; i < ctx.num_inputs(); ++i) ins.push_back(&ctx.required_input(i));
+    const Tensor& first = *ins[static_cast<size_t>(n_state)];
+    ONYX_CHECK(first.rank() >= 2, "[{}] scan inputs need [batch, sequence, ...] but got {}",
+               ctx.label(), shape_str(first.shape()));
+    int64_t batch = first.shape()[0], max_len = first.shape()[1];
+    for (const Tensor* t : ins)
+      ONYX_CHECK(t->rank() >= 1 && t->shape()[0] == batch,
+                 "[{}] every state and scan input needs batch size {} but one has shape {}",
+                 ctx.label(), batch, shape_str(t->shape()));
+    for (size_t j = static_cast<size_t>(n_state); j < ins.size(); ++j)
+      ONYX_CHECK(ins[j]->rank() >= 2 && ins[j]->shape()[1] == max_len,
+                 "[{}] scan inputs need sequence length {} but one has shape {}", ctx.label(),
+                 max_len, shape_str(ins[j]->shape()));
+    std::vector<int64_t> lens(static_cast<size_t>(batch), max_len);
+    if (const Tensor* sl = ctx.input(0)) {
+      ONYX_CHECK(sl->numel() == batch, "[{}] sequence_lens should have {} values but has shape {}",
+                 ctx.label(), batch, shape_str(sl->shape()));
+      lens = sl->to_int64_vector();
+      for (int64_t l : lens)
+        ONYX_CHECK(l >= 0 && l <= max_len, "[{}] sequence length {} is outside [0, {}]",
+                   ctx.label(), l, max_len);
+    }
+    size_t n_out = body_.outputs.size() - static_cast<size_t>(n_state);
+    // states[b][i], scans[b][k][t]
+    std::vector<std::vector<Tensor>> states(static_cast<size_t>(batch));
+    std::vector<std::vector<std::vector<Tensor>>> scans(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<Datum> state;
+      for (int64_t i = 0; i < n_state; ++i)
+        state.push_back(Datum(take_slice(*ins[static_cast<size_t>(i)], 0, b, ctx)));
+      std::vector<Tensor> rows;
+      for (int64_t j = 0; j < num_scan_inputs_; ++j)
+        rows.push_back(take_slice(*ins[static_cast<size_t>(n_state + j)], 0, b, ctx));
+      auto& out = scans[static_cast<size_t>(b)];
+      out.resize(n_out);
+      int64_t len = lens[static_cast<size_t>(b)];
+      for (int64_t it = 0; it < len; ++it) {
+        std::vector<Datum> body_in = state;
+        for (int64_t j = 0; j < num_scan_inputs_; ++j) {
+          bool reverse = j < static_cast<int64_t>(in_dirs_.size()) && in_dirs_[j] == 1;
+          body_in.push_back(Datum(take_slice(rows[j], 0, reverse ? len - 1 - it : it, ctx)));
+        }
+        std::vector<Datum> outs = ctx.run_subgraph(body_, body_in);
+        for (int64_t i = 0; i < n_state; ++i) state[i] = std::move(outs[i]);
+        for (size_t k = 0; k < n_out; ++k) out[k].push_back(outs[n_state + k].tensor);
+      }
+      for (auto& d : state) states[static_cast<size_t>(b)].push_back(d.tensor);
+    }
+    for (int64_t i = 0; i < n_state; ++i) {
+      std::vector<Tensor> parts;
+      for (auto& s : states) parts.push_back(s[static_cast<size_t>(i)]);
+      stack(parts, 0, ctx, static_cast<int>(i), ins[static_cast<size_t>(i)]->dtype());
+    }
+    for (size_t k = 0; k < n_out; ++k) stack_padded(scans, k, max_len, n_state, ctx);
+  }
+
+  /// Writes scan output k as [batch, max_len, ...], zero past each row's iterations.
+  void stack_padded(const std::vector<std::vector<std::vector<Tensor>>>& scans, size_t k,
+                    int64_t max_len, int64_t n_state, KernelContext& ctx) const {
+    const Tensor* proto = nullptr;
+    for (const auto& row : scans)
+      if (!row[k].empty()) proto = &row[k][0];
+    DataType dt = proto ? proto->dtype() : declared_elem(body_, n_state + k);
+    Shape elem = proto ? proto->shape() : Shape{};
+    Shape shape{static_cast<int64_t>(scans.size()), max_len};
+    shape.insert(shape.end(), elem.begin(), elem.end());
+    Tensor& out = ctx.allocate_output(static_cast<int>(n_state + k), dt, shape);
+    int64_t inner = shape_numel(elem);
+    size_t es = dtype_size(dt);
+    if (dt != DataType::String) std::memset(out.raw(), 0, out.nbytes());
+    for (size_t b = 0; b < scans.size(); ++b) {
+      const auto& parts = scans[b][k];
+      for (size_t t = 0; t < parts.size(); ++t) {
+        ONYX_CHECK(parts[t].shape() == elem && parts[t].dtype() == dt,
+                   "[{}] scan output {} changed from {}{} to {}{}", ctx.label(), k, dtype_name(dt),
+                   shape_str(elem), dtype_name(parts[t].dtype()), shape_str(parts[t].shape()));
+        copy_elems(dt, static_cast<char*>(out.raw()) + ((static_cast<int64_t>(b) * max_len + static_cast<int64_t>(t)) * inner) * es,
+                   parts[t].raw(), inner);
+      }
+    }
+  }
+
   const Graph& body_;
+  bool batched_;
   int64_t num_scan_inputs_ = 0;
   std::vector<int64_t> in_axes_, in_dirs_, out_axes_, out_dirs_;
 };
@@ -193,7 +288,7 @@ class ScanKernel final : public Kernel {
 void register_control_flow_kernels(KernelRegistry& r) {
   r.add({.op_type = "If", .since = 1, .type_input = -1, .create = make_factory<IfKernel>()});
   r.add({.op_type = "Loop", .since = 1, .type_input = -1, .create = make_factory<LoopKernel>()});
-  r.add({.op_type = "Scan", .since = 9, .type_input = -1, .create = make_factory<ScanKernel>()});
+  r.add({.op_type = "Scan", .since = 8, .type_input = -1, .create = make_factory<ScanKernel>()});
 }
 
 }  // namespace onyx::cpu

@@ -1,5 +1,5 @@
 // Index-driven CPU kernels: Gather, GatherElements, GatherND, ScatterElements (and the
-// deprecated Scatter), ScatterND, OneHot, NonZero, Compress, Unique.
+// deprecated Scatter), ScatterND, TensorScatter, OneHot, NonZero, Compress, Unique.
 #include <algorithm>
 #include <numeric>
 
@@ -287,6 +287,65 @@ class ScatterNDKernel final : public Kernel {
   Reduction red_;
 };
 
+/// TensorScatter (KV-cache update): writes `update` into a copy of `past_cache` along `axis`,
+/// starting per batch row at write_indices[b] (0 when omitted), wrapping when circular.
+class TensorScatterKernel final : public Kernel {
+ public:
+  explicit TensorScatterKernel(const KernelInfo& info)
+      : axis_(info.node.attr_int("axis", -2)) {
+    std::string mode = info.node.attr_string("mode", "linear");
+    ONYX_CHECK(mode == "linear" || mode == "circular",
+               "[{}] mode should be 'linear' or 'circular' but is '{}'", info.label(), mode);
+    circular_ = mode == "circular";
+  }
+  void compute(KernelContext& ctx) const override {
+    const Tensor& past = ctx.required_input(0);
+    const Tensor& upd = ctx.required_input(1);
+    const Tensor* wi = ctx.input(2);
+    auto a = static_cast<size_t>(normalize_axis(axis_, past.rank(), ctx.label()));
+    ONYX_CHECK(a != 0, "[{}] axis must not be the batch axis 0", ctx.label());
+    Shape want = past.shape();
+    want[a] = upd.rank() == past.rank() ? upd.shape()[a] : -1;
+    ONYX_CHECK(upd.dtype() == past.dtype() && upd.shape() == want && want[a] <= past.shape()[a],
+               "[{}] update should be {} with shape {} except at most {} along axis {}, but is {}{}",
+               ctx.label(), dtype_name(past.dtype()), shape_str(past.shape()), past.shape()[a], a,
+               dtype_name(upd.dtype()), shape_str(upd.shape()));
+    int64_t batch = past.shape()[0], max_len = past.shape()[a], len = upd.shape()[a];
+    std::vector<int64_t> start(static_cast<size_t>(batch), 0);
+    if (wi) {
+      ONYX_CHECK(wi->dtype() == DataType::Int64 && wi->shape() == Shape{batch},
+                 "[{}] write_indices should be int64 [{}] but is {}{}", ctx.label(), batch,
+                 dtype_name(wi->dtype()), shape_str(wi->shape()));
+      start = wi->to_int64_vector();
+    }
+    for (int64_t s : start)
+      ONYX_CHECK(s >= 0 && (circular_ || s + len <= max_len),
+                 "[{}] write index {} with {} updates does not fit a cache of length {}",
+                 ctx.label(), s, len, max_len);
+    int64_t outer = dims_product(past.shape(), 0, a);
+    int64_t per_batch = outer / std::max<int64_t>(batch, 1);
+    int64_t inner = dims_product(past.shape(), a + 1, past.shape().size());
+    Tensor& y = ctx.allocate_output(0, past.dtype(), past.shape());
+    dispatch_move(past.dtype(), ctx.label(), [&]<typename T>() {
+      const T* p = past.data_as<T>();
+      const T* u = upd.data_as<T>();
+      T* o = y.data_as<T>();
+      std::copy_n(p, past.numel(), o);
+      for (int64_t r = 0; r < outer; ++r) {
+        int64_t s0 = start[static_cast<size_t>(r / per_batch)];
+        for (int64_t s = 0; s < len; ++s) {
+          int64_t dst = circular_ ? (s0 + s) % max_len : s0 + s;
+          std::copy_n(u + (r * len + s) * inner, inner, o + (r * max_len + dst) * inner);
+        }
+      }
+    });
+  }
+
+ private:
+  int64_t axis_;
+  bool circular_ = false;
+};
+
 class OneHotKernel final : public Kernel {
  public:
   explicit OneHotKernel(const KernelInfo& info) : axis_(info.node.attr_int("axis", -1)) {}
@@ -473,6 +532,8 @@ void register_gather_kernels(KernelRegistry& r) {
       {"ScatterElements", "", 11, INT_MAX, "cpu", 0, types, make_factory<ScatterElementsKernel>()});
   r.add({"Scatter", "", 9, 10, "cpu", 0, types, make_factory<ScatterElementsKernel>()});
   r.add({"ScatterND", "", 11, INT_MAX, "cpu", 0, types, make_factory<ScatterNDKernel>()});
+  r.add({"TensorScatter", "", 24, INT_MAX, "cpu", 0, stored_types(),
+         make_factory<TensorScatterKernel>()});
   r.add({"OneHot", "", 9, INT_MAX, "cpu", 0, numeric_types(), make_factory<OneHotKernel>()});
   r.add({"NonZero", "", 9, INT_MAX, "cpu", 0, all_types(), function_factory(nonzero_compute)});
   r.add({"Compress", "", 9, INT_MAX, "cpu", 0, types, make_factory<CompressKernel>()});

@@ -31,6 +31,10 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_rnn_kernels(r);
   register_misc_nn_kernels(r);
   register_training_kernels(r);
+  register_tfidf_kernels(r);
+  register_causal_conv_kernels(r);
+  register_linear_attention_kernels(r);
+  register_flex_attention_kernels(r);
 }
 
 }  // namespace onyx::cpu

@@ -29,20 +29,21 @@ std::vector<LossCase> loss_cases() {
   return {
       {{3, 4}, {0, 3, 1}},
       {{3, 4}, {0, 3, 1}, true},
-      {{4, 3}, {2, 0, 2, 1}, true, 2},                    // ignore_index inside [0, C)
-      {{4, 3}, {-1, 0, 2, -1}, false, -1},                 // negative ignore_index
+      {{4, 3}, {2, 0, 2, 1}, true, 2},      // ignore_index inside [0, C)
+      {{4, 3}, {-1, 0, 2, -1}, false, -1},  // negative ignore_index
       {{4, 3}, {1, -100, 0, 2}, true, -100, DataType::Int32},
       {{2, 3, 2, 2}, {0, 1, 2, 2, 1, 0, -5, 1}, true, -5},  // [N, C, d1, d2]
       {{2, 3, 3}, {2, 1, 0, 0, 0, 1}},
   };
 }
 
-GradCase make_case(const std::string& op, const LossCase& lc, const std::string& reduction, int outputs,
-                   std::vector<int> loss_outputs) {
-  GradCase gc{.op = op,
-              .inputs = {P("x", lc.scores), C("t", label_shape(lc.scores), lc.labels, lc.label_dtype)},
-              .outputs = outputs,
-              .loss_outputs = std::move(loss_outputs)};
+GradCase make_case(const std::string& op, const LossCase& lc, const std::string& reduction,
+                   int outputs, std::vector<int> loss_outputs) {
+  GradCase gc{
+      .op = op,
+      .inputs = {P("x", lc.scores), C("t", label_shape(lc.scores), lc.labels, lc.label_dtype)},
+      .outputs = outputs,
+      .loss_outputs = std::move(loss_outputs)};
   if (lc.weights) {
     std::vector<double> w;
     for (int64_t c = 0; c < lc.scores[1]; ++c) w.push_back(0.5 + 0.3 * static_cast<double>(c));
@@ -58,8 +59,8 @@ GradCase make_case(const std::string& op, const LossCase& lc, const std::string&
 TEST(GradLoss, SoftmaxCrossEntropyLoss) {
   for (const auto& lc : loss_cases())
     for (const char* red : {"mean", "sum", "none"}) {
-      SCOPED_TRACE(fmt::format("scores {} weights {} ignore {} reduction {}", shape_str(lc.scores), lc.weights,
-                               lc.ignore ? std::to_string(*lc.ignore) : "-", red));
+      SCOPED_TRACE(fmt::format("scores {} weights {} ignore {} reduction {}", shape_str(lc.scores),
+                               lc.weights, lc.ignore ? std::to_string(*lc.ignore) : "-", red));
       check_gradient(make_case("SoftmaxCrossEntropyLoss", lc, red, 1, {}));
     }
 }
@@ -77,7 +78,8 @@ TEST(GradLoss, SoftmaxCrossEntropyLossWithLogProb) {
 TEST(GradLoss, NegativeLogLikelihoodLoss) {
   for (const auto& lc : loss_cases())
     for (const char* red : {"mean", "sum", "none"}) {
-      SCOPED_TRACE(fmt::format("scores {} weights {} reduction {}", shape_str(lc.scores), lc.weights, red));
+      SCOPED_TRACE(
+          fmt::format("scores {} weights {} reduction {}", shape_str(lc.scores), lc.weights, red));
       check_gradient(make_case("NegativeLogLikelihoodLoss", lc, red, 1, {}));
     }
 }
@@ -93,8 +95,8 @@ TEST(GradLoss, ClassWeightsGetNoGradient) {
   g.add_initializer("t", Tensor::from_vector<int64_t>({2}, {2, 0}));
   g.add_initializer("w", Tensor::from_vector<double>({3}, {1.0, 2.0, 0.5}));
   Value* L = g.get_or_add_value("L");
-  Node* n = g.add_node("SoftmaxCrossEntropyLoss", {g.find_value("x"), g.find_value("t"), g.find_value("w")},
-                       {L}, "", "sce");
+  Node* n = g.add_node("SoftmaxCrossEntropyLoss",
+                       {g.find_value("x"), g.find_value("t"), g.find_value("w")}, {L}, "", "sce");
   n->attrs["reduction"] = attr_s("reduction", "sum");
   g.outputs = {L};
   auto tg = autodiff::build_training_graph(*m, {.kind = "output", .output = "L"}, {"x", "w"});
@@ -118,18 +120,19 @@ TEST(GradLoss, TrainingGraphSavesAndReloads) {
   m->opsets.push_back({"", 17});
   m->graph = std::make_unique<Graph>("sce");
   Graph& g = *m->graph;
-  g.add_initializer("x", Tensor::from_vector<double>({2, 3, 2}, {0.1, 0.5, -0.3, 1.0, -1.0, 0.2, 0.7, -0.4,
-                                                                 0.3, 0.9, -0.8, 0.05}));
+  g.add_initializer("x", Tensor::from_vector<double>({2, 3, 2}, {0.1, 0.5, -0.3, 1.0, -1.0, 0.2,
+                                                                 0.7, -0.4, 0.3, 0.9, -0.8, 0.05}));
   g.add_initializer("t", Tensor::from_vector<int64_t>({2, 2}, {2, -1, 0, 1}));
   g.add_initializer("w", Tensor::from_vector<double>({3}, {1.0, 2.0, 0.5}));
   Value* L = g.get_or_add_value("L");
   Value* lp = g.get_or_add_value("lp");
-  Node* n = g.add_node("SoftmaxCrossEntropyLoss", {g.find_value("x"), g.find_value("t"), g.find_value("w")},
-                       {L, lp}, "", "sce");
+  Node* n =
+      g.add_node("SoftmaxCrossEntropyLoss",
+                 {g.find_value("x"), g.find_value("t"), g.find_value("w")}, {L, lp}, "", "sce");
   n->attrs["ignore_index"] = attr_i("ignore_index", -1);
   Value* L2 = g.get_or_add_value("L2");
-  g.add_node("NegativeLogLikelihoodLoss", {lp, g.find_value("t")}, {L2}, "", "nll")->attrs["ignore_index"] =
-      attr_i("ignore_index", -1);
+  g.add_node("NegativeLogLikelihoodLoss", {lp, g.find_value("t")}, {L2}, "", "nll")
+      ->attrs["ignore_index"] = attr_i("ignore_index", -1);
   Value* total = g.get_or_add_value("total");
   g.add_node("Add", {L, L2}, {total}, "", "total");
   g.outputs = {total};

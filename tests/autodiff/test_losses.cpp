@@ -18,18 +18,22 @@ namespace {
 constexpr int64_t kN = 4, kIn = 3, kC = 5;
 
 struct Data {
-  std::vector<double> x, w, b;    // x [N, In], W [In, C], B [C]
-  std::vector<double> y;          // regression targets [N, C]
-  std::vector<int64_t> t;         // class targets [N]
-  std::vector<double> cw;         // class weights [C]
+  std::vector<double> x, w, b;  // x [N, In], W [In, C], B [C]
+  std::vector<double> y;        // regression targets [N, C]
+  std::vector<int64_t> t;       // class targets [N]
+  std::vector<double> cw;       // class weights [C]
 };
 
 Data make_data(bool zero_params = false) {
   Data d;
-  for (int64_t i = 0; i < kN * kIn; ++i) d.x.push_back(std::sin(0.9 * static_cast<double>(i) + 0.3));
-  for (int64_t i = 0; i < kIn * kC; ++i) d.w.push_back(zero_params ? 0.0 : std::cos(1.7 * static_cast<double>(i)));
-  for (int64_t i = 0; i < kC; ++i) d.b.push_back(zero_params ? 0.0 : 0.2 * static_cast<double>(i) - 0.3);
-  for (int64_t i = 0; i < kN * kC; ++i) d.y.push_back(0.5 + 0.45 * std::sin(2.3 * static_cast<double>(i)));
+  for (int64_t i = 0; i < kN * kIn; ++i)
+    d.x.push_back(std::sin(0.9 * static_cast<double>(i) + 0.3));
+  for (int64_t i = 0; i < kIn * kC; ++i)
+    d.w.push_back(zero_params ? 0.0 : std::cos(1.7 * static_cast<double>(i)));
+  for (int64_t i = 0; i < kC; ++i)
+    d.b.push_back(zero_params ? 0.0 : 0.2 * static_cast<double>(i) - 0.3);
+  for (int64_t i = 0; i < kN * kC; ++i)
+    d.y.push_back(0.5 + 0.45 * std::sin(2.3 * static_cast<double>(i)));
   d.t = {1, 4, 0, 1};
   d.cw = {0.5, 2.0, 1.0, 0.25, 1.5};
   return d;
@@ -54,7 +58,8 @@ std::unique_ptr<Model> gemm_model(const Data& d) {
   return m;
 }
 
-std::vector<double> logits_of(const Data& d, const std::vector<double>& w, const std::vector<double>& b) {
+std::vector<double> logits_of(const Data& d, const std::vector<double>& w,
+                              const std::vector<double>& b) {
   std::vector<double> z(kN * kC);
   for (int64_t n = 0; n < kN; ++n)
     for (int64_t c = 0; c < kC; ++c) {
@@ -89,10 +94,14 @@ double reference_loss(const autodiff::LossSpec& s, const Data& d, const std::vec
   }
   for (int64_t i = 0; i < kN * kC; ++i) {
     double x = z[i], y = d.y[i], r = x - y, l;
-    if (s.kind == "mse") l = r * r;
-    else if (s.kind == "l1") l = std::abs(r);
-    else if (s.kind == "huber") l = std::abs(r) < s.delta ? 0.5 * r * r : s.delta * (std::abs(r) - 0.5 * s.delta);
-    else l = std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::abs(x)));  // bce_with_logits
+    if (s.kind == "mse")
+      l = r * r;
+    else if (s.kind == "l1")
+      l = std::abs(r);
+    else if (s.kind == "huber")
+      l = std::abs(r) < s.delta ? 0.5 * r * r : s.delta * (std::abs(r) - 0.5 * s.delta);
+    else
+      l = std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::abs(x)));  // bce_with_logits
     total += l;
   }
   return s.reduction == "mean" ? total / static_cast<double>(kN * kC) : total;
@@ -100,8 +109,9 @@ double reference_loss(const autodiff::LossSpec& s, const Data& d, const std::vec
 
 /// Builds the training graph, runs it, and checks loss and gradients against the reference.
 void check_loss(const autodiff::LossSpec& spec, bool zero_params = false) {
-  SCOPED_TRACE(fmt::format("kind {} reduction {} weight '{}' ignore {} delta {}", spec.kind, spec.reduction,
-                           spec.weight, spec.ignore_index ? std::to_string(*spec.ignore_index) : "-", spec.delta));
+  SCOPED_TRACE(fmt::format(
+      "kind {} reduction {} weight '{}' ignore {} delta {}", spec.kind, spec.reduction, spec.weight,
+      spec.ignore_index ? std::to_string(*spec.ignore_index) : "-", spec.delta));
   Data d = make_data(zero_params);
   if (spec.ignore_index && *spec.ignore_index < 0) d.t[2] = *spec.ignore_index;
   auto tg = autodiff::build_training_graph(*gemm_model(d), spec, {});
@@ -131,7 +141,8 @@ void check_loss(const autodiff::LossSpec& spec, bool zero_params = false) {
         return is_b ? reference_loss(spec, d, d.w, v) : reference_loss(spec, d, v, d.b);
       };
       double numeric = (at(eps) - at(-eps)) / (2 * eps);
-      EXPECT_NEAR(grad[i], numeric, 1e-7 + 1e-6 * std::abs(numeric)) << tg.params[p] << "[" << i << "]";
+      EXPECT_NEAR(grad[i], numeric, 1e-7 + 1e-6 * std::abs(numeric))
+          << tg.params[p] << "[" << i << "]";
     }
   }
 }
@@ -175,13 +186,15 @@ TEST(Losses, OutputKind) {
   auto m = gemm_model(d);
   Graph& g = *m->graph;
   Value* s = g.get_or_add_value("s");
-  g.add_node("ReduceSum", {g.outputs[0]}, {s}, "", "s")->attrs["keepdims"] = autodiff::attr_i("keepdims", 0);
+  g.add_node("ReduceSum", {g.outputs[0]}, {s}, "", "s")->attrs["keepdims"] =
+      autodiff::attr_i("keepdims", 0);
   g.outputs = {s};
   auto tg = autodiff::build_training_graph(*m, {.kind = "output"}, {"W"});
   EXPECT_TRUE(tg.labels.empty());
   SessionOptions so;
   so.opt_level = OptLevel::None;
-  auto out = Session(std::move(tg.model), so).run({{"x", Tensor::from_vector<double>({kN, kIn}, d.x)}});
+  auto out =
+      Session(std::move(tg.model), so).run({{"x", Tensor::from_vector<double>({kN, kIn}, d.x)}});
   double want = 0;
   for (double z : logits_of(d, d.w, d.b)) want += z;
   EXPECT_NEAR(out.at(tg.loss).to_double_vector()[0], want, 1e-12);

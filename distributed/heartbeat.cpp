@@ -1,0 +1,126 @@
+#include "distributed/heartbeat.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "distributed/mpi_runtime.h"
+
+namespace onyx::dist {
+namespace {
+constexpr int kTag = 7001;
+constexpr auto kInterval = std::chrono::milliseconds(100);
+}  // namespace
+
+Heartbeat::Heartbeat(MPI_Comm comm, int rank, int size)
+    : comm_(comm), rank_(rank), size_(size), peers_(size), next_send_(Clock::now()) {
+  for (int p = 0; p < size_; ++p) {
+    peers_[p].last_heard = Clock::now();
+    if (p != rank_) post_recv(p);
+  }
+}
+
+void Heartbeat::post_recv(int p) {
+  mpi::check(MPI_Irecv(peers_[p].recv_buf, 2, MPI_INT64_T, p, kTag, comm_, &peers_[p].recv),
+             "MPI_Irecv (heartbeat)");
+}
+
+void Heartbeat::receive() {
+  for (int p = 0; p < size_; ++p) {
+    Peer& peer = peers_[p];
+    int done = 1;
+    while (peer.recv != MPI_REQUEST_NULL && done) {
+      mpi::check(MPI_Test(&peer.recv, &done, MPI_STATUS_IGNORE), "MPI_Test (heartbeat)");
+      if (!done) break;
+      peer.last_heard = Clock::now();
+      peer.started = std::max(peer.started, peer.recv_buf[0]);
+      peer.closed = peer.recv_buf[1] != 0;
+      if (!peer.closed) post_recv(p);  // no more messages follow a goodbye
+    }
+  }
+}
+
+void Heartbeat::poll(int64_t started) {
+  receive();
+  auto now = Clock::now();
+  if (now < next_send_) return;
+  next_send_ = now + kInterval;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    Peer& peer = peers_[p];
+    int done = 1;
+    // A peer that does not drain its messages gets no new ones until it does.
+    if (peer.send != MPI_REQUEST_NULL) MPI_Test(&peer.send, &done, MPI_STATUS_IGNORE);
+    if (!done) continue;
+    peer.send_buf[0] = started;
+    mpi::check(MPI_Isend(peer.send_buf, 2, MPI_INT64_T, p, kTag, comm_, &peer.send),
+               "MPI_Isend (heartbeat)");
+  }
+}
+
+bool Heartbeat::any_silent(std::chrono::milliseconds silent) const {
+  auto now = Clock::now();
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && !peers_[p].closed && now - peers_[p].last_heard > silent) return true;
+  }
+  return false;
+}
+
+std::string Heartbeat::diagnose(int64_t seq, std::chrono::milliseconds silent) const {
+  auto now = Clock::now();
+  std::string out;
+  auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    double quiet = std::chrono::duration<double>(now - peers_[p].last_heard).count();
+    if (peers_[p].closed) {
+      add(fmt::format("rank {} has destroyed its communicator (after {} collectives)", p,
+                      peers_[p].started));
+    } else if (now - peers_[p].last_heard > silent) {
+      add(fmt::format("rank {} not heard from for {:.1f} s (dead or hung)", p, quiet));
+    } else if (peers_[p].started < seq) {
+      add(fmt::format("rank {} has not started it (it has started {} collectives)", p,
+                      peers_[p].started));
+    }
+  }
+  return out;
+}
+
+bool Heartbeat::close(bool wait_for_peers, std::chrono::milliseconds timeout) {
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    mpi::check(MPI_Isend(peers_[p].bye_buf, 2, MPI_INT64_T, p, kTag, comm_, &peers_[p].bye),
+               "MPI_Isend (heartbeat goodbye)");
+  }
+  auto deadline = Clock::now() + timeout;
+  bool clean = false;
+  while (wait_for_peers) {
+    receive();
+    clean = true;
+    for (int p = 0; p < size_; ++p) {
+      Peer& peer = peers_[p];
+      for (MPI_Request* r : {&peer.send, &peer.bye}) {
+        int done = 1;
+        if (*r != MPI_REQUEST_NULL) MPI_Test(r, &done, MPI_STATUS_IGNORE);
+        clean = clean && done;
+      }
+      clean = clean && peer.recv == MPI_REQUEST_NULL;
+    }
+    if (clean || Clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (clean) return true;
+  // Unmatched messages remain: cancel our receives, let our sends complete on their own.
+  for (Peer& peer : peers_) {
+    if (peer.recv != MPI_REQUEST_NULL) {
+      MPI_Cancel(&peer.recv);
+      MPI_Request_free(&peer.recv);
+    }
+    for (MPI_Request* r : {&peer.send, &peer.bye}) {
+      if (*r != MPI_REQUEST_NULL) MPI_Request_free(r);
+    }
+  }
+  return false;
+}
+
+}  // namespace onyx::dist

@@ -1,0 +1,360 @@
+// The MPI Communicator: a queue of collectives run in issue order by one communication
+// thread with MPI's non-blocking collectives, a heartbeat for failure diagnosis, and a
+// per-collective deadline (see communicator.h for the design).
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "distributed/collective_checks.h"
+#include "distributed/heartbeat.h"
+#include "distributed/mpi_runtime.h"
+#include "graph/error.h"
+
+namespace onyx::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+const std::string kBackend = "mpi";
+
+/// Completion state of one queued collective, shared by the caller and the thread.
+class MpiWork : public Work {
+ public:
+  /// `last_loop` is when the communication thread last went round its loop (a thread stuck
+  /// inside MPI for longer than `stuck_after` fails wait()).
+  MpiWork(std::string what, std::shared_ptr<std::atomic<int64_t>> last_loop,
+          std::shared_ptr<std::atomic<int64_t>> timeout_ms)
+      : what_(std::move(what)), last_loop_(std::move(last_loop)), timeout_ms_(std::move(timeout_ms)) {}
+
+  void wait() override {
+    std::unique_lock lk(mu_);
+    while (!done_) {
+      cv_.wait_for(lk, std::chrono::milliseconds(200));
+      int64_t idle_ms = (Clock::now().time_since_epoch().count() - last_loop_->load()) / 1000000;
+      if (!done_ && idle_ms > *timeout_ms_ + 10000) {
+        ONYX_THROW("[mpi] {}: the communication thread has been stuck inside MPI for {} ms", what_,
+                   idle_ms);
+      }
+    }
+    if (!error_.empty()) throw Error(error_);
+  }
+  bool test() override {
+    std::lock_guard lk(mu_);
+    if (!error_.empty()) throw Error(error_);
+    return done_;
+  }
+  /// Called by the thread: success when `error` is empty.
+  void finish(std::string error) {
+    {
+      std::lock_guard lk(mu_);
+      done_ = true;
+      error_ = std::move(error);
+    }
+    cv_.notify_all();
+  }
+  const std::string& what() const { return what_; }
+
+ private:
+  std::string what_;
+  std::shared_ptr<std::atomic<int64_t>> last_loop_, timeout_ms_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::string error_;
+};
+
+enum class Kind { Allreduce, Broadcast, Allgather, ReduceScatter, Barrier };
+
+struct Collective {
+  Kind kind;
+  Tensor in, out;  // in-place collectives use `out` only
+  ReduceOp op = ReduceOp::Sum;
+  int root = 0;
+  std::shared_ptr<MpiWork> work;
+  int64_t seq = 0;
+  MPI_Request req = MPI_REQUEST_NULL;
+  Clock::time_point started;
+};
+
+template <typename T>
+void divide(Tensor& t, int n) {
+  T* p = t.data<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(acc_t<T>(p[i]) / acc_t<T>(n));
+}
+
+void divide_in_place(Tensor& t, int n) {
+  switch (t.dtype()) {
+    case DataType::Float: return divide<float>(t, n);
+    case DataType::Double: return divide<double>(t, n);
+    case DataType::Float16: return divide<float16>(t, n);
+    case DataType::BFloat16: return divide<bfloat16>(t, n);
+    case DataType::Int8: return divide<int8_t>(t, n);
+    case DataType::UInt8: return divide<uint8_t>(t, n);
+    case DataType::Int32: return divide<int32_t>(t, n);
+    case DataType::Int64: return divide<int64_t>(t, n);
+    default: ONYX_THROW("[mpi] avg: unsupported dtype {}", dtype_name(t.dtype()));
+  }
+}
+
+int mpi_count(const char* coll, const Tensor& t) {
+  ONYX_CHECK(t.numel() <= INT_MAX,
+             "[mpi] {}: {} elements exceed MPI's limit of {} elements per call", coll, t.numel(),
+             INT_MAX);
+  return static_cast<int>(t.numel());
+}
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator() {
+    mpi::ensure_initialized();
+    mpi::check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+    mpi::check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+    for (MPI_Comm* c : {&coll_comm_, &hb_comm_}) {
+      mpi::check(MPI_Comm_dup(MPI_COMM_WORLD, c), "MPI_Comm_dup");
+      mpi::check(MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    }
+    timeout_ms_->store(default_timeout().count());
+    touch();
+    heartbeat_ = std::make_unique<Heartbeat>(hb_comm_, rank_, size_);
+    thread_ = std::thread([this] { run(); });
+    finalize_hook_ = mpi::at_finalize([this] { stop(); });
+  }
+  ~MpiCommunicator() override {
+    mpi::cancel_at_finalize(finalize_hook_);
+    stop();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return mpi::local_rank(); }
+  std::string backend() const override { return kBackend; }
+
+  WorkHandle allreduce(Tensor& t, ReduceOp op) override {
+    check_tensor(kBackend, "allreduce", "tensor", t, DeviceType::CPU);
+    mpi_count("allreduce", t);
+    return enqueue({Kind::Allreduce, {}, t, op},
+                   fmt::format("allreduce ({}, {})", describe(t), reduce_op_name(op)));
+  }
+  WorkHandle broadcast(Tensor& t, int root) override {
+    check_tensor(kBackend, "broadcast", "tensor", t, DeviceType::CPU);
+    check_root(kBackend, root, size_);
+    mpi_count("broadcast", t);
+    return enqueue({Kind::Broadcast, {}, t, ReduceOp::Sum, root},
+                   fmt::format("broadcast ({}, root {})", describe(t), root));
+  }
+  WorkHandle allgather(const Tensor& in, Tensor& out) override {
+    check_tensor(kBackend, "allgather", "input", in, DeviceType::CPU);
+    check_tensor(kBackend, "allgather", "output", out, DeviceType::CPU);
+    check_allgather(kBackend, in, out, size_);
+    mpi_count("allgather", in);
+    return enqueue({Kind::Allgather, in, out}, fmt::format("allgather ({})", describe(in)));
+  }
+  WorkHandle reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
+    check_tensor(kBackend, "reduce_scatter", "input", in, DeviceType::CPU);
+    check_tensor(kBackend, "reduce_scatter", "output", out, DeviceType::CPU);
+    check_reduce_scatter(kBackend, in, out, size_);
+    mpi_count("reduce_scatter", out);
+    return enqueue({Kind::ReduceScatter, in, out, op},
+                   fmt::format("reduce_scatter ({}, {})", describe(in), reduce_op_name(op)));
+  }
+  void barrier() override { enqueue({Kind::Barrier}, "barrier")->wait(); }
+  void set_timeout(std::chrono::milliseconds t) override {
+    check_timeout(kBackend, t);
+    timeout_ms_->store(t.count());
+  }
+
+ private:
+  WorkHandle enqueue(Collective c, std::string what) {
+    auto work = std::make_shared<MpiWork>(std::move(what), last_loop_, timeout_ms_);
+    c.work = work;
+    {
+      std::lock_guard lk(mu_);
+      ONYX_CHECK(broken_.empty(), "[mpi] {}: the communicator is broken by an earlier failure: {}",
+                 c.work->what(), broken_);
+      ONYX_CHECK(!stopping_, "[mpi] {}: the communicator is shutting down", c.work->what());
+      queue_.push_back(std::move(c));
+    }
+    cv_.notify_one();
+    return work;
+  }
+
+  void touch() { last_loop_->store(Clock::now().time_since_epoch().count()); }
+
+  // Starts the non-blocking MPI call of `c`.
+  void start(Collective& c) {
+    c.seq = ++started_;
+    c.started = Clock::now();
+    MPI_Datatype dt = c.kind == Kind::Barrier ? MPI_BYTE : mpi::datatype(c.out.dtype());
+    switch (c.kind) {
+      case Kind::Allreduce:
+        mpi::check(MPI_Iallreduce(MPI_IN_PLACE, c.out.raw(), int(c.out.numel()), dt,
+                                  mpi::reduce_op(c.op, c.out.dtype()), coll_comm_, &c.req),
+                   "MPI_Iallreduce");
+        break;
+      case Kind::Broadcast:
+        mpi::check(MPI_Ibcast(c.out.raw(), int(c.out.numel()), dt, c.root, coll_comm_, &c.req),
+                   "MPI_Ibcast");
+        break;
+      case Kind::Allgather:
+        mpi::check(MPI_Iallgather(c.in.raw(), int(c.in.numel()), dt, c.out.raw(),
+                                  int(c.in.numel()), dt, coll_comm_, &c.req),
+                   "MPI_Iallgather");
+        break;
+      case Kind::ReduceScatter:
+        mpi::check(MPI_Ireduce_scatter_block(c.in.raw(), c.out.raw(), int(c.out.numel()), dt,
+                                             mpi::reduce_op(c.op, c.out.dtype()), coll_comm_,
+                                             &c.req),
+                   "MPI_Ireduce_scatter_block");
+        break;
+      case Kind::Barrier:
+        mpi::check(MPI_Ibarrier(coll_comm_, &c.req), "MPI_Ibarrier");
+        break;
+    }
+  }
+
+  // After a failure: the communicator is broken, queued work fails, the running request is
+  // abandoned (MPI cannot cancel a collective).
+  void fail(Collective& c, const std::string& message) {
+    fail_queued(message);  // first, so a caller woken by finish() already sees it broken
+    c.work->finish(message);
+  }
+  void fail_queued(const std::string& message) {
+    std::deque<Collective> dropped;
+    {
+      std::lock_guard lk(mu_);
+      if (broken_.empty()) broken_ = message;
+      dropped.swap(queue_);
+    }
+    for (Collective& d : dropped) {
+      d.work->finish(fmt::format("[mpi] {}: not run, the communicator is broken by an earlier "
+                                 "failure: {}", d.work->what(), message));
+    }
+  }
+
+  void run() {
+    std::optional<Collective> active;
+    int idle_polls = 0;
+    while (true) {
+      touch();
+      try {
+        if (heartbeat_ok_) heartbeat_->poll(started_);
+        if (!active) {
+          std::unique_lock lk(mu_);
+          if (queue_.empty()) {
+            if (stopping_) break;
+            cv_.wait_for(lk, std::chrono::milliseconds(20));
+            continue;
+          }
+          active = std::move(queue_.front());
+          queue_.pop_front();
+          if (!broken_.empty()) {  // queued after the failure
+            std::string why = broken_;
+            lk.unlock();
+            active->work->finish(fmt::format("[mpi] {}: not run, the communicator is broken by "
+                                             "an earlier failure: {}", active->work->what(), why));
+            active.reset();
+            continue;
+          }
+          lk.unlock();
+          start(*active);
+          idle_polls = 0;
+          continue;
+        }
+        int done = 0;
+        mpi::check(MPI_Test(&active->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) {
+          if (active->op == ReduceOp::Avg &&
+              (active->kind == Kind::Allreduce || active->kind == Kind::ReduceScatter)) {
+            divide_in_place(active->out, size_);
+          }
+          active->work->finish("");
+          active.reset();
+          continue;
+        }
+        auto timeout = std::chrono::milliseconds(timeout_ms_->load());
+        if (Clock::now() - active->started > timeout) {
+          auto silent = std::clamp(timeout / 2, std::chrono::milliseconds(500),
+                                   std::chrono::milliseconds(10000));
+          std::string why = heartbeat_->diagnose(active->seq, silent);
+          if (heartbeat_->any_silent(silent)) mpi::mark_peer_unresponsive();
+          fail(*active, fmt::format("[mpi] {} (collective #{}) did not complete within {:.1f} s "
+                                    "on rank {}: {}", active->work->what(), active->seq,
+                                    timeout.count() / 1000.0, rank_,
+                                    why.empty() ? "every peer is alive and has started it" : why));
+          abandoned_.push_back(active->req);
+          active.reset();
+          continue;
+        }
+      } catch (const Error& e) {
+        // An MPI error (e.g. a peer's connection lost): nothing on this communicator can work.
+        heartbeat_ok_ = false;
+        if (active) {
+          fail(*active,
+               fmt::format("[mpi] {} on rank {}: {}", active->work->what(), rank_, e.what()));
+          active.reset();
+        } else {
+          fail_queued(e.what());
+        }
+      }
+      // Polling backs off from yields to sleeps of up to 0.5 ms so waiting costs little CPU.
+      ++idle_polls;
+      if (idle_polls < 64) {
+        std::this_thread::yield();
+      } else {
+        int shift = std::min((idle_polls - 64) / 32, 5);
+        std::this_thread::sleep_for(std::chrono::microseconds(16 << shift));
+      }
+    }
+    bool healthy;
+    {
+      std::lock_guard lk(mu_);
+      healthy = broken_.empty();
+    }
+    try {
+      bool clean = heartbeat_ok_ && heartbeat_->close(healthy, std::chrono::milliseconds(timeout_ms_->load()));
+      // MPI communicators with unmatched traffic stay allocated so their ids are not reused.
+      if (clean && healthy && abandoned_.empty()) {
+        MPI_Comm_free(&coll_comm_);
+        MPI_Comm_free(&hb_comm_);
+      }
+    } catch (const Error&) {
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard lk(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int rank_ = 0, size_ = 1;
+  MPI_Comm coll_comm_ = MPI_COMM_NULL, hb_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<Heartbeat> heartbeat_;
+  std::shared_ptr<std::atomic<int64_t>> last_loop_ = std::make_shared<std::atomic<int64_t>>(0);
+  std::shared_ptr<std::atomic<int64_t>> timeout_ms_ = std::make_shared<std::atomic<int64_t>>(0);
+  int64_t started_ = 0;  // thread only
+  bool heartbeat_ok_ = true;
+  std::vector<MPI_Request> abandoned_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Collective> queue_;
+  std::string broken_;
+  bool stopping_ = false;
+  std::thread thread_;
+  int finalize_hook_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  return std::make_unique<MpiCommunicator>();
+}
+
+}  // namespace onyx::dist

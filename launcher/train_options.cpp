@@ -1,0 +1,228 @@
+#include "launcher/train_options.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "autodiff/loss.h"
+#include "graph/error.h"
+
+namespace onyx::cli {
+
+namespace {
+
+/// A JSON value as CLI11 option text.
+std::string option_text(const std::string& file, const std::string& key, const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number() || v.is_boolean()) return v.dump();
+  ONYX_THROW("[train] --config '{}': the value of \"{}\" should be a string, number or boolean, "
+             "found {}", file, key, v.type_name());
+}
+
+}  // namespace
+
+void apply_config_file(CLI::App* app, const std::string& file) {
+  if (file.empty()) return;
+  std::ifstream in(file);
+  ONYX_CHECK(in.good(), "[train] --config: cannot read '{}'", file);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    ONYX_THROW("[train] --config '{}' is not valid JSON: {}", file, e.what());
+  }
+  ONYX_CHECK(j.is_object(), "[train] --config '{}': expected an object of option names and "
+             "values, found {}", file, j.type_name());
+  for (const auto& [key, value] : j.items()) {
+    CLI::Option* op = key == "config" || key == "help" ? nullptr
+                                                       : app->get_option_no_throw("--" + key);
+    ONYX_CHECK(op != nullptr, "[train] --config '{}': unknown key \"{}\" (keys are the long "
+               "option names without dashes, e.g. \"lr\"; see onyx train --help)", file, key);
+    if (op->count() > 0) continue;  // the command line wins
+    std::vector<std::string> texts;
+    if (value.is_array())
+      for (const auto& v : value) texts.push_back(option_text(file, key, v));
+    else
+      texts.push_back(option_text(file, key, value));
+    try {
+      if (op->get_expected_min() == 0) {
+        ONYX_CHECK(texts.size() == 1, "[train] --config '{}': \"{}\" is a flag; give true or "
+                   "false", file, key);
+        op->add_result(op->get_flag_value(key, texts[0]));
+      } else {
+        op->add_result(texts);
+      }
+      op->run_callback();
+    } catch (const CLI::Error& e) {
+      ONYX_THROW("[train] --config '{}': \"{}\": {}", file, key, e.what());
+    }
+  }
+}
+
+void add_train_options(CLI::App* app, TrainOptions& o) {
+  app->add_option("--config", o.config, "Read options from a JSON file (keys: the long option "
+                                         "names); command-line options override it")
+      ->check(CLI::ExistingFile);
+
+  app->add_option("model", o.model, "ONNX model to train")->required()->check(CLI::ExistingFile);
+  app->add_option("--data", o.data,
+                  "Folder with one .npy per batch input (labels.npy, x.npy, ...); required");
+  app->add_option("--val-data", o.val_data, "Held-out folder of the same form, evaluated after "
+                                            "every epoch (loss, and accuracy for classification)");
+
+  const std::string loss_group = "Loss";
+  app->add_option("--loss", o.loss, "Loss kind")
+      ->capture_default_str()
+      ->check(CLI::IsMember(autodiff::loss_kinds()))
+      ->group(loss_group);
+  app->add_option("--loss-output", o.loss_output, "Model output the loss reads (default: first)")
+      ->group(loss_group);
+  app->add_option("--labels", o.labels, "Name of the labels input (and of its .npy file)")
+      ->capture_default_str()
+      ->group(loss_group);
+
+  const std::string opt_group = "Optimizer";
+  app->add_option("--optimizer", o.optimizer, "Optimizer")
+      ->capture_default_str()
+      ->transform(CLI::IsMember({"sgd", "adam", "adamw", "lamb"}, CLI::ignore_case))
+      ->group(opt_group);
+  app->add_option("--lr", o.lr, "Base learning rate")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(opt_group);
+  app->add_option("--momentum", o.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(opt_group);
+  app->add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)")->group(opt_group);
+  app->add_option("--weight-decay", o.weight_decay,
+                  "Weight decay (decoupled for adamw/lamb, L2 for sgd/adam)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(opt_group);
+  app->add_option("--betas", o.betas, "Adam/AdamW/LAMB betas: BETA1 BETA2")
+      ->expected(2)
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(opt_group);
+  app->add_option("--eps", o.eps, "Adam/AdamW/LAMB epsilon")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(opt_group);
+  app->add_option("--clip-norm", o.clip_norm, "Clip gradients to this global L2 norm (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(opt_group);
+
+  const std::string lr_group = "Learning-rate schedule";
+  app->add_option("--schedule", o.schedule, "Schedule after the warm-up")
+      ->capture_default_str()
+      ->transform(CLI::IsMember({"constant", "linear", "cosine", "step"}, CLI::ignore_case))
+      ->group(lr_group);
+  app->add_option("--warmup", o.warmup, "Linear warm-up over this many optimizer steps")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(lr_group);
+  app->add_option("--min-lr", o.min_lr, "Rate at the end of a linear or cosine decay")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(lr_group);
+  app->add_option("--step-size", o.step_size, "step schedule: multiply by --gamma every N steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(lr_group);
+  app->add_option("--gamma", o.gamma, "step schedule: factor")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(lr_group);
+
+  const std::string loop_group = "Loop";
+  app->add_option("--epochs", o.epochs, "Passes over the training data")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->group(loop_group);
+  app->add_option("--batch", o.batch, "Samples per micro-batch")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->group(loop_group);
+  app->add_option("--accumulate", o.accumulate, "Micro-batches per optimizer step")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->group(loop_group);
+  app->add_flag("--shuffle,!--no-shuffle", o.shuffle,
+                "Visit samples in a seeded random order, new each epoch (default on)")
+      ->group(loop_group);
+  app->add_option("--seed", o.seed, "Seed for shuffling and Dropout")
+      ->capture_default_str()
+      ->group(loop_group);
+  app->add_option("-t,--threads", o.threads, "Intra-op threads (0: one per core)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20))
+      ->group(loop_group);
+  app->add_flag("--no-progress", o.no_progress, "No progress bar (it only shows on a terminal)")
+      ->group(loop_group);
+
+  const std::string out_group = "Outputs";
+  app->add_option("--checkpoint-dir", o.checkpoint_dir,
+                  "Write checkpoints DIR/step-<N>.onyx (and one at the end)")
+      ->group(out_group);
+  app->add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N optimizer steps")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(out_group);
+  app->add_option("--resume", o.resume,
+                  "Continue from a checkpoint file, or the newest one in a folder")
+      ->check(CLI::ExistingPath)
+      ->group(out_group);
+  app->add_option("-o,--export", o.export_path,
+                  "Trained inference model to write (default: MODEL.trained.onnx)")
+      ->group(out_group);
+  app->add_option("--metrics", o.metrics, "Write one JSON object per step and per epoch (JSONL)")
+      ->group(out_group);
+  app->add_option("--plot", o.plot, "Draw the loss curve into a PNG file")->group(out_group);
+}
+
+std::string default_export_path(const std::string& model) {
+  std::string stem = model;
+  if (stem.size() > 5 && stem.ends_with(".onnx")) stem.resize(stem.size() - 5);
+  return stem + ".trained.onnx";
+}
+
+TrainingConfig training_config(const TrainOptions& o, int64_t total_steps) {
+  ONYX_CHECK(!o.nesterov || o.momentum > 0, "[train] --nesterov needs --momentum > 0");
+  ONYX_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
+             "[train] --checkpoint-every {} needs --checkpoint-dir", o.checkpoint_every);
+  bool decays = o.schedule == "linear" || o.schedule == "cosine";
+  ONYX_CHECK(!decays || o.warmup < total_steps,
+             "[train] --schedule {} decays after the warm-up, but --warmup {} is not below the "
+             "run's {} optimizer steps (epochs x batches per epoch / --accumulate)",
+             o.schedule, o.warmup, total_steps);
+  ONYX_CHECK(!decays || o.min_lr <= o.lr, "[train] --min-lr {} is above --lr {}", o.min_lr, o.lr);
+  TrainingConfig c;
+  c.loss.kind = o.loss;
+  c.loss.output = o.loss_output;
+  c.loss.labels = o.labels;
+  c.optimizer.name = o.optimizer;
+  c.optimizer.lr = o.lr;
+  c.optimizer.momentum = o.momentum;
+  c.optimizer.nesterov = o.nesterov;
+  c.optimizer.weight_decay = o.weight_decay;
+  c.optimizer.beta1 = o.betas.at(0);
+  c.optimizer.beta2 = o.betas.at(1);
+  c.optimizer.eps = o.eps;
+  c.schedule.kind = o.schedule;
+  c.schedule.warmup_steps = o.warmup;
+  c.schedule.total_steps = total_steps;
+  c.schedule.step_size = o.step_size;
+  c.schedule.gamma = o.gamma;
+  c.schedule.min_lr = o.min_lr;
+  c.accumulation_steps = static_cast<int>(o.accumulate);
+  c.clip_norm = o.clip_norm;
+  c.seed = o.seed;
+  c.threads = o.threads;
+  return c;
+}
+
+}  // namespace onyx::cli

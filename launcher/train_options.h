@@ -1,0 +1,63 @@
+// The options of `onyx train`, their command-line and JSON-config spellings, and their
+// translation into an onyx::TrainingConfig.
+//
+// Every long option is also a key of the --config JSON file (without the dashes; values as
+// JSON numbers, strings, booleans or, for --betas, a two-element array); options given on the
+// command line override the file:
+//
+//   {"data": "out/digits/train", "val-data": "out/digits/test", "optimizer": "adamw",
+//    "lr": 0.003, "schedule": "cosine", "warmup": 40, "epochs": 20, "batch": 32}
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "training/training_session.h"
+
+namespace onyx::cli {
+
+struct TrainOptions {
+  std::string model, data, val_data;
+  // Loss.
+  std::string loss = "softmax_cross_entropy", loss_output, labels = "labels";
+  // Optimizer and learning-rate schedule.
+  std::string optimizer = "adamw";
+  double lr = 1e-3, momentum = 0, weight_decay = 0, eps = 1e-8;
+  bool nesterov = false;
+  std::vector<double> betas = {0.9, 0.999};
+  std::string schedule = "constant";
+  int64_t warmup = 0, step_size = 1;
+  double gamma = 0.1, min_lr = 0;
+  // The loop.
+  int64_t epochs = 1, batch = 32, accumulate = 1;
+  double clip_norm = 0;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool shuffle = true;
+  // Outputs.
+  std::string checkpoint_dir, resume, export_path, metrics, plot, config;
+  int64_t checkpoint_every = 0;
+  bool no_progress = false;
+};
+
+/// Applies the JSON object in `file` (no-op when empty) to `app`'s options that the command
+/// line left unset, running their checks. CLI11 2.1 reads config files for the top-level app
+/// only, hence this. onyx::Error "[train] --config ..." for bad JSON, unknown keys or values.
+void apply_config_file(CLI::App* app, const std::string& file);
+
+/// Declares the options on the `train` subcommand (with range and choice checks, so a bad
+/// value fails with one line naming the option) and --config FILE.json (see apply_config_file).
+void add_train_options(CLI::App* app, TrainOptions& o);
+
+/// "model.onnx" -> "model.trained.onnx".
+std::string default_export_path(const std::string& model);
+
+/// The TrainingConfig for a run of `total_steps` optimizer steps (linear and cosine schedules
+/// decay over them). onyx::Error "[train] ..." for combinations the option checks cannot see
+/// (--nesterov without --momentum, a warm-up as long as the run, --checkpoint-every without
+/// --checkpoint-dir).
+TrainingConfig training_config(const TrainOptions& o, int64_t total_steps);
+
+}  // namespace onyx::cli

@@ -1,0 +1,350 @@
+// `onyx train`, run as a process: a tiny softmax regression trained with SGD and checked step
+// by step against a float64 reference, metrics lines, checkpoints, the export (run again with
+// `onyx run`), the loss plot, --resume continuing bit-identically, --config, and one-line
+// errors for bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "graph/onnx_io.h"
+#include "launcher/loss_plot.h"
+#include "launcher/npy.h"
+#include "test_util.h"
+
+namespace onyx {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kSamples = 24, kFeatures = 4, kClasses = 3;
+
+std::string onyx_binary() {
+#ifdef ONYX_CLI_PATH
+  return ONYX_CLI_PATH;
+#else
+  if (const char* env = std::getenv("ONYX_CLI"); env && *env) return env;
+  return (fs::read_symlink("/proc/self/exe").parent_path() / "../../launcher/onyx")
+      .lexically_normal()
+      .string();
+#endif
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream f(p);
+  for (std::string line; std::getline(f, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+/// Softmax regression in float64: W [C, F] row-major, b [C].
+struct Linear {
+  std::vector<double> W, b;
+  std::vector<double> logits(const std::vector<float>& x, int64_t n) const {
+    std::vector<double> z(static_cast<size_t>(n * kClasses));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < kClasses; ++c) {
+        double s = b[c];
+        for (int64_t f = 0; f < kFeatures; ++f) s += W[c * kFeatures + f] * x[i * kFeatures + f];
+        z[i * kClasses + c] = s;
+      }
+    return z;
+  }
+  /// Mean cross-entropy of rows [begin, end), then one SGD step with rate lr; returns the loss.
+  double sgd_step(const std::vector<float>& x, const std::vector<int64_t>& y, int64_t begin,
+                  int64_t end, double lr) {
+    int64_t n = end - begin;
+    std::vector<double> z = logits(std::vector<float>(x.begin() + begin * kFeatures,
+                                                      x.begin() + end * kFeatures), n);
+    std::vector<double> dW(W.size(), 0.0), db(b.size(), 0.0);
+    double loss = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double m = *std::max_element(z.begin() + i * kClasses, z.begin() + (i + 1) * kClasses);
+      double sum = 0;
+      for (int64_t c = 0; c < kClasses; ++c) sum += std::exp(z[i * kClasses + c] - m);
+      int64_t label = y[begin + i];
+      loss += -(z[i * kClasses + label] - m - std::log(sum));
+      for (int64_t c = 0; c < kClasses; ++c) {
+        double g = (std::exp(z[i * kClasses + c] - m) / sum - (c == label)) / n;
+        db[c] += g;
+        for (int64_t f = 0; f < kFeatures; ++f) dW[c * kFeatures + f] += g * x[(begin + i) * kFeatures + f];
+      }
+    }
+    for (size_t k = 0; k < W.size(); ++k) W[k] -= lr * dW[k];
+    for (size_t k = 0; k < b.size(); ++k) b[k] -= lr * db[k];
+    return loss / n;
+  }
+};
+
+class CliTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           fmt::format("onyx_test_cli_train_{}_{}", getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    ASSERT_TRUE(fs::exists(onyx_binary())) << "build the `onyx` target first: " << onyx_binary();
+    make_data();
+    model_ = make_model();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  struct Result {
+    int code = -1;
+    std::string out, err;
+  };
+  Result onyx(const std::string& args) {
+    std::string cmd = fmt::format("{} {} >{} 2>{}", quote(onyx_binary()), args,
+                                  quote((dir_ / "stdout").string()),
+                                  quote((dir_ / "stderr").string()));
+    int status = std::system(cmd.c_str());
+    Result r;
+    EXPECT_TRUE(WIFEXITED(status)) << "onyx died: " << cmd;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read_text(dir_ / "stdout");
+    r.err = read_text(dir_ / "stderr");
+    return r;
+  }
+  void expect_one_line_error(const Result& r, const std::string& part) {
+    EXPECT_NE(r.code, 0);
+    EXPECT_EQ(r.err.rfind("onyx: error: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(part), std::string::npos) << "'" << part << "' not in: " << r.err;
+  }
+
+  /// Three separable classes: the label is the largest of the first three features.
+  void make_data() {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (int64_t i = 0; i < kSamples; ++i) {
+      for (int64_t f = 0; f < kFeatures; ++f) x_.push_back(u(rng));
+      auto row = x_.begin() + i * kFeatures;
+      y_.push_back(std::max_element(row, row + kClasses) - row);
+    }
+    for (const char* split : {"train", "val"}) {
+      fs::create_directories(dir_ / split);
+      npy::save(Tensor::from_vector<float>({kSamples, kFeatures}, x_), path(split, "x.npy"));
+      npy::save(Tensor::from_vector<int64_t>({kSamples}, y_), path(split, "labels.npy"));
+    }
+  }
+
+  /// x [N, 4] -> Gemm(W [3, 4], b [3], transB) -> logits [N, 3], with fixed initial weights.
+  std::string make_model() {
+    for (int64_t k = 0; k < kClasses * kFeatures; ++k) init_.W.push_back(0.05 * ((k * 7) % 5 - 2));
+    init_.b = {0.1, -0.1, 0.0};
+    test::ModelBuilder m(17);
+    m.input("x", DataType::Float, SymShape{Dim::symbol("N"), Dim::fixed(kFeatures)});
+    std::vector<float> W(init_.W.begin(), init_.W.end()), b(init_.b.begin(), init_.b.end());
+    m.initializer("W", Tensor::from_vector<float>({kClasses, kFeatures}, W));
+    m.initializer("b", Tensor::from_vector<float>({kClasses}, b));
+    test::set_attrs(m.node("Gemm", {"x", "W", "b"}, {"logits"}), {test::attr_int("transB", 1)});
+    m.output("logits");
+    auto model = m.build();
+    model->ir_version = 8;
+    model->graph->find_value("logits")->type =
+        ValueType::tensor(DataType::Float, SymShape{Dim::symbol("N"), Dim::fixed(kClasses)});
+    std::string p = (dir_ / "linear.onnx").string();
+    save_model(*model, p);
+    return p;
+  }
+
+  std::string path(const std::string& a, const std::string& b = "") const {
+    return b.empty() ? (dir_ / a).string() : (dir_ / a / b).string();
+  }
+  /// The common part of the command line: model, data, SGD, fixed seed, one thread.
+  std::string base_args(const std::string& optimizer = "--optimizer sgd --lr 0.5") const {
+    return quote(model_) + " --data " + quote(path("train")) + " " + optimizer +
+           " --batch 8 --threads 1 --seed 3 --no-progress";
+  }
+
+  fs::path dir_;
+  std::string model_;
+  std::vector<float> x_;
+  std::vector<int64_t> y_;
+  Linear init_;
+};
+
+TEST_F(CliTrain, SgdMatchesFloat64ReferenceAndWritesEverything) {
+  Result r = onyx("train " + base_args() + " --no-shuffle --epochs 3 --val-data " +
+                  quote(path("val")) + " --metrics " + quote(path("m.jsonl")) + " --export " +
+                  quote(path("out.onnx")) + " --checkpoint-dir " + quote(path("ck")) +
+                  " --checkpoint-every 4" +
+                  (cli::loss_plot_available() ? " --plot " + quote(path("loss.png")) : ""));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+
+  // The reference: 3 epochs x 3 batches of 8 in order, plain SGD.
+  Linear ref = init_;
+  std::vector<double> losses;
+  for (int epoch = 0; epoch < 3; ++epoch)
+    for (int64_t b = 0; b < kSamples; b += 8) losses.push_back(ref.sgd_step(x_, y_, b, b + 8, 0.5));
+
+  // One line per optimizer step, then one per epoch: 9 + 3.
+  auto lines = read_jsonl(path("m.jsonl"));
+  ASSERT_EQ(lines.size(), 12u);
+  int steps = 0;
+  for (const auto& j : lines) {
+    if (j.at("type") == "epoch") {
+      EXPECT_EQ(j.at("step").get<int>(), steps);
+      EXPECT_EQ(j.at("epoch").get<int>(), steps / 3);
+      EXPECT_TRUE(j.contains("val_loss") && j.contains("val_accuracy")) << j.dump();
+      continue;
+    }
+    ASSERT_LT(steps, 9);
+    EXPECT_EQ(j.at("step").get<int>(), steps + 1);
+    EXPECT_EQ(j.at("epoch").get<int>(), steps / 3 + 1);
+    EXPECT_NEAR(j.at("loss").get<double>(), losses[steps], 1e-5) << j.dump();
+    EXPECT_DOUBLE_EQ(j.at("lr").get<double>(), 0.5);
+    EXPECT_GT(j.at("samples_per_s").get<double>(), 0.0);
+    ++steps;
+  }
+  EXPECT_EQ(steps, 9);
+  // The last epoch's validation numbers, recomputed from the reference weights.
+  std::vector<double> z = ref.logits(x_, kSamples);
+  double val_loss = 0;
+  int right = 0;
+  for (int64_t i = 0; i < kSamples; ++i) {
+    auto row = z.begin() + i * kClasses;
+    double m = *std::max_element(row, row + kClasses), sum = 0;
+    for (int64_t c = 0; c < kClasses; ++c) sum += std::exp(row[c] - m);
+    val_loss += -(row[y_[i]] - m - std::log(sum)) / kSamples;
+    right += std::max_element(row, row + kClasses) - row == y_[i];
+  }
+  EXPECT_NEAR(lines.back().at("val_loss").get<double>(), val_loss, 1e-5);
+  EXPECT_NEAR(lines.back().at("val_accuracy").get<double>(), right / double(kSamples), 1e-12);
+
+  // The export holds the reference weights and runs in `onyx run`.
+  auto exported = load_model(path("out.onnx"));
+  test::expect_near(exported->graph->initializers.at("W"), ref.W, 1e-5);
+  test::expect_near(exported->graph->initializers.at("b"), ref.b, 1e-5);
+  Result run = onyx("run " + quote(path("out.onnx")) + " --input " +
+                    quote("x=" + path("train", "x.npy")) + " -o " + quote(path("run")));
+  ASSERT_EQ(run.code, 0) << run.err;
+  test::expect_near(npy::load(path("run", "logits.npy")), z, 1e-5);
+
+  // Checkpoints every 4 steps and one at the end.
+  for (const char* f : {"step-00000004.onyx", "step-00000008.onyx", "step-00000009.onyx",
+                        "step-00000009.json"})
+    EXPECT_TRUE(fs::exists(path("ck", f))) << f;
+  EXPECT_FALSE(fs::exists(path("ck", "step-00000003.onyx")));
+  if (cli::loss_plot_available()) {
+    std::string png = read_text(path("loss.png"));
+    ASSERT_GT(png.size(), 1000u);
+    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  }
+}
+
+TEST_F(CliTrain, ResumeContinuesBitIdentically) {
+  // Shuffled batches, Adam state and a cosine schedule all have to survive the restart.
+  std::string common = base_args("--optimizer adamw --lr 0.05") + " --schedule cosine --warmup 2";
+  Result full = onyx("train " + common + " --epochs 3 --export " + quote(path("full.onnx")) +
+                     " --checkpoint-dir " + quote(path("ck_full")) + " --checkpoint-every 4");
+  ASSERT_EQ(full.code, 0) << full.err;
+  // Stop after step 4 (mid-epoch 2): keep only that checkpoint, then resume from the folder.
+  fs::create_directories(path("ck"));
+  for (const char* ext : {".onyx", ".json"})
+    fs::copy_file(path("ck_full", std::string("step-00000004") + ext),
+                  path("ck", std::string("step-00000004") + ext));
+  Result resumed = onyx("train " + common + " --epochs 3 --export " + quote(path("resumed.onnx")) +
+                        " --resume " + quote(path("ck")) + " --metrics " + quote(path("m.jsonl")));
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resumed from"), std::string::npos) << resumed.out;
+  auto a = load_model(path("full.onnx")), b = load_model(path("resumed.onnx"));
+  for (const char* w : {"W", "b"}) {
+    const Tensor &ta = a->graph->initializers.at(w), &tb = b->graph->initializers.at(w);
+    ASSERT_EQ(ta.nbytes(), tb.nbytes());
+    EXPECT_EQ(std::memcmp(ta.raw(), tb.raw(), ta.nbytes()), 0) << w << " differs after resume";
+  }
+  // Steps 5..9 and the two epochs that ended in the resumed run.
+  auto lines = read_jsonl(path("m.jsonl"));
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines.front().at("step").get<int>(), 5);
+  EXPECT_EQ(lines.back().at("step").get<int>(), 9);
+
+  // A different batch size would not continue the same run.
+  expect_one_line_error(onyx("train " + common + " --epochs 3 --batch 6 --resume " +
+                             quote(path("ck"))),
+                        "--batch");
+}
+
+TEST_F(CliTrain, ConfigFileWithCommandLineOverride) {
+  std::ofstream(path("cfg.json")) << nlohmann::json{{"data", path("train")},
+                                                   {"optimizer", "sgd"},
+                                                   {"lr", 0.5},
+                                                   {"epochs", 3},
+                                                   {"batch", 12},
+                                                   {"shuffle", false},
+                                                   {"betas", {0.8, 0.9}},
+                                                   {"threads", 1}}
+                                         .dump();
+  Result r = onyx("train " + quote(model_) + " --config " + quote(path("cfg.json")) +
+                  " --epochs 1 --no-progress --metrics " + quote(path("m.jsonl")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  // --epochs 1 wins over the file's 3: two steps of 12 and one epoch line.
+  auto lines = read_jsonl(path("m.jsonl"));
+  ASSERT_EQ(lines.size(), 3u);
+  Linear ref = init_;
+  EXPECT_NEAR(lines[0].at("loss").get<double>(), ref.sgd_step(x_, y_, 0, 12, 0.5), 1e-5);
+  EXPECT_NEAR(lines[1].at("loss").get<double>(), ref.sgd_step(x_, y_, 12, 24, 0.5), 1e-5);
+  EXPECT_TRUE(fs::exists(path("linear.trained.onnx")));  // the default export path
+
+  std::ofstream(path("bad.json")) << R"({"data": "x", "learning_rate": 0.1})";
+  expect_one_line_error(onyx("train " + quote(model_) + " --config " + quote(path("bad.json"))),
+                        "learning_rate");
+}
+
+TEST_F(CliTrain, BadInputIsOneLineError) {
+  const std::string m = quote(model_);
+  expect_one_line_error(onyx("train " + m + " --data " + quote(path("nowhere"))), "not a folder");
+  expect_one_line_error(onyx("train " + m), "--data");
+  expect_one_line_error(onyx("train " + base_args("--optimizer rmsprop")), "rmsprop");
+  expect_one_line_error(onyx("train " + base_args() + " --loss hinge"), "hinge");
+  expect_one_line_error(onyx("train " + base_args() + " --schedule exp"), "exp");
+  expect_one_line_error(onyx("train " + base_args() + " --checkpoint-every 2"),
+                        "--checkpoint-dir");
+  expect_one_line_error(onyx("train " + base_args() + " --schedule cosine --warmup 50"),
+                        "--warmup 50");
+  expect_one_line_error(onyx("train " + base_args() + " --epochs 0"), "--epochs");
+
+  // Labels of the wrong dtype, a missing labels file, sample counts that differ, wrong width.
+  fs::create_directories(path("bad"));
+  fs::copy_file(path("train", "x.npy"), path("bad", "x.npy"));
+  expect_one_line_error(onyx("train " + m + " --data " + quote(path("bad"))), "labels.npy");
+  npy::save(Tensor::from_vector<float>({kSamples}, std::vector<float>(kSamples, 1.f)),
+            path("bad", "labels.npy"));
+  expect_one_line_error(onyx("train " + m + " --data " + quote(path("bad"))), "int64");
+  npy::save(Tensor::from_vector<int64_t>({5}, {0, 1, 2, 0, 1}), path("bad", "labels.npy"));
+  expect_one_line_error(onyx("train " + m + " --data " + quote(path("bad"))), "'labels.npy' has 5");
+  npy::save(Tensor::from_vector<int64_t>({kSamples}, y_), path("bad", "labels.npy"));
+  npy::save(Tensor::zeros(DataType::Float, {kSamples, 5}), path("bad", "x.npy"));
+  expect_one_line_error(onyx("train " + m + " --data " + quote(path("bad"))), "[24, 5]");
+
+  // A checkpoint that is not one.
+  std::ofstream(path("junk.onyx")) << "not a checkpoint";
+  expect_one_line_error(onyx("train " + base_args() + " --resume " + quote(path("junk.onyx"))),
+                        "junk.onyx");
+}
+
+}  // namespace
+}  // namespace onyx
