@@ -6,4 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${ONYX_BUILD_DIR:-build}
 cmake --build "$BUILD" --target onyx_allreduce_bench >/dev/null
-exec mpirun --allow-run-as-root --oversubscribe -n "${NP:-2}" "$BUILD/bench/onyx_allreduce_bench" "$@"
+exec mpirun --allow-run-as-root --oversubscribe -n "${NP:-2}" \
+  "$BUILD/bench/onyx_allreduce_bench" "$@"

@@ -8,9 +8,12 @@ namespace onyx::dist {
 
 std::string reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Max:
+      return "max";
   }
   ONYX_THROW("[communicator] unknown reduce op {}", static_cast<int>(op));
 }
@@ -21,13 +24,20 @@ void check_tensor(const std::string& backend, const char* collective, const char
              "[{}] {}: {} should be a tensor with storage but is undefined", backend, collective,
              what);
   switch (t.dtype()) {
-    case DataType::Float: case DataType::Double: case DataType::Float16:
-    case DataType::BFloat16: case DataType::Int8: case DataType::UInt8:
-    case DataType::Int32: case DataType::Int64:
+    case DataType::Float:
+    case DataType::Double:
+    case DataType::Float16:
+    case DataType::BFloat16:
+    case DataType::Int8:
+    case DataType::UInt8:
+    case DataType::Int32:
+    case DataType::Int64:
       break;
     default:
-      ONYX_THROW("[{}] {}: {} should be float, double, float16, bfloat16, int8, uint8, int32 or "
-                 "int64 but is {}", backend, collective, what, dtype_name(t.dtype()));
+      ONYX_THROW(
+          "[{}] {}: {} should be float, double, float16, bfloat16, int8, uint8, int32 or "
+          "int64 but is {}",
+          backend, collective, what, dtype_name(t.dtype()));
   }
   ONYX_CHECK(t.numel() == 0 || t.device().type == device,
              "[{}] {}: {} should be in {} memory but is on {}", backend, collective, what,
@@ -35,8 +45,9 @@ void check_tensor(const std::string& backend, const char* collective, const char
 }
 
 void check_allgather(const std::string& backend, const Tensor& in, const Tensor& out, int size) {
-  ONYX_CHECK(in.dtype() == out.dtype(), "[{}] allgather: output dtype {} should equal input dtype {}",
-             backend, dtype_name(out.dtype()), dtype_name(in.dtype()));
+  ONYX_CHECK(in.dtype() == out.dtype(),
+             "[{}] allgather: output dtype {} should equal input dtype {}", backend,
+             dtype_name(out.dtype()), dtype_name(in.dtype()));
   ONYX_CHECK(out.numel() == in.numel() * size,
              "[{}] allgather: output should have size {} x {} = {} elements but has {} ({})",
              backend, size, in.numel(), in.numel() * size, out.numel(), shape_str(out.shape()));

@@ -28,7 +28,9 @@ class MpiWork : public Work {
   /// inside MPI for longer than `stuck_after` fails wait()).
   MpiWork(std::string what, std::shared_ptr<std::atomic<int64_t>> last_loop,
           std::shared_ptr<std::atomic<int64_t>> timeout_ms)
-      : what_(std::move(what)), last_loop_(std::move(last_loop)), timeout_ms_(std::move(timeout_ms)) {}
+      : what_(std::move(what)),
+        last_loop_(std::move(last_loop)),
+        timeout_ms_(std::move(timeout_ms)) {}
 
   void wait() override {
     std::unique_lock lk(mu_);
@@ -88,15 +90,24 @@ void divide(Tensor& t, int n) {
 
 void divide_in_place(Tensor& t, int n) {
   switch (t.dtype()) {
-    case DataType::Float: return divide<float>(t, n);
-    case DataType::Double: return divide<double>(t, n);
-    case DataType::Float16: return divide<float16>(t, n);
-    case DataType::BFloat16: return divide<bfloat16>(t, n);
-    case DataType::Int8: return divide<int8_t>(t, n);
-    case DataType::UInt8: return divide<uint8_t>(t, n);
-    case DataType::Int32: return divide<int32_t>(t, n);
-    case DataType::Int64: return divide<int64_t>(t, n);
-    default: ONYX_THROW("[mpi] avg: unsupported dtype {}", dtype_name(t.dtype()));
+    case DataType::Float:
+      return divide<float>(t, n);
+    case DataType::Double:
+      return divide<double>(t, n);
+    case DataType::Float16:
+      return divide<float16>(t, n);
+    case DataType::BFloat16:
+      return divide<bfloat16>(t, n);
+    case DataType::Int8:
+      return divide<int8_t>(t, n);
+    case DataType::UInt8:
+      return divide<uint8_t>(t, n);
+    case DataType::Int32:
+      return divide<int32_t>(t, n);
+    case DataType::Int64:
+      return divide<int64_t>(t, n);
+    default:
+      ONYX_THROW("[mpi] avg: unsupported dtype {}", dtype_name(t.dtype()));
   }
 }
 
@@ -200,15 +211,15 @@ class MpiCommunicator : public Communicator {
                    "MPI_Ibcast");
         break;
       case Kind::Allgather:
-        mpi::check(MPI_Iallgather(c.in.raw(), int(c.in.numel()), dt, c.out.raw(),
-                                  int(c.in.numel()), dt, coll_comm_, &c.req),
+        mpi::check(MPI_Iallgather(c.in.raw(), int(c.in.numel()), dt, c.out.raw(), int(c.in.numel()),
+                                  dt, coll_comm_, &c.req),
                    "MPI_Iallgather");
         break;
       case Kind::ReduceScatter:
-        mpi::check(MPI_Ireduce_scatter_block(c.in.raw(), c.out.raw(), int(c.out.numel()), dt,
-                                             mpi::reduce_op(c.op, c.out.dtype()), coll_comm_,
-                                             &c.req),
-                   "MPI_Ireduce_scatter_block");
+        mpi::check(
+            MPI_Ireduce_scatter_block(c.in.raw(), c.out.raw(), int(c.out.numel()), dt,
+                                      mpi::reduce_op(c.op, c.out.dtype()), coll_comm_, &c.req),
+            "MPI_Ireduce_scatter_block");
         break;
       case Kind::Barrier:
         mpi::check(MPI_Ibarrier(coll_comm_, &c.req), "MPI_Ibarrier");
@@ -230,8 +241,10 @@ class MpiCommunicator : public Communicator {
       dropped.swap(queue_);
     }
     for (Collective& d : dropped) {
-      d.work->finish(fmt::format("[mpi] {}: not run, the communicator is broken by an earlier "
-                                 "failure: {}", d.work->what(), message));
+      d.work->finish(
+          fmt::format("[mpi] {}: not run, the communicator is broken by an earlier "
+                      "failure: {}",
+                      d.work->what(), message));
     }
   }
 
@@ -254,8 +267,10 @@ class MpiCommunicator : public Communicator {
           if (!broken_.empty()) {  // queued after the failure
             std::string why = broken_;
             lk.unlock();
-            active->work->finish(fmt::format("[mpi] {}: not run, the communicator is broken by "
-                                             "an earlier failure: {}", active->work->what(), why));
+            active->work->finish(
+                fmt::format("[mpi] {}: not run, the communicator is broken by "
+                            "an earlier failure: {}",
+                            active->work->what(), why));
             active.reset();
             continue;
           }
@@ -281,10 +296,11 @@ class MpiCommunicator : public Communicator {
                                    std::chrono::milliseconds(10000));
           std::string why = heartbeat_->diagnose(active->seq, silent);
           if (heartbeat_->any_silent(silent)) mpi::mark_peer_unresponsive();
-          fail(*active, fmt::format("[mpi] {} (collective #{}) did not complete within {:.1f} s "
-                                    "on rank {}: {}", active->work->what(), active->seq,
-                                    timeout.count() / 1000.0, rank_,
-                                    why.empty() ? "every peer is alive and has started it" : why));
+          fail(*active,
+               fmt::format("[mpi] {} (collective #{}) did not complete within {:.1f} s "
+                           "on rank {}: {}",
+                           active->work->what(), active->seq, timeout.count() / 1000.0, rank_,
+                           why.empty() ? "every peer is alive and has started it" : why));
           abandoned_.push_back(active->req);
           active.reset();
           continue;
@@ -300,12 +316,12 @@ class MpiCommunicator : public Communicator {
           fail_queued(e.what());
         }
       }
-      // Polling backs off from yields to sleeps of up to 0.5 ms so waiting costs little CPU.
+      // Polling backs off from yields to sleeps of up to 64 us so waiting costs little CPU.
       ++idle_polls;
       if (idle_polls < 64) {
         std::this_thread::yield();
       } else {
-        int shift = std::min((idle_polls - 64) / 32, 5);
+        int shift = std::min((idle_polls - 64) / 32, 2);
         std::this_thread::sleep_for(std::chrono::microseconds(16 << shift));
       }
     }
@@ -315,7 +331,8 @@ class MpiCommunicator : public Communicator {
       healthy = broken_.empty();
     }
     try {
-      bool clean = heartbeat_ok_ && heartbeat_->close(healthy, std::chrono::milliseconds(timeout_ms_->load()));
+      bool clean = heartbeat_ok_ &&
+                   heartbeat_->close(healthy, std::chrono::milliseconds(timeout_ms_->load()));
       // MPI communicators with unmatched traffic stay allocated so their ids are not reused.
       if (clean && healthy && abandoned_.empty()) {
         MPI_Comm_free(&coll_comm_);

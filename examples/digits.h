@@ -2,9 +2,10 @@
 // from digits.csv.gz as Debian's python3-sklearn ships it (one image per line: 64 pixel values
 // in 0..16, then the digit). Read with zlib; no Python needed.
 //
-//   digits::Data all = digits::read("/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz");
-//   auto [train, test] = digits::split(all);      // every 5th image held out: 1,437 / 360
-//   onyx::Tensor x = digits::images(train, order, 0, 32, {32, 64});   // one batch
+//   digits::Data all =
+//   digits::read("/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"); auto
+//   [train, test] = digits::split(all);      // every 5th image held out: 1,437 / 360 onyx::Tensor
+//   x = digits::images(train, order, 0, 32, {32, 64});   // one batch
 #pragma once
 
 #include <zlib.h>
@@ -63,7 +64,8 @@ inline std::pair<Data, Data> split(const Data& all) {
   Data train, test;
   for (size_t i = 0; i < all.size(); ++i) {
     Data& to = i % 5 == 0 ? test : train;
-    to.pixels.insert(to.pixels.end(), all.pixels.begin() + i * 64, all.pixels.begin() + i * 64 + 64);
+    to.pixels.insert(to.pixels.end(), all.pixels.begin() + i * 64,
+                     all.pixels.begin() + i * 64 + 64);
     to.labels.push_back(all.labels[i]);
   }
   return {train, test};

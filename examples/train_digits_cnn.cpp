@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
 
     // 2. Describe the training: softmax cross-entropy between the model's output and int64
     //    labels fed as "labels", AdamW, and a cosine decay of the rate after a short warm-up.
-    const int epochs = 40;
+    const int epochs = 20;
     const size_t batch = 32;
     const int64_t steps = epochs * static_cast<int64_t>((train.size() + batch - 1) / batch);
     onyx::TrainingConfig config;
@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
         std::cout << "epoch " << epoch << "  mean loss " << loss_sum / batches << "  next lr "
                   << session.learning_rate() << "\n";
     }
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cout << "trained " << session.step() << " steps in " << seconds << " s\n";
 
     // 5. Evaluate on the held-out images; predict() runs in inference mode (Dropout off).

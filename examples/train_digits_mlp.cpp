@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
         std::cout << "epoch " << epoch << "  mean loss " << loss_sum / batches << "  next lr "
                   << session.learning_rate() << "\n";
     }
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cout << "trained " << session.step() << " steps in " << seconds << " s\n";
 
     // 5. Evaluate on the held-out images; predict() runs in inference mode (Dropout off).

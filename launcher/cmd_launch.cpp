@@ -52,6 +52,7 @@ Command add_launch_command(CLI::App& parent, const CommonOptions& common) {
                   "Program mpirun uses instead of ssh to start remote daemons");
   app->add_option("-x,--export", o->export_env, "Extra environment variable to pass to every rank");
   app->add_flag("--bind", o->bind, "Bind each rank to cores (default: no binding)");
+  app->add_option("--mpirun-arg", o->mpirun_args, "Extra mpirun arguments, e.g. '--mca btl tcp,self'");
   app->add_flag("--dry-run", *dry, "Print the mpirun command without running it");
   app->add_option("command", o->command, "The command each rank runs, after --")->required();
   app->positionals_at_end();

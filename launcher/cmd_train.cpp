@@ -12,6 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include <unistd.h>
+
+#include "distributed/communicator.h"
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "launcher/commands.h"
@@ -38,9 +41,10 @@ Dataset bind_dataset(Dataset data, const TrainingSession& ts, const std::string&
   bound.samples = data.samples;
   for (const auto& name : ts.batch_inputs()) {
     auto it = std::find(data.names.begin(), data.names.end(), npy_file_name(name));
-    ONYX_CHECK(it != data.names.end(), "[train] {} '{}' lacks '{}' for the batch input '{}' "
-               "(.npy files there: {})", flag, data.dir, npy_file_name(name), name,
-               fmt::join(data.names, ", "));
+    ONYX_CHECK(it != data.names.end(),
+               "[train] {} '{}' lacks '{}' for the batch input '{}' "
+               "(.npy files there: {})",
+               flag, data.dir, npy_file_name(name), name, fmt::join(data.names, ", "));
     const Value* v = g.find_value(name);
     ONYX_CHECK(v != nullptr, "[train] the training graph has no input '{}'", name);
     Tensor t = std::move(data.arrays[static_cast<size_t>(it - data.names.begin())]);
@@ -118,20 +122,37 @@ class MetricsLog {
 
 int train(const TrainOptions& o) {
   // Settle what can fail cheaply before a long run, not after it.
-  ONYX_CHECK(!o.data.empty(), "[train] no --data folder given (on the command line or in "
+  ONYX_CHECK(!o.data.empty(),
+             "[train] no --data folder given (on the command line or in "
              "--config)");
+  // Under mpirun every rank trains data-parallel on its slice of each global batch.
+  std::shared_ptr<dist::Communicator> comm;
+  if (dist::launched_by_mpi()) comm = dist::make_mpi_communicator();
+  ONYX_CHECK(!o.data_parallel || comm, "[train] --data-parallel needs several processes: start them "
+             "with `onyx launch -n N -- onyx train ...` (mpirun), not directly");
+  const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+  const bool lead = rank == 0;  // only rank 0 prints, logs, plots and exports
+  const int64_t global_batch = o.batch * world;
   if (!o.plot.empty() && !loss_plot_available()) plot_loss_png({}, o.plot, "");
   // The data decides the run's length, which linear and cosine schedules need up front.
   Dataset raw = load_npy_folder(o.data, "--data");
-  const int64_t per_epoch = (raw.samples + o.batch - 1) / o.batch;
+  // Data parallel: the last incomplete global batch of an epoch is dropped, so every rank
+  // always has exactly --batch samples and averaging over ranks stays exact.
+  const int64_t per_epoch =
+      world > 1 ? raw.samples / global_batch : (raw.samples + o.batch - 1) / o.batch;
+  ONYX_CHECK(per_epoch > 0, "[train] {} samples make no global batch of {} ({} ranks x --batch {})",
+             raw.samples, global_batch, world, o.batch);
   const int64_t total_micro = o.epochs * per_epoch;
   const int64_t total_steps = total_micro / o.accumulate;
-  ONYX_CHECK(total_steps > 0, "[train] {} micro-batches (--epochs {} x {}) make no optimizer step "
-             "with --accumulate {}", total_micro, o.epochs, per_epoch, o.accumulate);
+  ONYX_CHECK(total_steps > 0,
+             "[train] {} micro-batches (--epochs {} x {}) make no optimizer step "
+             "with --accumulate {}",
+             total_micro, o.epochs, per_epoch, o.accumulate);
   if (total_micro % o.accumulate != 0)
     spdlog::warn("the last {} micro-batches complete no optimizer step (--accumulate {})",
                  total_micro % o.accumulate, o.accumulate);
   TrainingConfig config = training_config(o, total_steps);
+  config.communicator = comm;
 
   auto forward = load_model(o.model);
   std::string prediction = o.loss_output;
@@ -142,26 +163,37 @@ int train(const TrainOptions& o) {
   spdlog::info("built the training graph in {:.2f} s", seconds_since(t_build));
   Dataset data = bind_dataset(std::move(raw), ts, "--data");
   std::optional<Dataset> val;
-  if (!o.val_data.empty()) val = bind_dataset(load_npy_folder(o.val_data, "--val-data"), ts,
-                                              "--val-data");
+  if (!o.val_data.empty())
+    val = bind_dataset(load_npy_folder(o.val_data, "--val-data"), ts, "--val-data");
 
-  RunLayout layout{data.samples, o.batch, o.accumulate, o.shuffle};
+  // The layout records the global batch, so a checkpoint resumes with any number of ranks.
+  RunLayout layout{data.samples, global_batch, o.accumulate, o.shuffle};
   int64_t micro = 0;
   if (!o.resume.empty()) {
     std::string path = resolve_checkpoint(o.resume);
     micro = load_run_checkpoint(ts, path, layout);
-    fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", path, ts.step(),
-               micro / per_epoch + 1, micro % per_epoch);
+    if (lead)
+      fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", path, ts.step(),
+                 micro / per_epoch + 1, micro % per_epoch);
   }
   // After --resume the checkpoint's seed rules, so shuffling continues the same sequence.
   const uint64_t seed = ts.config().seed;
 
-  fmt::print("training {}: {} parameters, {} samples, {} batches of {} per epoch, {} epochs, "
-             "{} optimizer steps\n", o.model, ts.parameter_names().size(), data.samples,
-             per_epoch, o.batch, o.epochs, total_steps);
+  if (comm) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    fmt::print("rank {}/{} on host {}: data-parallel, {} samples per rank per step\n", rank, world,
+               host, o.batch);
+  }
+  if (lead)
+    fmt::print(
+        "training {}: {} parameters, {} samples, {} batches of {} per epoch, {} epochs, "
+        "{} optimizer steps\n",
+        o.model, ts.parameter_names().size(), data.samples, per_epoch, global_batch, o.epochs,
+        total_steps);
   std::fflush(stdout);
-  MetricsLog metrics(o.metrics, !o.resume.empty());
-  ProgressBar bar(!o.no_progress && ProgressBar::is_terminal(stderr), stderr);
+  MetricsLog metrics(lead ? o.metrics : std::string(), !o.resume.empty());
+  ProgressBar bar(lead && !o.no_progress && ProgressBar::is_terminal(stderr), stderr);
   LossCurve curve;
   std::string last_checkpoint;
   int64_t last_checkpoint_step = -1;
@@ -174,7 +206,8 @@ int train(const TrainOptions& o) {
     double epoch_loss = 0;
     int64_t epoch_samples = 0;
     for (int64_t b = micro % per_epoch; b < per_epoch; ++b) {
-      int64_t begin = b * o.batch, end = std::min(begin + o.batch, data.samples);
+      int64_t begin = b * global_batch, end = std::min(begin + global_batch, data.samples);
+      if (world > 1) begin += rank * o.batch, end = begin + o.batch;  // this rank's slice
       auto t_step = Clock::now();
       StepResult r = ts.train_step_detailed(gather_batch(data, order, begin, end));
       double dt = seconds_since(t_step);
@@ -200,8 +233,8 @@ int train(const TrainOptions& o) {
         }
       }
       bar.update(fmt::format("epoch {}/{}", epoch + 1, o.epochs), b + 1, per_epoch,
-                 fmt::format("loss {:.4f}  lr {:.2e}  {:.0f} samples/s", r.loss,
-                             ts.learning_rate(), epoch_samples / seconds_since(t_epoch)),
+                 fmt::format("loss {:.4f}  lr {:.2e}  {:.0f} samples/s", r.loss, ts.learning_rate(),
+                             epoch_samples / seconds_since(t_epoch)),
                  b + 1 == per_epoch);
     }
     bar.clear();
@@ -226,14 +259,16 @@ int train(const TrainOptions& o) {
       }
     }
     metrics.write(summary);
-    fmt::print("{}  lr {:.2e}  {:.0f} samples/s  {:.1f} s\n", line, ts.learning_rate(),
-               epoch_samples / train_seconds, train_seconds);
+    if (lead)
+      fmt::print("{}  lr {:.2e}  {:.0f} samples/s  {:.2f} s\n", line, ts.learning_rate(),
+                 epoch_samples * world / train_seconds, train_seconds);
     std::fflush(stdout);
   }
 
   if (!o.checkpoint_dir.empty() && last_checkpoint_step != ts.step())
     last_checkpoint = save_run_checkpoint(ts, o.checkpoint_dir, layout);
-  if (!last_checkpoint.empty()) fmt::print("checkpoint: {}\n", last_checkpoint);
+  if (!last_checkpoint.empty() && lead) fmt::print("checkpoint: {}\n", last_checkpoint);
+  if (!lead) return 0;
   std::string exported = o.export_path.empty() ? default_export_path(o.model) : o.export_path;
   ts.export_inference_model(exported);
   fmt::print("exported the trained model to {}\n", exported);

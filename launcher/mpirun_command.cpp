@@ -96,6 +96,11 @@ std::vector<std::string> mpirun_argv(const LaunchOptions& o, const std::string& 
   env.insert(env.end(), o.export_env.begin(), o.export_env.end());
   for (const auto& e : env)
     if (std::getenv(e.c_str())) argv.insert(argv.end(), {"-x", e});
+  for (const auto& a : o.mpirun_args) {
+    // "--mca btl tcp,self" given as one value splits at spaces into mpirun's words.
+    std::stringstream words(a);
+    for (std::string w; words >> w;) argv.push_back(w);
+  }
   std::vector<std::string> cmd = o.command;
   if (cmd[0] == "onyx") cmd[0] = self;
   argv.insert(argv.end(), cmd.begin(), cmd.end());

@@ -15,6 +15,7 @@ struct LaunchOptions {
   std::string launch_agent;             // replaces ssh (mpirun --mca plm_rsh_agent)
   std::vector<std::string> export_env;  // extra variables to export to every rank
   bool bind = false;                    // bind ranks to cores (off: let OpenMP spread)
+  std::vector<std::string> mpirun_args; // passed to mpirun as given (e.g. "--mca btl tcp,self")
   std::vector<std::string> command;     // what each rank runs ("onyx train ...")
 };
 

@@ -32,12 +32,14 @@ std::string save_run_checkpoint(const TrainingSession& session, const std::strin
                       {"accumulate", layout.accumulate},
                       {"shuffle", layout.shuffle}};
   fs::path tmp = layout_file(path).string() + ".tmp";
-  {
+  // Data parallel: one writer for the layout (every rank holds the same run).
+  const bool lead = !session.config().communicator || session.config().communicator->rank() == 0;
+  if (lead) {
     std::ofstream out(tmp);
     out << j.dump(2) << "\n";
     ONYX_CHECK(out.good(), "[train] cannot write '{}'", tmp.string());
   }
-  fs::rename(tmp, layout_file(path));
+  if (lead) fs::rename(tmp, layout_file(path));
   session.save_checkpoint(path.string());
   return path.string();
 }
@@ -70,9 +72,10 @@ int64_t load_run_checkpoint(TrainingSession& session, const std::string& path,
       ONYX_THROW("[train] '{}' is not valid JSON: {}", layout_file(path).string(), e.what());
     }
     auto check = [&](const char* key, const char* option, auto now) {
-      ONYX_CHECK(j.contains(key) && j[key] == now, "[train] --resume '{}': the checkpointed run "
-                 "had {} {}, this one has {}; resuming would not continue the same run", path,
-                 option, j.value(key, nlohmann::json()).dump(), nlohmann::json(now).dump());
+      ONYX_CHECK(j.contains(key) && j[key] == now,
+                 "[train] --resume '{}': the checkpointed run "
+                 "had {} {}, this one has {}; resuming would not continue the same run",
+                 path, option, j.value(key, nlohmann::json()).dump(), nlohmann::json(now).dump());
     };
     check("samples", "training samples", layout.samples);
     check("batch", "--batch", layout.batch);

@@ -35,13 +35,17 @@ std::vector<std::string> npy_files_in(const fs::path& dir) {
 }  // namespace
 
 Dataset load_npy_folder(const std::string& dir, const std::string& flag) {
-  ONYX_CHECK(fs::is_directory(dir), "[train] {} '{}' is not a folder; it should hold one .npy "
-             "file per batch input (e.g. x.npy and labels.npy)", flag, dir);
+  ONYX_CHECK(fs::is_directory(dir),
+             "[train] {} '{}' is not a folder; it should hold one .npy "
+             "file per batch input (e.g. x.npy and labels.npy)",
+             flag, dir);
   Dataset d;
   d.dir = dir;
   d.names = npy_files_in(dir);
-  ONYX_CHECK(!d.names.empty(), "[train] {} '{}' holds no .npy files; it should hold one per "
-             "batch input (e.g. x.npy and labels.npy)", flag, dir);
+  ONYX_CHECK(!d.names.empty(),
+             "[train] {} '{}' holds no .npy files; it should hold one per "
+             "batch input (e.g. x.npy and labels.npy)",
+             flag, dir);
   for (const auto& name : d.names) {
     fs::path file = fs::path(dir) / name;
     Tensor t = npy::load(file.string());
@@ -67,8 +71,10 @@ Tensor check_for_input(Tensor t, const DataInput& in, const std::string& file) {
   bool ok = want.size() == t.shape().size();
   for (size_t i = 1; ok && i < want.size(); ++i)
     ok = !want[i].is_fixed() || want[i].value == t.shape()[i];
-  ONYX_CHECK(ok, "[train] '{}' has shape {}, but the model's input '{}' is {} (first axis: "
-             "samples)", file, shape_str(t.shape()), in.name, sym_shape_str(want));
+  ONYX_CHECK(ok,
+             "[train] '{}' has shape {}, but the model's input '{}' is {} (first axis: "
+             "samples)",
+             file, shape_str(t.shape()), in.name, sym_shape_str(want));
   return t;
 }
 

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "autodiff/loss.h"
@@ -17,8 +16,10 @@ namespace {
 std::string option_text(const std::string& file, const std::string& key, const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number() || v.is_boolean()) return v.dump();
-  ONYX_THROW("[train] --config '{}': the value of \"{}\" should be a string, number or boolean, "
-             "found {}", file, key, v.type_name());
+  ONYX_THROW(
+      "[train] --config '{}': the value of \"{}\" should be a string, number or boolean, "
+      "found {}",
+      file, key, v.type_name());
 }
 
 }  // namespace
@@ -33,13 +34,17 @@ void apply_config_file(CLI::App* app, const std::string& file) {
   } catch (const nlohmann::json::exception& e) {
     ONYX_THROW("[train] --config '{}' is not valid JSON: {}", file, e.what());
   }
-  ONYX_CHECK(j.is_object(), "[train] --config '{}': expected an object of option names and "
-             "values, found {}", file, j.type_name());
+  ONYX_CHECK(j.is_object(),
+             "[train] --config '{}': expected an object of option names and "
+             "values, found {}",
+             file, j.type_name());
   for (const auto& [key, value] : j.items()) {
-    CLI::Option* op = key == "config" || key == "help" ? nullptr
-                                                       : app->get_option_no_throw("--" + key);
-    ONYX_CHECK(op != nullptr, "[train] --config '{}': unknown key \"{}\" (keys are the long "
-               "option names without dashes, e.g. \"lr\"; see onyx train --help)", file, key);
+    CLI::Option* op =
+        key == "config" || key == "help" ? nullptr : app->get_option_no_throw("--" + key);
+    ONYX_CHECK(op != nullptr,
+               "[train] --config '{}': unknown key \"{}\" (keys are the long "
+               "option names without dashes, e.g. \"lr\"; see onyx train --help)",
+               file, key);
     if (op->count() > 0) continue;  // the command line wins
     std::vector<std::string> texts;
     if (value.is_array())
@@ -48,8 +53,10 @@ void apply_config_file(CLI::App* app, const std::string& file) {
       texts.push_back(option_text(file, key, value));
     try {
       if (op->get_expected_min() == 0) {
-        ONYX_CHECK(texts.size() == 1, "[train] --config '{}': \"{}\" is a flag; give true or "
-                   "false", file, key);
+        ONYX_CHECK(texts.size() == 1,
+                   "[train] --config '{}': \"{}\" is a flag; give true or "
+                   "false",
+                   file, key);
         op->add_result(op->get_flag_value(key, texts[0]));
       } else {
         op->add_result(texts);
@@ -62,15 +69,17 @@ void apply_config_file(CLI::App* app, const std::string& file) {
 }
 
 void add_train_options(CLI::App* app, TrainOptions& o) {
-  app->add_option("--config", o.config, "Read options from a JSON file (keys: the long option "
-                                         "names); command-line options override it")
+  app->add_option("--config", o.config,
+                  "Read options from a JSON file (keys: the long option "
+                  "names); command-line options override it")
       ->check(CLI::ExistingFile);
 
   app->add_option("model", o.model, "ONNX model to train")->required()->check(CLI::ExistingFile);
   app->add_option("--data", o.data,
                   "Folder with one .npy per batch input (labels.npy, x.npy, ...); required");
-  app->add_option("--val-data", o.val_data, "Held-out folder of the same form, evaluated after "
-                                            "every epoch (loss, and accuracy for classification)");
+  app->add_option("--val-data", o.val_data,
+                  "Held-out folder of the same form, evaluated after "
+                  "every epoch (loss, and accuracy for classification)");
 
   const std::string loss_group = "Loss";
   app->add_option("--loss", o.loss, "Loss kind")
@@ -161,6 +170,9 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20))
       ->group(loop_group);
+  app->add_flag("--data-parallel", o.data_parallel,
+                "Require data-parallel training (start with `onyx launch -n N -- onyx train ...`; "
+                "under mpirun it is on by default)");
   app->add_flag("--no-progress", o.no_progress, "No progress bar (it only shows on a terminal)")
       ->group(loop_group);
 

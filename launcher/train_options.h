@@ -40,6 +40,7 @@ struct TrainOptions {
   std::string checkpoint_dir, resume, export_path, metrics, plot, config;
   int64_t checkpoint_every = 0;
   bool no_progress = false;
+  bool data_parallel = false;  // demand mpirun (data parallelism is automatic under it)
 };
 
 /// Applies the JSON object in `file` (no-op when empty) to `app`'s options that the command

@@ -17,7 +17,8 @@ class CausalConvWithStateKernel final : public Kernel {
   explicit CausalConvWithStateKernel(const KernelInfo& info) {
     std::string act = info.node.attr_string("activation", "none");
     ONYX_CHECK(act == "none" || act == "silu" || act == "swish",
-               "[{}] activation should be 'none', 'silu' or 'swish' but is '{}'", info.label(), act);
+               "[{}] activation should be 'none', 'silu' or 'swish' but is '{}'", info.label(),
+               act);
     silu_ = act != "none";
   }
 
@@ -88,7 +89,12 @@ class CausalConvWithStateKernel final : public Kernel {
 }  // namespace
 
 void register_causal_conv_kernels(KernelRegistry& r) {
-  r.add({"CausalConvWithState", "", 27, INT_MAX, "cpu", 0,
+  r.add({"CausalConvWithState",
+         "",
+         27,
+         INT_MAX,
+         "cpu",
+         0,
          {DataType::Float, DataType::Float16, DataType::BFloat16},
          make_factory<CausalConvWithStateKernel>()});
 }

@@ -44,8 +44,8 @@ class FlexAttentionKernel final : public Kernel {
                dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
     int64_t B = q.shape()[0], Hq = q.shape()[1], L = q.shape()[2], E = q.shape()[3];
     int64_t Hkv = k.shape()[1], S = k.shape()[2], Ev = v.shape()[3];
-    ONYX_CHECK(k.shape()[0] == B && k.shape()[3] == E && v.shape()[0] == B &&
-                   v.shape()[1] == Hkv && v.shape()[2] == S && Hkv > 0 && Hq % Hkv == 0,
+    ONYX_CHECK(k.shape()[0] == B && k.shape()[3] == E && v.shape()[0] == B && v.shape()[1] == Hkv &&
+                   v.shape()[2] == S && Hkv > 0 && Hq % Hkv == 0,
                "[{}] K {} and V {} do not fit Q {} (K [B, H_kv, S, E], V [B, H_kv, S, Ev], "
                "H_q a multiple of H_kv)",
                ctx.label(), shape_str(k.shape()), shape_str(v.shape()), shape_str(q.shape()));
@@ -104,9 +104,9 @@ class FlexAttentionKernel final : public Kernel {
                    outs[0].tensor.shape() == t.shape(),
                "[{}] {} should return {}{} but returned {}", ctx.label(), what,
                dtype_name(t.dtype()), shape_str(t.shape()),
-               outs.size() == 1 && outs[0].is_tensor() ? dtype_name(outs[0].tensor.dtype()) +
-                                                             shape_str(outs[0].tensor.shape())
-                                                       : std::string("no tensor"));
+               outs.size() == 1 && outs[0].is_tensor()
+                   ? dtype_name(outs[0].tensor.dtype()) + shape_str(outs[0].tensor.shape())
+                   : std::string("no tensor"));
     // The subgraph's result may alias its input or a constant: copy before writing in place.
     return outs[0].tensor.clone();
   }

@@ -91,8 +91,9 @@ class LinearAttentionKernel final : public Kernel {
     std::vector<float> qf = to_float(q, who), kf = to_float(k, who), vf = to_float(v, who);
     std::vector<float> gf = decay ? to_float(*decay, who) : std::vector<float>{};
     std::vector<float> bf = beta ? to_float(*beta, who) : std::vector<float>{};
-    std::vector<float> state = past ? to_float(*past, who)
-                                    : std::vector<float>(static_cast<size_t>(shape_numel(state_shape)));
+    std::vector<float> state =
+        past ? to_float(*past, who)
+             : std::vector<float>(static_cast<size_t>(shape_numel(state_shape)));
     std::vector<float> out(static_cast<size_t>(B * T * q_heads_ * dv));
     float scale = scale_ != 0.0f ? scale_ : 1.0f / std::sqrt(static_cast<float>(dk));
     int64_t group = q_heads_ / kv_heads_;
@@ -108,7 +109,8 @@ class LinearAttentionKernel final : public Kernel {
           const float* vin = vf.data() + (bt * kv_heads_ + h) * dv;
           if (gated_) {
             for (int64_t d = 0; d < dk; ++d) {
-              float g = decay_w == kv_heads_ ? gf[bt * kv_heads_ + h] : gf[(bt * kv_heads_ + h) * dk + d];
+              float g =
+                  decay_w == kv_heads_ ? gf[bt * kv_heads_ + h] : gf[(bt * kv_heads_ + h) * dk + d];
               float f = std::exp(g);
               for (int64_t m = 0; m < dv; ++m) S[d * dv + m] *= f;
             }
@@ -152,7 +154,12 @@ class LinearAttentionKernel final : public Kernel {
 }  // namespace
 
 void register_linear_attention_kernels(KernelRegistry& r) {
-  r.add({"LinearAttention", "", 27, INT_MAX, "cpu", 0,
+  r.add({"LinearAttention",
+         "",
+         27,
+         INT_MAX,
+         "cpu",
+         0,
          {DataType::Float, DataType::Float16, DataType::BFloat16},
          make_factory<LinearAttentionKernel>()});
 }

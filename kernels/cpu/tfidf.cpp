@@ -126,8 +126,10 @@ class TfIdfVectorizerKernel final : public Kernel {
                  "[{}] ngram_counts {} do not split a pool of {} items", info.label(),
                  fmt::join(counts, ", "), total);
       for (int64_t at = begin; at + size <= end; at += size, ++gram_id) {
-        ONYX_CHECK(gram_id < indexes.size(), "[{}] the pool holds more n-grams than the {} "
-                   "ngram_indexes", info.label(), indexes.size());
+        ONYX_CHECK(gram_id < indexes.size(),
+                   "[{}] the pool holds more n-grams than the {} "
+                   "ngram_indexes",
+                   info.label(), indexes.size());
         if (size < min_gram_ || size > max_gram_) continue;
         trie_.insert(std::vector<int64_t>(pool.begin() + at, pool.begin() + at + size),
                      indexes[gram_id]);
@@ -178,7 +180,12 @@ class TfIdfVectorizerKernel final : public Kernel {
 }  // namespace
 
 void register_tfidf_kernels(KernelRegistry& r) {
-  r.add({"TfIdfVectorizer", "", 9, INT_MAX, "cpu", 0,
+  r.add({"TfIdfVectorizer",
+         "",
+         9,
+         INT_MAX,
+         "cpu",
+         0,
          {DataType::String, DataType::Int32, DataType::Int64},
          make_factory<TfIdfVectorizerKernel>()});
 }

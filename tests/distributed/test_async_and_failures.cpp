@@ -27,8 +27,9 @@ TEST(Async, SeveralInFlightWaitedOutOfOrder) {
   for (size_t k = works.size(); k-- > 0;) works[k]->wait();
   for (size_t k = 0; k < works.size(); ++k) {
     EXPECT_TRUE(works[k]->test());
-    expect_all<float>(ts[k], [&](int64_t i) { return reference(ReduceOp::Sum, c.size(), i, false, false); },
-                      fmt::format("allreduce #{}", k));
+    expect_all<float>(
+        ts[k], [&](int64_t i) { return reference(ReduceOp::Sum, c.size(), i, false, false); },
+        fmt::format("allreduce #{}", k));
   }
 }
 
@@ -42,8 +43,9 @@ TEST(Async, TestPollsUntilDone) {
     std::this_thread::sleep_for(50us);
   }
   w->wait();  // waiting on a finished work returns at once
-  expect_all<double>(t, [&](int64_t i) { return reference(ReduceOp::Max, c.size(), i, false, false); },
-                     fmt::format("allreduce max after {} polls", polls));
+  expect_all<double>(
+      t, [&](int64_t i) { return reference(ReduceOp::Max, c.size(), i, false, false); },
+      fmt::format("allreduce max after {} polls", polls));
 }
 
 TEST(BadInput, WrongSizesDtypesDevicesAndRoots) {
@@ -68,7 +70,8 @@ TEST(BadInput, WrongSizesDtypesDevicesAndRoots) {
     c.allgather(f, wrong);
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[mpi] allgather: output should have size"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
   // Nothing was issued: the communicator still works.
   c.barrier();
@@ -115,8 +118,9 @@ TEST(Timeout, SkippedCollectiveNamesTheRank) {
   auto fresh = make_mpi_communicator();
   Tensor u = filled<int64_t>(fresh->rank(), 7);
   fresh->allreduce(u, ReduceOp::Sum)->wait();
-  expect_all<int64_t>(u, [&](int64_t i) { return reference(ReduceOp::Sum, fresh->size(), i, false, true); },
-                      "allreduce on a fresh communicator");
+  expect_all<int64_t>(
+      u, [&](int64_t i) { return reference(ReduceOp::Sum, fresh->size(), i, false, true); },
+      "allreduce on a fresh communicator");
 }
 
 }  // namespace

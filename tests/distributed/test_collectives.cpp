@@ -12,8 +12,9 @@ void check_allreduce(Communicator& c, int64_t n, ReduceOp op) {
   Tensor t = filled<T>(c.rank(), n);
   c.allreduce(t, op)->wait();
   bool integer = std::is_integral_v<T>;
-  expect_all<T>(t, [&](int64_t i) { return reference(op, c.size(), i, std::is_unsigned_v<T>, integer); },
-                fmt::format("allreduce {} of {} x {}", reduce_op_name(op), n, dtype_name(dtype_of<T>())));
+  expect_all<T>(
+      t, [&](int64_t i) { return reference(op, c.size(), i, std::is_unsigned_v<T>, integer); },
+      fmt::format("allreduce {} of {} x {}", reduce_op_name(op), n, dtype_name(dtype_of<T>())));
 }
 
 template <typename T>
@@ -21,8 +22,9 @@ void check_broadcast(Communicator& c, int64_t n) {
   int root = c.size() - 1;
   Tensor t = filled<T>(c.rank(), n);
   c.broadcast(t, root)->wait();
-  expect_all<T>(t, [&](int64_t i) { return double(value(root, i, std::is_unsigned_v<T>)); },
-                fmt::format("broadcast of {} x {}", n, dtype_name(dtype_of<T>())));
+  expect_all<T>(
+      t, [&](int64_t i) { return double(value(root, i, std::is_unsigned_v<T>)); },
+      fmt::format("broadcast of {} x {}", n, dtype_name(dtype_of<T>())));
 }
 
 template <typename T>
@@ -30,8 +32,9 @@ void check_allgather(Communicator& c, int64_t n) {
   Tensor in = filled<T>(c.rank(), n);
   Tensor out = Tensor::zeros(dtype_of<T>(), {n * c.size()});
   c.allgather(in, out)->wait();
-  expect_all<T>(out, [&](int64_t j) { return double(value(int(j / n), j % n, std::is_unsigned_v<T>)); },
-                fmt::format("allgather of {} x {}", n, dtype_name(dtype_of<T>())));
+  expect_all<T>(
+      out, [&](int64_t j) { return double(value(int(j / n), j % n, std::is_unsigned_v<T>)); },
+      fmt::format("allgather of {} x {}", n, dtype_name(dtype_of<T>())));
 }
 
 template <typename T>
@@ -40,13 +43,13 @@ void check_reduce_scatter(Communicator& c, int64_t n, ReduceOp op) {
   Tensor out = Tensor::zeros(dtype_of<T>(), {n});
   c.reduce_scatter(in, out, op)->wait();
   int64_t first = c.rank() * n;
-  expect_all<T>(out,
-                [&](int64_t i) {
-                  return reference(op, c.size(), first + i, std::is_unsigned_v<T>,
-                                   std::is_integral_v<T>);
-                },
-                fmt::format("reduce_scatter {} of {} x {}", reduce_op_name(op), n,
-                            dtype_name(dtype_of<T>())));
+  expect_all<T>(
+      out,
+      [&](int64_t i) {
+        return reference(op, c.size(), first + i, std::is_unsigned_v<T>, std::is_integral_v<T>);
+      },
+      fmt::format("reduce_scatter {} of {} x {}", reduce_op_name(op), n,
+                  dtype_name(dtype_of<T>())));
 }
 
 template <typename T>
@@ -65,15 +68,32 @@ class Collectives : public testing::TestWithParam<DataType> {};
 TEST_P(Collectives, MatchReferenceForSizesOneToOneMillion) {
   Communicator& c = world();
   switch (GetParam()) {
-    case DataType::Float: check_everything<float>(c); break;
-    case DataType::Double: check_everything<double>(c); break;
-    case DataType::Float16: check_everything<float16>(c); break;
-    case DataType::BFloat16: check_everything<bfloat16>(c); break;
-    case DataType::Int8: check_everything<int8_t>(c); break;
-    case DataType::UInt8: check_everything<uint8_t>(c); break;
-    case DataType::Int32: check_everything<int32_t>(c); break;
-    case DataType::Int64: check_everything<int64_t>(c); break;
-    default: FAIL() << "no case for " << dtype_name(GetParam());
+    case DataType::Float:
+      check_everything<float>(c);
+      break;
+    case DataType::Double:
+      check_everything<double>(c);
+      break;
+    case DataType::Float16:
+      check_everything<float16>(c);
+      break;
+    case DataType::BFloat16:
+      check_everything<bfloat16>(c);
+      break;
+    case DataType::Int8:
+      check_everything<int8_t>(c);
+      break;
+    case DataType::UInt8:
+      check_everything<uint8_t>(c);
+      break;
+    case DataType::Int32:
+      check_everything<int32_t>(c);
+      break;
+    case DataType::Int64:
+      check_everything<int64_t>(c);
+      break;
+    default:
+      FAIL() << "no case for " << dtype_name(GetParam());
   }
 }
 

@@ -75,8 +75,8 @@ struct Linear {
   double sgd_step(const std::vector<float>& x, const std::vector<int64_t>& y, int64_t begin,
                   int64_t end, double lr) {
     int64_t n = end - begin;
-    std::vector<double> z = logits(std::vector<float>(x.begin() + begin * kFeatures,
-                                                      x.begin() + end * kFeatures), n);
+    std::vector<double> z =
+        logits(std::vector<float>(x.begin() + begin * kFeatures, x.begin() + end * kFeatures), n);
     std::vector<double> dW(W.size(), 0.0), db(b.size(), 0.0);
     double loss = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -88,7 +88,8 @@ struct Linear {
       for (int64_t c = 0; c < kClasses; ++c) {
         double g = (std::exp(z[i * kClasses + c] - m) / sum - (c == label)) / n;
         db[c] += g;
-        for (int64_t f = 0; f < kFeatures; ++f) dW[c * kFeatures + f] += g * x[(begin + i) * kFeatures + f];
+        for (int64_t f = 0; f < kFeatures; ++f)
+          dW[c * kFeatures + f] += g * x[(begin + i) * kFeatures + f];
       }
     }
     for (size_t k = 0; k < W.size(); ++k) W[k] -= lr * dW[k];
@@ -116,9 +117,9 @@ class CliTrain : public ::testing::Test {
     std::string out, err;
   };
   Result onyx(const std::string& args) {
-    std::string cmd = fmt::format("{} {} >{} 2>{}", quote(onyx_binary()), args,
-                                  quote((dir_ / "stdout").string()),
-                                  quote((dir_ / "stderr").string()));
+    std::string cmd =
+        fmt::format("{} {} >{} 2>{}", quote(onyx_binary()), args, quote((dir_ / "stdout").string()),
+                    quote((dir_ / "stderr").string()));
     int status = std::system(cmd.c_str());
     Result r;
     EXPECT_TRUE(WIFEXITED(status)) << "onyx died: " << cmd;
@@ -187,11 +188,11 @@ class CliTrain : public ::testing::Test {
 };
 
 TEST_F(CliTrain, SgdMatchesFloat64ReferenceAndWritesEverything) {
-  Result r = onyx("train " + base_args() + " --no-shuffle --epochs 3 --val-data " +
-                  quote(path("val")) + " --metrics " + quote(path("m.jsonl")) + " --export " +
-                  quote(path("out.onnx")) + " --checkpoint-dir " + quote(path("ck")) +
-                  " --checkpoint-every 4" +
-                  (cli::loss_plot_available() ? " --plot " + quote(path("loss.png")) : ""));
+  Result r =
+      onyx("train " + base_args() + " --no-shuffle --epochs 3 --val-data " + quote(path("val")) +
+           " --metrics " + quote(path("m.jsonl")) + " --export " + quote(path("out.onnx")) +
+           " --checkpoint-dir " + quote(path("ck")) + " --checkpoint-every 4" +
+           (cli::loss_plot_available() ? " --plot " + quote(path("loss.png")) : ""));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
 
   // The reference: 3 epochs x 3 batches of 8 in order, plain SGD.
@@ -244,8 +245,8 @@ TEST_F(CliTrain, SgdMatchesFloat64ReferenceAndWritesEverything) {
   test::expect_near(npy::load(path("run", "logits.npy")), z, 1e-5);
 
   // Checkpoints every 4 steps and one at the end.
-  for (const char* f : {"step-00000004.onyx", "step-00000008.onyx", "step-00000009.onyx",
-                        "step-00000009.json"})
+  for (const char* f :
+       {"step-00000004.onyx", "step-00000008.onyx", "step-00000009.onyx", "step-00000009.json"})
     EXPECT_TRUE(fs::exists(path("ck", f))) << f;
   EXPECT_FALSE(fs::exists(path("ck", "step-00000003.onyx")));
   if (cli::loss_plot_available()) {
@@ -283,21 +284,16 @@ TEST_F(CliTrain, ResumeContinuesBitIdentically) {
   EXPECT_EQ(lines.back().at("step").get<int>(), 9);
 
   // A different batch size would not continue the same run.
-  expect_one_line_error(onyx("train " + common + " --epochs 3 --batch 6 --resume " +
-                             quote(path("ck"))),
-                        "--batch");
+  expect_one_line_error(
+      onyx("train " + common + " --epochs 3 --batch 6 --resume " + quote(path("ck"))), "--batch");
 }
 
 TEST_F(CliTrain, ConfigFileWithCommandLineOverride) {
-  std::ofstream(path("cfg.json")) << nlohmann::json{{"data", path("train")},
-                                                   {"optimizer", "sgd"},
-                                                   {"lr", 0.5},
-                                                   {"epochs", 3},
-                                                   {"batch", 12},
-                                                   {"shuffle", false},
-                                                   {"betas", {0.8, 0.9}},
-                                                   {"threads", 1}}
-                                         .dump();
+  std::ofstream(path("cfg.json"))
+      << nlohmann::json{{"data", path("train")}, {"optimizer", "sgd"}, {"lr", 0.5},
+                        {"epochs", 3},           {"batch", 12},        {"shuffle", false},
+                        {"betas", {0.8, 0.9}},   {"threads", 1}}
+             .dump();
   Result r = onyx("train " + quote(model_) + " --config " + quote(path("cfg.json")) +
                   " --epochs 1 --no-progress --metrics " + quote(path("m.jsonl")));
   ASSERT_EQ(r.code, 0) << r.err;
@@ -321,8 +317,7 @@ TEST_F(CliTrain, BadInputIsOneLineError) {
   expect_one_line_error(onyx("train " + base_args("--optimizer rmsprop")), "rmsprop");
   expect_one_line_error(onyx("train " + base_args() + " --loss hinge"), "hinge");
   expect_one_line_error(onyx("train " + base_args() + " --schedule exp"), "exp");
-  expect_one_line_error(onyx("train " + base_args() + " --checkpoint-every 2"),
-                        "--checkpoint-dir");
+  expect_one_line_error(onyx("train " + base_args() + " --checkpoint-every 2"), "--checkpoint-dir");
   expect_one_line_error(onyx("train " + base_args() + " --schedule cosine --warmup 50"),
                         "--warmup 50");
   expect_one_line_error(onyx("train " + base_args() + " --epochs 0"), "--epochs");

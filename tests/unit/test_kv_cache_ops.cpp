@@ -19,15 +19,17 @@ const Tensor kPast = T_({2, 3, 1}, {0, 0, 0, 0, 0, 0});
 const Tensor kUpdate = T_({2, 2, 1}, {1, 2, 3, 4});
 
 TEST(TensorScatter, LinearWritesAtEachRowsIndex) {
-  auto y = run_op("TensorScatter",
-                  {{"past", kPast}, {"upd", kUpdate}, {"idx", T_<int64_t>({2}, {1, 0})}}, {}, 1, 24);
+  auto y =
+      run_op("TensorScatter",
+             {{"past", kPast}, {"upd", kUpdate}, {"idx", T_<int64_t>({2}, {1, 0})}}, {}, 1, 24);
   expect_near(y.at("y0"), {0, 1, 2, 3, 4, 0});
 }
 
 TEST(TensorScatter, OmittedIndicesWriteAtZero) {
-  auto y = run_op("TensorScatter", {{"past", T_({1, 1, 3, 2}, {9, 9, 9, 9, 9, 9})},
-                                    {"upd", T_({1, 1, 1, 2}, {5, 6})}},
-                  {attr_int("axis", 2)}, 1, 24);
+  auto y =
+      run_op("TensorScatter",
+             {{"past", T_({1, 1, 3, 2}, {9, 9, 9, 9, 9, 9})}, {"upd", T_({1, 1, 1, 2}, {5, 6})}},
+             {attr_int("axis", 2)}, 1, 24);
   expect_near(y.at("y0"), {5, 6, 9, 9, 9, 9});
 }
 
@@ -40,13 +42,14 @@ TEST(TensorScatter, CircularWrapsAround) {
 }
 
 TEST(TensorScatter, LinearOverflowIsAnError) {
-  EXPECT_THROW(run_op("TensorScatter",
-                      {{"past", kPast}, {"upd", kUpdate}, {"idx", T_<int64_t>({2}, {2, 0})}}, {},
-                      1, 24),
-               Error);
-  EXPECT_THROW(run_op("TensorScatter", {{"past", kPast}, {"upd", T_({2, 4, 1}, std::vector<double>(8, 1))}},
-                      {}, 1, 24),
-               Error);
+  EXPECT_THROW(
+      run_op("TensorScatter",
+             {{"past", kPast}, {"upd", kUpdate}, {"idx", T_<int64_t>({2}, {2, 0})}}, {}, 1, 24),
+      Error);
+  EXPECT_THROW(
+      run_op("TensorScatter", {{"past", kPast}, {"upd", T_({2, 4, 1}, std::vector<double>(8, 1))}},
+             {}, 1, 24),
+      Error);
 }
 
 // Two channels, k = 2, one step of past state: padded rows are [10, 1, 2, 3] and
@@ -88,8 +91,9 @@ TEST(CausalConvWithState, BadWeightShapeIsAnError) {
                       {{"x", T_({1, 2, 3}, {1, 2, 3, 4, 5, 6})}, {"w", T_({3, 1, 1}, {1, 1, 1})}},
                       {}, 2, 27),
                Error);
-  EXPECT_THROW(run_op("CausalConvWithState", kConvInputs, {attr_string("activation", "relu")}, 2, 27),
-               Error);
+  EXPECT_THROW(
+      run_op("CausalConvWithState", kConvInputs, {attr_string("activation", "relu")}, 2, 27),
+      Error);
 }
 
 }  // namespace

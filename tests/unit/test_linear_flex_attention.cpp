@@ -104,7 +104,8 @@ TEST(LinearAttention, LinearRuleWithoutPastState) {
 }
 
 TEST(LinearAttention, MissingDecayIsAnError) {
-  Named in = {{"q", T_({1, 1, 2}, {1, 2})}, {"k", T_({1, 1, 2}, {1, 2})}, {"v", T_({1, 1, 2}, {1, 2})}};
+  Named in = {
+      {"q", T_({1, 1, 2}, {1, 2})}, {"k", T_({1, 1, 2}, {1, 2})}, {"v", T_({1, 1, 2}, {1, 2})}};
   EXPECT_THROW(run_op("LinearAttention", in,
                       {attr_int("q_num_heads", 1), attr_int("kv_num_heads", 1),
                        attr_string("update_rule", "gated")},
@@ -140,7 +141,8 @@ std::vector<double> flex_ref(const std::vector<double>& q, const std::vector<dou
         for (double& x : p) sum += x = std::exp(x - mx);
         for (int64_t d = 0; d < Ev; ++d) {
           double o = 0;
-          for (int64_t j = 0; j < S; ++j) o += p[j] / sum * v[static_cast<size_t>((kh * S + j) * Ev + d)];
+          for (int64_t j = 0; j < S; ++j)
+            o += p[j] / sum * v[static_cast<size_t>((kh * S + j) * Ev + d)];
           y[static_cast<size_t>(((b * Hq + h) * L + i) * Ev + d)] = o;
         }
       }
@@ -157,8 +159,9 @@ TEST(FlexAttention, GroupedHeadsWithExplicitScale) {
   onyx::test::set_attrs(b.node("FlexAttention", {"q", "k", "v"}, {"y"}, "ai.onnx.preview"),
                         {attr_float("scale", 0.25f)});
   b.output("y");
-  auto y = b.session().run(
-      {{"q", T_<double>({1, 4, 3, 2}, q)}, {"k", T_<double>({1, 2, 5, 2}, k)}, {"v", T_<double>({1, 2, 5, 3}, v)}});
+  auto y = b.session().run({{"q", T_<double>({1, 4, 3, 2}, q)},
+                            {"k", T_<double>({1, 2, 5, 2}, k)},
+                            {"v", T_<double>({1, 2, 5, 3}, v)}});
   expect_near(y.at("y"), flex_ref(q, k, v, 1, 4, 2, 3, 5, 2, 3, 0.25, 1.0), 1e-12);
 }
 
@@ -181,7 +184,8 @@ TEST(FlexAttention, ScoreModSubgraphRunsBeforeSoftmax) {
   a.g = mod;
   n.attrs["score_mod"] = a;
   b.output("y");
-  auto y = b.session().run({{"q", T_({2, 1, 2, 4}, q)}, {"k", T_({2, 1, 3, 4}, k)}, {"v", T_({2, 1, 3, 2}, v)}});
+  auto y = b.session().run(
+      {{"q", T_({2, 1, 2, 4}, q)}, {"k", T_({2, 1, 3, 4}, k)}, {"v", T_({2, 1, 3, 2}, v)}});
   expect_near(y.at("y"), flex_ref(q, k, v, 2, 1, 1, 2, 3, 4, 2, 0.5, 2.0), 1e-5);
 }
 

@@ -30,9 +30,12 @@ Attribute attr_floats(const std::string& n, std::vector<float> v) {
 
 // Bigrams [94, 17], [17, 36], [94, 36] -> columns 0, 1, 2.
 std::vector<Attribute> bigram_attrs(int64_t skip) {
-  return {attr_string("mode", "TF"),         attr_int("min_gram_length", 2),
-          attr_int("max_gram_length", 2),    attr_int("max_skip_count", skip),
-          attr_ints("ngram_counts", {0, 0}), attr_ints("ngram_indexes", {0, 1, 2}),
+  return {attr_string("mode", "TF"),
+          attr_int("min_gram_length", 2),
+          attr_int("max_gram_length", 2),
+          attr_int("max_skip_count", skip),
+          attr_ints("ngram_counts", {0, 0}),
+          attr_ints("ngram_indexes", {0, 1, 2}),
           attr_ints("pool_int64s", {94, 17, 17, 36, 94, 36})};
 }
 
@@ -60,9 +63,9 @@ TEST(TfIdfVectorizer, BatchedInt32Rows) {
 
 std::vector<Attribute> string_attrs(const std::string& mode) {
   // Unigrams "a", "b" (columns 0, 1) and the bigram "a b" (column 2).
-  return {attr_string("mode", mode),          attr_int("min_gram_length", 1),
-          attr_int("max_gram_length", 2),     attr_int("max_skip_count", 0),
-          attr_ints("ngram_counts", {0, 2}),  attr_ints("ngram_indexes", {0, 1, 2}),
+  return {attr_string("mode", mode),           attr_int("min_gram_length", 1),
+          attr_int("max_gram_length", 2),      attr_int("max_skip_count", 0),
+          attr_ints("ngram_counts", {0, 2}),   attr_ints("ngram_indexes", {0, 1, 2}),
           attr_floats("weights", {1, 2, 0.5}), attr_strings("pool_strings", {"a", "b", "a", "b"})};
 }
 
@@ -79,9 +82,9 @@ TEST(TfIdfVectorizer, StringPoolWithWeights) {
 TEST(TfIdfVectorizer, BadInputsAreErrors) {
   Tensor words = Tensor::from_vector<std::string>({2}, {"a", "b"});
   EXPECT_THROW(run_op("TfIdfVectorizer", {{"x", words}}, bigram_attrs(0), 1, 9), Error);
-  EXPECT_THROW(run_op("TfIdfVectorizer", {{"x", T_<int64_t>({1, 1, 2}, {94, 17})}},
-                      bigram_attrs(0), 1, 9),
-               Error);
+  EXPECT_THROW(
+      run_op("TfIdfVectorizer", {{"x", T_<int64_t>({1, 1, 2}, {94, 17})}}, bigram_attrs(0), 1, 9),
+      Error);
 }
 
 }  // namespace
