@@ -16,6 +16,7 @@ DEBIAN_PACKAGES=(
   libplplot-dev plplot-driver-cairo               # onyx train --plot (PNG loss curve)
   python3-sklearn                                 # ships the digits data set (csv.gz)
   libopenmpi-dev openmpi-bin                      # distributed/: MPI communicator
+  procps iproute2                                 # data-parallel tests: pgrep, network namespaces
 )
 
 missing=()
