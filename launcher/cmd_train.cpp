@@ -153,6 +153,9 @@ int train(const TrainOptions& o) {
                  total_micro % o.accumulate, o.accumulate);
   TrainingConfig config = training_config(o, total_steps);
   config.communicator = comm;
+  ONYX_CHECK(o.first_bucket_kb > 0 && o.bucket_kb > 0, "[train] bucket sizes must be positive");
+  config.buckets.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_kb * 1024);
+  config.buckets.bucket_bytes = static_cast<int64_t>(o.bucket_kb * 1024);
 
   auto forward = load_model(o.model);
   std::string prediction = o.loss_output;

@@ -170,6 +170,9 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20))
       ->group(loop_group);
+  app->add_option("--first-bucket-kb", o.first_bucket_kb,
+                  "Data parallel: size of the first gradient bucket (starts communication early)");
+  app->add_option("--bucket-kb", o.bucket_kb, "Data parallel: size cap of the other gradient buckets");
   app->add_flag("--data-parallel", o.data_parallel,
                 "Require data-parallel training (start with `onyx launch -n N -- onyx train ...`; "
                 "under mpirun it is on by default)");

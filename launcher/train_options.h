@@ -41,6 +41,7 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;
   bool no_progress = false;
   bool data_parallel = false;  // demand mpirun (data parallelism is automatic under it)
+  double first_bucket_kb = 1024, bucket_kb = 25 * 1024;  // gradient buckets (data parallel)
 };
 
 /// Applies the JSON object in `file` (no-op when empty) to `app`'s options that the command
