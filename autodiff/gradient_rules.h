@@ -113,12 +113,19 @@ class RuleTable {
 const RuleTable& gradient_rules();
 
 // One registration function per op family (rules_<family>.cpp).
-void add_elementwise_rules(RuleTable& t);  // Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Min Max Sum Mean Clip Where Cast Identity
-void add_activation_rules(RuleTable& t);   // Relu LeakyRelu Sigmoid Tanh Erf Gelu Softplus Softmax LogSoftmax Dropout
-void add_shape_rules(RuleTable& t);        // Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements Expand Tile Pad
-void add_reduce_rules(RuleTable& t);       // ReduceSum ReduceMean ReduceMax CumSum
-void add_linalg_rules(RuleTable& t);       // MatMul Gemm Einsum
-void add_nn_rules(RuleTable& t);           // Conv ConvTranspose MaxPool AveragePool GlobalAveragePool BatchNormalization LayerNormalization
-void add_loss_rules(RuleTable& t);         // SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
+// Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Reciprocal Sin Cos Min Max Sum Mean Clip Where Cast Identity
+void add_elementwise_rules(RuleTable& t);
+// Relu LeakyRelu Sigmoid Tanh Erf Gelu Softplus Softmax LogSoftmax HardSigmoid Elu Selu Dropout
+void add_activation_rules(RuleTable& t);
+// Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements Expand Tile Pad
+void add_shape_rules(RuleTable& t);
+// ReduceSum ReduceMean ReduceMax ReduceMin CumSum
+void add_reduce_rules(RuleTable& t);
+// MatMul Gemm Einsum
+void add_linalg_rules(RuleTable& t);
+// Conv ConvTranspose MaxPool AveragePool GlobalAveragePool BatchNormalization LayerNormalization
+void add_nn_rules(RuleTable& t);
+// SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
+void add_loss_rules(RuleTable& t);
 
 }  // namespace onyx::autodiff
