@@ -40,6 +40,12 @@ inline GradInput P(std::string n, Shape s, double lo = -1, double hi = 1) {
 inline GradInput C(std::string n, Shape s, std::vector<double> v, DataType dt = DataType::Int64) {
   return {std::move(n), std::move(s), false, dt, std::move(v)};
 }
+/// A differentiable input with the given values.
+inline GradInput PV(std::string n, Shape s, std::vector<double> v) {
+  GradInput g = P(std::move(n), std::move(s));
+  g.values = std::move(v);
+  return g;
+}
 /// An omitted optional input.
 inline GradInput None() {
   GradInput g;
@@ -63,6 +69,15 @@ struct GradCase {
   /// graph with the inputs already added as initializers and returns the outputs to project.
   std::function<std::vector<Value*>(Graph&)> build;
 };
+
+/// For GradCase.build: adds one `op` node with a fresh output to `g` and returns it.
+inline Value* add(Graph& g, const std::string& op, const std::vector<Value*>& ins,
+                  std::vector<Attribute> attrs = {}) {
+  Value* y = g.add_unique_value(op + "_y");
+  Node* n = g.add_node(op, ins, {y}, "", fmt::format("{}_{}", op, g.num_nodes()));
+  for (auto& a : attrs) n->attrs[a.name] = a;
+  return y;
+}
 
 /// Builds the forward model (inputs as initializers), the projection loss, the training
 /// graph, and compares analytic with numeric gradients for every Param element.

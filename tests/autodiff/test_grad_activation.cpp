@@ -15,13 +15,6 @@ using autodiff::attr_i;
 using autodiff::attr_s;
 using autodiff::Attrs;
 
-/// A differentiable input with the given values.
-GradInput PV(std::string n, Shape s, std::vector<double> v) {
-  GradInput g = P(std::move(n), std::move(s));
-  g.values = std::move(v);
-  return g;
-}
-
 /// `n` values in [-2, 2] at least 0.1 away from 0 (the kink of Relu-like ops).
 std::vector<double> away_from_zero(int64_t n, uint64_t seed = 5) {
   std::mt19937_64 rng(seed);
@@ -29,13 +22,6 @@ std::vector<double> away_from_zero(int64_t n, uint64_t seed = 5) {
   std::vector<double> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = (i % 3 ? -1 : 1) * u(rng);
   return v;
-}
-
-Value* add(Graph& g, const std::string& op, const std::vector<Value*>& ins, Attrs attrs = {}) {
-  Value* y = g.add_unique_value(op + "_y");
-  Node* n = g.add_node(op, ins, {y}, "", fmt::format("{}_{}", op, g.num_nodes()));
-  for (auto& a : attrs) n->attrs[a.name] = a;
-  return y;
 }
 
 }  // namespace

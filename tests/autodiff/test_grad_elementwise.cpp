@@ -21,21 +21,6 @@ std::vector<double> away_from_zero(int64_t n, uint64_t seed = 3) {
   return v;
 }
 
-/// A differentiable input with the given values.
-GradInput PV(std::string n, Shape s, std::vector<double> v) {
-  GradInput g = P(std::move(n), std::move(s));
-  g.values = std::move(v);
-  return g;
-}
-
-/// Adds one node with fresh outputs to `g`.
-Value* add(Graph& g, const std::string& op, const std::vector<Value*>& ins, Attrs attrs = {}) {
-  Value* y = g.add_unique_value(op + "_y");
-  Node* n = g.add_node(op, ins, {y}, "", fmt::format("{}_{}", op, g.num_nodes()));
-  for (auto& a : attrs) n->attrs[a.name] = a;
-  return y;
-}
-
 }  // namespace
 
 TEST(GradElementwise, AddSubMulDivWithBroadcasting) {

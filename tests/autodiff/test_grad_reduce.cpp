@@ -12,19 +12,6 @@ using autodiff::attr_i;
 using autodiff::attr_ints;
 using autodiff::Attrs;
 
-GradInput PV(std::string n, Shape s, std::vector<double> v) {
-  GradInput g = P(std::move(n), std::move(s));
-  g.values = std::move(v);
-  return g;
-}
-
-Value* add(Graph& g, const std::string& op, const std::vector<Value*>& ins, Attrs attrs = {}) {
-  Value* y = g.add_unique_value(op + "_y");
-  Node* n = g.add_node(op, ins, {y}, "", fmt::format("{}_{}", op, g.num_nodes()));
-  for (auto& a : attrs) n->attrs[a.name] = a;
-  return y;
-}
-
 /// One reduction setting: axes (empty = all), keepdims, noop_with_empty_axes.
 struct ReduceSetting {
   std::vector<int64_t> axes;

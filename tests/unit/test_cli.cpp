@@ -11,6 +11,7 @@
 
 #include "graph/onnx_io.h"
 #include "launcher/npy.h"
+#include "cli_process.h"
 #include "test_util.h"
 
 namespace onyx {
@@ -18,71 +19,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// The built `onyx` binary: ONYX_CLI_PATH (from CMake), $ONYX_CLI, or build/launcher/onyx
-/// next to this test binary's build/tests/unit/.
-std::string onyx_binary() {
-#ifdef ONYX_CLI_PATH
-  return ONYX_CLI_PATH;
-#else
-  if (const char* env = std::getenv("ONYX_CLI"); env && *env) return env;
-  return (fs::read_symlink("/proc/self/exe").parent_path() / "../../launcher/onyx")
-      .lexically_normal()
-      .string();
-#endif
-}
+using test::CliProcessTest;
+using Result = test::CliResult;
+using test::quote;
+using test::read_text;
+using test::onyx_binary;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-class Cli : public ::testing::Test {
+class Cli : public CliProcessTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("onyx_test_cli_{}_{}", getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    ASSERT_TRUE(fs::exists(onyx_binary())) << "build the `onyx` target first: " << onyx_binary();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  /// Runs `onyx ARGS` (already shell-quoted), capturing stdout, stderr and the exit code.
-  Result onyx(const std::string& args) {
-    std::string cmd =
-        fmt::format("{} {} >{} 2>{}", quote(onyx_binary()), args, quote((dir_ / "stdout").string()),
-                    quote((dir_ / "stderr").string()));
-    int status = std::system(cmd.c_str());
-    Result r;
-    EXPECT_TRUE(WIFEXITED(status)) << "onyx died: " << cmd;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_text(dir_ / "stdout");
-    r.err = read_text(dir_ / "stderr");
-    return r;
-  }
-
-  /// Expects a failure reported as one "onyx: error: ..." line holding `part`.
-  void expect_one_line_error(const Result& r, const std::string& part) {
-    EXPECT_NE(r.code, 0);
-    EXPECT_EQ(r.err.rfind("onyx: error: ", 0), 0u) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
-  }
-
   /// x: float [batch, 3] -> Relu -> "block/relu:0", plus an unused 3x4 initializer.
   std::string relu_model() {
     test::ModelBuilder b(17);
@@ -98,8 +42,6 @@ class Cli : public ::testing::Test {
     save_model(*model, path);
     return path;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(Cli, RunMatchesTheBackendCaseOutput) {

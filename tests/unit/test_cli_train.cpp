@@ -18,6 +18,7 @@
 #include "graph/onnx_io.h"
 #include "launcher/loss_plot.h"
 #include "launcher/npy.h"
+#include "cli_process.h"
 #include "test_util.h"
 
 namespace onyx {
@@ -26,30 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kSamples = 24, kFeatures = 4, kClasses = 3;
-
-std::string onyx_binary() {
-#ifdef ONYX_CLI_PATH
-  return ONYX_CLI_PATH;
-#else
-  if (const char* env = std::getenv("ONYX_CLI"); env && *env) return env;
-  return (fs::read_symlink("/proc/self/exe").parent_path() / "../../launcher/onyx")
-      .lexically_normal()
-      .string();
-#endif
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
   std::vector<nlohmann::json> lines;
@@ -98,43 +75,20 @@ struct Linear {
   }
 };
 
-class CliTrain : public ::testing::Test {
+using test::CliProcessTest;
+using Result = test::CliResult;
+using test::quote;
+using test::read_text;
+using test::onyx_binary;
+
+class CliTrain : public CliProcessTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("onyx_test_cli_train_{}_{}", getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    ASSERT_TRUE(fs::exists(onyx_binary())) << "build the `onyx` target first: " << onyx_binary();
+    CliProcessTest::SetUp();
+    if (HasFatalFailure()) return;
     make_data();
     model_ = make_model();
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  struct Result {
-    int code = -1;
-    std::string out, err;
-  };
-  Result onyx(const std::string& args) {
-    std::string cmd =
-        fmt::format("{} {} >{} 2>{}", quote(onyx_binary()), args, quote((dir_ / "stdout").string()),
-                    quote((dir_ / "stderr").string()));
-    int status = std::system(cmd.c_str());
-    Result r;
-    EXPECT_TRUE(WIFEXITED(status)) << "onyx died: " << cmd;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_text(dir_ / "stdout");
-    r.err = read_text(dir_ / "stderr");
-    return r;
-  }
-  void expect_one_line_error(const Result& r, const std::string& part) {
-    EXPECT_NE(r.code, 0);
-    EXPECT_EQ(r.err.rfind("onyx: error: ", 0), 0u) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_NE(r.err.find(part), std::string::npos) << "'" << part << "' not in: " << r.err;
-  }
-
   /// Three separable classes: the label is the largest of the first three features.
   void make_data() {
     std::mt19937 rng(5);
@@ -180,7 +134,6 @@ class CliTrain : public ::testing::Test {
            " --batch 8 --threads 1 --seed 3 --no-progress";
   }
 
-  fs::path dir_;
   std::string model_;
   std::vector<float> x_;
   std::vector<int64_t> y_;
