@@ -24,15 +24,6 @@ bool non_differentiable_input(const Node& n, int i) {
   return it != table.end() && std::find(it->second.begin(), it->second.end(), i) != it->second.end();
 }
 
-std::unique_ptr<Model> clone_model(const Model& m) {
-  std::string bytes = serialize_model(m);
-  LoadOptions opts;
-  opts.validate = false;
-  auto copy = load_model_from_bytes(bytes.data(), bytes.size(), "", opts);
-  copy->base_dir = m.base_dir;
-  return copy;
-}
-
 void check_opset(Model& m) {
   int64_t v = m.opset("");
   ONYX_CHECK(v >= 13, "[autodiff] training needs ai.onnx opset 13 or later but the model imports "

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "graph/error.h"
+#include "graph/hash.h"
 
 namespace onyx::dist {
 
@@ -84,13 +85,8 @@ void GradientBuckets::finish() {
 }
 
 uint64_t model_fingerprint(const std::vector<std::string>& names, const std::vector<Shape>& shapes) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      h ^= static_cast<const unsigned char*>(p)[i];
-      h *= 1099511628211ull;
-    }
-  };
+  uint64_t h = kFnv1aOffset;
+  auto mix = [&](const void* p, size_t n) { h = fnv1a(p, n, h); };
   for (size_t i = 0; i < names.size(); ++i) {
     mix(names[i].data(), names[i].size() + 1);
     for (int64_t d : shapes[i]) mix(&d, sizeof d);
@@ -100,15 +96,7 @@ uint64_t model_fingerprint(const std::vector<std::string>& names, const std::vec
   return h;
 }
 
-uint64_t tensor_checksum(const Tensor& t) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(t.raw());
-  for (size_t i = 0; i < t.nbytes(); ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+uint64_t tensor_checksum(const Tensor& t) { return fnv1a(t.raw(), t.nbytes()); }
 
 namespace {
 

@@ -356,4 +356,13 @@ std::string serialize_tensor(const Tensor& t, const std::string& name) {
   return tp.SerializeAsString();
 }
 
+std::unique_ptr<Model> clone_model(const Model& model) {
+  std::string bytes = serialize_model(model);
+  LoadOptions opts;
+  opts.validate = false;
+  auto copy = load_model_from_bytes(bytes.data(), bytes.size(), "", opts);
+  copy->base_dir = model.base_dir;
+  return copy;
+}
+
 }  // namespace onyx

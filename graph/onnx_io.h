@@ -26,6 +26,8 @@ std::unique_ptr<Model> load_model_from_bytes(const void* data, size_t size,
 /// Serializes the model; all tensors are written inline (raw_data).
 std::string serialize_model(const Model& model);
 void save_model(const Model& model, const std::string& path);
+/// A deep copy (through serialization, without re-validation; keeps base_dir).
+std::unique_ptr<Model> clone_model(const Model& model);
 
 /// Reads a serialized TensorProto (e.g. test_data_set_0/input_0.pb).
 Tensor load_tensor_pb(const std::string& path);

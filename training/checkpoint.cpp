@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "graph/error.h"
+#include "graph/hash.h"
 
 namespace onyx::training {
 
@@ -17,13 +18,6 @@ namespace {
 constexpr char kMagic[8] = {'O', 'N', 'Y', 'X', 'C', 'K', 'P', 'T'};
 constexpr uint32_t kVersion = 1;
 
-uint64_t fnv1a(const char* p, size_t n, uint64_t h = 1469598103934665603ull) {
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 /// Writes all of `n` bytes or throws.
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
@@ -61,7 +55,7 @@ void write_checkpoint(const std::string& path, const CheckpointData& data) {
     uint64_t h = fnv1a(kMagic, sizeof kMagic);
     auto put = [&](const void* p, size_t n) {
       write_all(fd, p, n, tmp);
-      h = fnv1a(static_cast<const char*>(p), n, h);
+      h = fnv1a(p, n, h);
     };
     write_all(fd, kMagic, sizeof kMagic, tmp);
     put(&kVersion, sizeof kVersion);

@@ -18,15 +18,6 @@ namespace onyx {
 
 namespace {
 
-std::unique_ptr<Model> clone_model(const Model& m) {
-  std::string bytes = serialize_model(m);
-  LoadOptions opts;
-  opts.validate = false;
-  auto copy = load_model_from_bytes(bytes.data(), bytes.size(), "", opts);
-  copy->base_dir = m.base_dir;
-  return copy;
-}
-
 /// Removes the initializer defaults of inputs the session always feeds (saves a copy of
 /// every weight per session).
 std::unique_ptr<Model> without_defaults(const Model& m, const std::set<std::string>& fed) {
