@@ -22,12 +22,12 @@ struct RunOptions {
   uint64_t seed = 0;
 };
 
-/// File name for an output: '/' (and a leading '.') cannot be part of one.
+/// File (or folder) name stem for an output: '/' (and a leading '.') cannot be part of one.
 std::string output_file_name(std::string name) {
   for (char& c : name)
     if (c == '/' || c == '\\') c = '_';
   if (name.empty() || name[0] == '.') name = "_" + name;
-  return name + ".npy";
+  return name;
 }
 
 /// "float [2, 3]  0.5 -1 2.25 ..." with up to `n` values at 6 significant digits.
@@ -67,7 +67,10 @@ int run(const RunOptions& o, const CommonOptions& common) {
   Session session(o.model, so);
   auto t1 = std::chrono::steady_clock::now();
   NamedValues feeds = make_feeds(session, o.inputs, o.random, parse_dims(o.dims), 0, o.seed);
-  for (const auto& [name, v] : feeds) spdlog::info("input {}: {}", name, summary(v.tensor));
+  for (const auto& [name, v] : feeds) {
+    if (v.is_tensor()) spdlog::info("input {}: {}", name, summary(v.tensor));
+    if (v.is_sequence()) spdlog::info("input {}: sequence of {} tensors", name, v.sequence.size());
+  }
 
   RunStats stats;
   auto t2 = std::chrono::steady_clock::now();
@@ -76,21 +79,26 @@ int run(const RunOptions& o, const CommonOptions& common) {
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
 
   if (!o.output_dir.empty()) std::filesystem::create_directories(o.output_dir);
-  auto write = [&](const std::string& file_stem, const Tensor& t) {
-    if (o.output_dir.empty()) return;
-    npy::save(t, (std::filesystem::path(o.output_dir) / output_file_name(file_stem)).string());
+  // A tensor goes to DIR/<name>.npy, a sequence to the folder DIR/<name>/ as 0.npy, 1.npy, ...
+  // (the layout --input reads back), an empty optional writes nothing.
+  auto write = [&](const std::filesystem::path& file, const Tensor& t) {
+    if (!o.output_dir.empty()) npy::save(t, (std::filesystem::path(o.output_dir) / file).string());
   };
   fmt::print("outputs:\n");
   for (const auto& io : session.outputs()) {
     const Datum& d = outputs.at(io.name);
     if (d.is_tensor()) {
       print_tensor(io.name, d.tensor);
-      write(io.name, d.tensor);
+      write(output_file_name(io.name) + ".npy", d.tensor);
     } else if (d.is_sequence()) {
       fmt::print("  {:<24} sequence of {} tensors\n", io.name, d.sequence.size());
+      if (!o.output_dir.empty())
+        std::filesystem::create_directories(std::filesystem::path(o.output_dir) /
+                                            output_file_name(io.name));
       for (size_t i = 0; i < d.sequence.size(); ++i) {
         print_tensor(fmt::format("  [{}]", i), d.sequence[i]);
-        write(fmt::format("{}_{}", io.name, i), d.sequence[i]);
+        write(std::filesystem::path(output_file_name(io.name)) / fmt::format("{}.npy", i),
+              d.sequence[i]);
       }
     } else {
       fmt::print("  {:<24} none (empty optional)\n", io.name);
@@ -110,14 +118,15 @@ Command add_run_command(CLI::App& parent, const CommonOptions& common) {
   CLI::App* app = parent.add_subcommand("run", "Run a model once and write its outputs");
   app->add_option("model", o->model, "ONNX model file")->required()->check(CLI::ExistingFile);
   app->add_option("-i,--input", o->inputs,
-                  "Input from a .npy file, as NAME=FILE.npy (repeatable; a bare FILE.npy for "
-                  "a one-input model)")
+                  "Input from a .npy file, as NAME=FILE.npy, or a sequence from a folder of "
+                  "0.npy, 1.npy, ..., as NAME=DIR (repeatable; a bare path for a one-input "
+                  "model). Optional inputs not given are empty")
       ->allow_extra_args(false);
   app->add_flag("--random", o->random, "Random values for inputs not given with --input");
   app->add_option("--dim", o->dims, "Size of a symbolic dimension for --random, NAME=VALUE")
       ->allow_extra_args(false);
   app->add_option("--seed", o->seed, "Seed for --random")->capture_default_str();
-  app->add_option("-o,--output-dir", o->output_dir, "Write each output to DIR/<name>.npy");
+  app->add_option("-o,--output-dir", o->output_dir, "Write each output to DIR/<name>.npy (a sequence: DIR/<name>/0.npy, 1.npy, ...)");
   app->add_option("-t,--threads", o->threads, "Intra-op threads (0: one per core)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));

@@ -1,5 +1,6 @@
 #include "launcher/feeds.h"
 
+#include <filesystem>
 #include <random>
 
 #include "graph/float8.h"
@@ -9,13 +10,57 @@
 namespace onyx::cli {
 namespace {
 
-/// The tensor type behind an input (a tensor, or an optional tensor); onyx::Error otherwise.
-const ValueType& tensor_type(const IoInfo& input) {
+/// The input's type with one optional(...) layer peeled off: a tensor or a sequence type.
+const ValueType& unwrap_optional(const IoInfo& input) {
   const ValueType* t = &input.type;
   if (t->kind == ValueType::Kind::Optional && t->inner) t = t->inner.get();
-  ONYX_CHECK(t->is_tensor(), "[onyx] input '{}' is a {}; the command line feeds tensors only",
-             input.name, input.type.str());
   return *t;
+}
+
+/// The tensor type behind an input (a tensor, or an optional tensor); onyx::Error otherwise.
+const ValueType& tensor_type(const IoInfo& input) {
+  const ValueType& t = unwrap_optional(input);
+  ONYX_CHECK(t.is_tensor(),
+             "[onyx] input '{}' is a {}; --random makes tensors only, pass it with --input {}=DIR "
+             "(a folder of 0.npy, 1.npy, ...)",
+             input.name, input.type.str(), input.name);
+  return t;
+}
+
+/// A sequence input from a folder of 0.npy, 1.npy, ... (consecutive; an empty folder is an
+/// empty sequence), each read as the sequence's declared element dtype.
+Datum load_sequence(const IoInfo& input, const std::filesystem::path& dir) {
+  const ValueType& seq = unwrap_optional(input);
+  ONYX_CHECK(seq.kind == ValueType::Kind::Sequence,
+             "[onyx] --input {}={}: a folder feeds a sequence, but input '{}' is a {}", input.name,
+             dir.string(), input.name, input.type.str());
+  ONYX_CHECK(seq.inner && seq.inner->is_tensor(),
+             "[onyx] input '{}' is a {}; the command line feeds sequences of tensors only",
+             input.name, input.type.str());
+  const DataType elem = seq.inner->elem;
+  size_t npy_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().extension() == ".npy") ++npy_files;
+  std::vector<Tensor> items;
+  for (size_t i = 0; i < npy_files; ++i) {
+    std::filesystem::path f = dir / fmt::format("{}.npy", i);
+    ONYX_CHECK(std::filesystem::exists(f),
+               "[onyx] --input {}={}: a sequence folder holds 0.npy, 1.npy, ... without gaps; "
+               "found {} .npy files but no {}",
+               input.name, dir.string(), npy_files, f.filename().string());
+    items.push_back(npy::load_as(f.string(), elem, fmt::format("{}[{}]", input.name, i)));
+  }
+  return Datum::of_sequence(std::move(items), elem);
+}
+
+/// One --input value: a folder is a sequence, anything else a .npy tensor.
+Datum load_input(const IoInfo& input, const std::string& path) {
+  if (std::filesystem::is_directory(path)) return load_sequence(input, path);
+  const ValueType& t = unwrap_optional(input);
+  ONYX_CHECK(t.is_tensor(),
+             "[onyx] --input {}={}: input '{}' is a {}; pass a folder of 0.npy, 1.npy, ...",
+             input.name, path, input.name, input.type.str());
+  return npy::load_as(path, t.elem, input.name);
 }
 
 }  // namespace
@@ -125,12 +170,16 @@ NamedValues make_feeds(const Session& session, const std::vector<std::string>& f
                  names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")));
     }
     ONYX_CHECK(!feeds.count(name), "[onyx] input '{}' given twice", name);
-    feeds[name] = npy::load_as(path, tensor_type(*it).elem, name);
+    feeds[name] = load_input(*it, path);
   }
   uint64_t k = 0;
   for (const auto& io : inputs) {
     ++k;
     if (feeds.count(io.name)) continue;
+    // An optional input that is not given is absent (an empty optional), as in the session API;
+    // --random fills optional tensors only.
+    if (io.type.kind == ValueType::Kind::Optional && (!random || !unwrap_optional(io).is_tensor()))
+      continue;
     ONYX_CHECK(random, "[onyx] missing input '{}' ({}): pass --input {}=FILE.npy or --random",
                io.name, io.type.str(), io.name);
     feeds[io.name] =

@@ -23,8 +23,10 @@ Shape concrete_shape(const IoInfo& input, const std::map<std::string, int64_t>& 
 /// Random values of `dtype`: floats in [-1, 1), integers in [0, 4), random bools and letters.
 Tensor random_tensor(DataType dtype, const Shape& shape, uint64_t seed);
 
-/// Feeds for `session`: each "NAME=FILE.npy" (or a bare FILE.npy for a one-input model)
-/// from `files`; the rest random when `random`, else an onyx::Error naming what is missing.
+/// Feeds for `session`: each "NAME=PATH" (or a bare PATH for a one-input model) from `files`,
+/// where PATH is a .npy file for a tensor input, or a folder of 0.npy, 1.npy, ... for a sequence
+/// input (an empty folder: an empty sequence). Optional inputs not given are left absent (empty
+/// optionals). The rest are random when `random`, else an onyx::Error naming what is missing.
 NamedValues make_feeds(const Session& session, const std::vector<std::string>& files, bool random,
                        const std::map<std::string, int64_t>& dims, int64_t batch, uint64_t seed);
 

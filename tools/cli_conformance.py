@@ -16,8 +16,9 @@ missing output_<i>.pb expects an empty optional, light models get arange(n)/n fl
 inputs and the tolerances of real/test_<name>/data.json.
 
 Statuses: pass, fail, error (onyx exited non-zero, timed out or wrote unreadable output)
-and cli-unsupported (the command line cannot express the case: a sequence input, an
-empty optional input, an omitted input). `onyx` reports every failure as one stderr line
+and cli-unsupported (the command line cannot express the case: an input name holding '=').
+Sequence inputs are passed as folders of 0.npy, 1.npy, ...; empty optional and left-out
+inputs are not passed, as the runner leaves them out. `onyx` reports every failure as one stderr line
 and an exit code, so the runner's "unsupported" (NotImplemented) shows up here as "error".
 
   .venv/bin/python tools/cli_conformance.py [--suite node,simple] [--filter SUBSTRING]
@@ -257,7 +258,7 @@ def output_file_name(name):
     name = name.replace("/", "_").replace("\\", "_")
     if not name or name[0] == ".":
         name = "_" + name
-    return name + ".npy"
+    return name
 
 
 def read_output(name, elem, stdout, out_dir):
@@ -271,8 +272,8 @@ def read_output(name, elem, stdout, out_dir):
         return None
     m = re.fullmatch(r"sequence of (\d+) tensors", rest)
     count = int(m.group(1)) if m else None
-    files = ([output_file_name(f"{name}_{i}") for i in range(count)] if m
-             else [output_file_name(name)])
+    stem = output_file_name(name)
+    files = ([os.path.join(stem, f"{i}.npy") for i in range(count)] if m else [stem + ".npy"])
     # Sequence elements carry no ONNX type in the file; decode them as the expected type.
     ts = [Tensor(elem, np.load(os.path.join(out_dir, f), allow_pickle=False)) for f in files]
     return ts if m else ts[0]
@@ -300,22 +301,20 @@ def prepare(case, model, work):
         return args, expected
     for i, vi in enumerate(inputs):
         pb = os.path.join(case["data_dir"], f"input_{i}.pb")
-        kind = kind_of(vi.type)
-        if not os.path.exists(pb):
-            raise CliUnsupported(f"input '{vi.name}' is left out; onyx run feeds every input")
         if "=" in vi.name:
             raise CliUnsupported(f"input name '{vi.name}' holds '=' (--input NAME=FILE)")
-        if kind == "sequence":
-            raise CliUnsupported(f"input '{vi.name}' is a sequence; onyx run feeds tensors only")
-        value = load_pb(pb, kind)
+        # A left-out input and an empty optional are both not passed, as the runner does.
+        value = load_pb(pb, kind_of(vi.type)) if os.path.exists(pb) else None
         if value is None:
-            raise CliUnsupported(f"input '{vi.name}' is an empty optional; onyx run cannot pass "
-                                 "one")
-        if isinstance(value, list):
-            raise CliUnsupported(f"input '{vi.name}' is an optional sequence; onyx run feeds "
-                                 "tensors only")
-        path = os.path.join(work, f"input_{i}.npy")
-        np.save(path, value.array, allow_pickle=False)
+            continue
+        path = os.path.join(work, f"input_{i}")
+        if isinstance(value, list):  # a sequence: a folder of 0.npy, 1.npy, ...
+            os.makedirs(path)
+            for k, t in enumerate(value):
+                np.save(os.path.join(path, f"{k}.npy"), t.array, allow_pickle=False)
+        else:
+            path += ".npy"
+            np.save(path, value.array, allow_pickle=False)
         args.append(f"--input={vi.name}={path}")
     for i, vi in enumerate(model.graph.output):
         pb = os.path.join(case["data_dir"], f"output_{i}.pb")

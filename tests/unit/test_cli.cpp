@@ -1,5 +1,5 @@
 // The `onyx` command line, run as a process: run (against an ONNX backend case's expected
-// output), inspect, bench, and the one-line errors with a non-zero exit code.
+// output; sequences and optionals), inspect, bench, and the one-line errors with a non-zero exit code.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +39,32 @@ class Cli : public CliProcessTest {
     model->graph->find_value("block/relu:0")->type =
         ValueType::tensor(DataType::Float, SymShape{Dim::symbol("batch"), Dim::fixed(3)});
     std::string path = (dir_ / "relu.onnx").string();
+    save_model(*model, path);
+    return path;
+  }
+
+  /// A sequence input `seq` of float tensors and an optional float input `opt`: outputs
+  /// n = length of seq, grown = seq with [7, 8] appended, has = whether opt holds a tensor.
+  std::string sequence_model() {
+    test::ModelBuilder b(18);
+    b.input("seq", DataType::Float, Shape{});
+    b.input("opt", DataType::Float, Shape{});
+    b.initializer("tail", Tensor::from_vector<float>({2}, {7, 8}));
+    b.node("SequenceLength", {"seq"}, {"n"});
+    b.node("SequenceInsert", {"seq", "tail"}, {"grown"});
+    b.node("OptionalHasElement", {"opt"}, {"has"});
+    b.output("n").output("grown").output("has");
+    auto model = b.build();
+    auto float_tensor = std::make_shared<ValueType>(ValueType::tensor(DataType::Float));
+    ValueType seq, opt;
+    seq.kind = ValueType::Kind::Sequence, seq.inner = float_tensor;
+    opt.kind = ValueType::Kind::Optional, opt.inner = float_tensor;
+    model->graph->find_value("seq")->type = seq;
+    model->graph->find_value("opt")->type = opt;
+    model->graph->find_value("grown")->type = seq;
+    model->graph->find_value("n")->type = ValueType::tensor(DataType::Int64, SymShape{});
+    model->graph->find_value("has")->type = ValueType::tensor(DataType::Bool, SymShape{});
+    std::string path = (dir_ / "sequence.onnx").string();
     save_model(*model, path);
     return path;
   }
@@ -85,6 +111,64 @@ TEST_F(Cli, RunRandomWithDimsWritesSlashNamesWithUnderscores) {
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(npy::load((dir_ / "out2" / "block_relu:0.npy").string()).to_double_vector(),
             y.to_double_vector());
+}
+
+// Sequences travel as folders of 0.npy, 1.npy, ... both ways; optional inputs not given are
+// empty optionals.
+TEST_F(Cli, RunFeedsAndWritesSequencesAndOptionals) {
+  std::string model = sequence_model();
+  fs::create_directories(dir_ / "seq");
+  npy::save(Tensor::from_vector<float>({2}, {1, 2}), (dir_ / "seq" / "0.npy").string());
+  npy::save(Tensor::from_vector<float>({3}, {3, 4, 5}), (dir_ / "seq" / "1.npy").string());
+  fs::path out = dir_ / "out";
+  Result r = onyx("run " + quote(model) + " --input " + quote("seq=" + (dir_ / "seq").string()) +
+                  " -o " + quote(out.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("sequence of 3 tensors"), std::string::npos) << r.out;
+  EXPECT_EQ(npy::load((out / "n.npy").string()).to_double_vector(), std::vector<double>{2});
+  EXPECT_EQ(npy::load((out / "has.npy").string()).to_double_vector(), std::vector<double>{0});
+  EXPECT_EQ(npy::load((out / "grown" / "1.npy").string()).to_double_vector(),
+            (std::vector<double>{3, 4, 5}));
+  EXPECT_EQ(npy::load((out / "grown" / "2.npy").string()).to_double_vector(),
+            (std::vector<double>{7, 8}));
+  EXPECT_FALSE(fs::exists(out / "grown" / "3.npy"));
+
+  // The written sequence feeds the next run as it is; a given optional holds its tensor.
+  npy::save(Tensor::from_vector<float>({1}, {9}), (dir_ / "opt.npy").string());
+  Result again = onyx("run " + quote(model) + " --input " + quote("seq=" + (out / "grown").string()) +
+                      " --input " + quote("opt=" + (dir_ / "opt.npy").string()) + " -o " +
+                      quote((dir_ / "out2").string()));
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(npy::load((dir_ / "out2" / "n.npy").string()).to_double_vector(),
+            std::vector<double>{3});
+  EXPECT_EQ(npy::load((dir_ / "out2" / "has.npy").string()).to_double_vector(),
+            std::vector<double>{1});
+
+  // An empty folder is an empty sequence.
+  fs::create_directories(dir_ / "empty");
+  Result empty = onyx("run " + quote(model) + " --input " +
+                      quote("seq=" + (dir_ / "empty").string()) + " -o " +
+                      quote((dir_ / "out3").string()));
+  ASSERT_EQ(empty.code, 0) << empty.err;
+  EXPECT_EQ(npy::load((dir_ / "out3" / "n.npy").string()).to_double_vector(),
+            std::vector<double>{0});
+  EXPECT_TRUE(fs::exists(dir_ / "out3" / "grown" / "0.npy"));
+
+  // A gap in the numbering, a file for the sequence, a folder for the tensor: one-line errors.
+  fs::create_directories(dir_ / "gap");
+  npy::save(Tensor::from_vector<float>({1}, {1}), (dir_ / "gap" / "0.npy").string());
+  npy::save(Tensor::from_vector<float>({1}, {1}), (dir_ / "gap" / "2.npy").string());
+  expect_one_line_error(
+      onyx("run " + quote(model) + " --input " + quote("seq=" + (dir_ / "gap").string())),
+      "no 1.npy");
+  expect_one_line_error(
+      onyx("run " + quote(model) + " --input " + quote("seq=" + (dir_ / "opt.npy").string())),
+      "pass a folder");
+  expect_one_line_error(onyx("run " + quote(model) + " --input " +
+                             quote("seq=" + (dir_ / "seq").string()) + " --input " +
+                             quote("opt=" + (dir_ / "seq").string())),
+                        "a folder feeds a sequence");
+  expect_one_line_error(onyx("run " + quote(model)), "missing input 'seq'");
 }
 
 TEST_F(Cli, Inspect) {
