@@ -122,9 +122,10 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
   if (level == OptLevel::None) return 0;
   size_t before = model.graph->num_nodes();
   size_t folded = fold_constants(model, cpu);
+  size_t fused = level >= OptLevel::Extended ? fuse_transpose_into_matmul(model) : 0;
   size_t dead = eliminate_dead_code(*model.graph);
-  spdlog::debug("optimizer: folded {} nodes, removed {} dead nodes ({} -> {})", folded, dead, before,
-                model.graph->num_nodes());
+  spdlog::debug("optimizer: folded {} nodes, fused {}, removed {} dead nodes ({} -> {})", folded,
+                fused, dead, before, model.graph->num_nodes());
   return before - model.graph->num_nodes();
 }
 

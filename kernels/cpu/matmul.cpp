@@ -1,4 +1,4 @@
-// MatMul and Gemm (the integer forms are in quantize.cpp). float32 and the 16-bit floats run on oneDNN's
+// MatMul, com.microsoft FusedMatMul and Gemm (the integer forms are in quantize.cpp). float32 and the 16-bit floats run on oneDNN's
 // matmul primitive (cached per shape); double and integer types on our own blocked gemm.
 #include <algorithm>
 #include <cmath>
@@ -104,13 +104,16 @@ int64_t batch_offset(int64_t idx, const Shape& batch, const Shape& dims) {
 }
 
 /// Batched broadcasting matmul on our own gemm; parallel over batches when there are many.
+/// `ta`/`tb`: the operand is stored transposed (its last two dims swapped).
 template <typename T>
-void ref_matmul(const MatMulShape& s, const T* A, const T* B, T* C, int threads) {
+void ref_matmul(const MatMulShape& s, const T* A, const T* B, T* C, int threads, bool ta = false,
+                bool tb = false) {
   int64_t batches = shape_numel(s.batch);
   auto one = [&](int64_t i, int th) {
     const T* a = A + batch_offset(i, s.batch, s.a_batch) * s.M * s.K;
     const T* b = B + batch_offset(i, s.batch, s.b_batch) * s.K * s.N;
-    ref_gemm<T>(s.M, s.N, s.K, a, s.K, 1, b, s.N, 1, C + i * s.M * s.N, th);
+    ref_gemm<T>(s.M, s.N, s.K, a, ta ? 1 : s.K, ta ? s.M : 1, b, tb ? 1 : s.N, tb ? s.K : 1,
+                C + i * s.M * s.N, th);
   };
   if (batches >= threads) {
     parallel_for(batches, threads, 1, [&](int64_t b, int64_t e) {
@@ -150,51 +153,91 @@ MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& d
   return e;
 }
 
+/// Plain strides of `shape` with the last two swapped when `trans`: the logical operand of
+/// a transposed physical tensor.
+Shape operand_strides(const Shape& physical, bool trans) {
+  Shape st(physical.size(), 1);
+  for (int64_t i = static_cast<int64_t>(physical.size()) - 2; i >= 0; --i)
+    st[i] = st[i + 1] * physical[i + 1];
+  if (trans && st.size() >= 2) std::swap(st[st.size() - 1], st[st.size() - 2]);
+  return st;
+}
+
+/// The logical shape of an operand: the last two dims swapped when `trans` (rank >= 2).
+Shape logical_shape(Shape s, bool trans) {
+  if (trans && s.size() >= 2) std::swap(s[s.size() - 1], s[s.size() - 2]);
+  return s;
+}
+
+/// MatMul, and com.microsoft FusedMatMul = alpha * op(A) x op(B), where op transposes the last
+/// two dims (the optimizer folds a Transpose into MatMul this way; ONNX Runtime's optimized
+/// models carry the same op). transBatchA/B are not supported.
 class MatMulKernel final : public Kernel {
  public:
-  explicit MatMulKernel(const KernelInfo&) {}
+  explicit MatMulKernel(const KernelInfo& info)
+      : alpha_(info.node.attr_float("alpha", 1.0f)),
+        trans_a_(info.node.attr_int("transA", 0) != 0),
+        trans_b_(info.node.attr_int("transB", 0) != 0) {
+    for (const char* a : {"transBatchA", "transBatchB"})
+      if (info.node.attr_int(a, 0) != 0)
+        throw NotImplemented(fmt::format("[{}] {} = 1 is not supported", info.label(), a));
+  }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& A = ctx.required_input(0);
     const Tensor& B = ctx.required_input(1);
     ONYX_CHECK(A.dtype() == B.dtype(), "[{}] A and B must have one dtype, got {} and {}",
                ctx.label(), dtype_name(A.dtype()), dtype_name(B.dtype()));
-    MatMulShape s = matmul_shape(ctx.label(), A.shape(), B.shape());
+    const bool ta = trans_a_ && A.rank() >= 2, tb = trans_b_ && B.rank() >= 2;
+    MatMulShape s = matmul_shape(ctx.label(), logical_shape(A.shape(), ta),
+                                 logical_shape(B.shape(), tb));
     Tensor& Y = ctx.allocate_output(0, A.dtype(), s.out);
     if (Y.numel() == 0) return;
     if (s.K == 0) {
       std::memset(Y.raw(), 0, Y.nbytes());
       return;
     }
-    if (dnnl_float(A.dtype()) && run_dnnl(ctx, s, A, B, Y)) return;
+    if (dnnl_float(A.dtype()) && run_dnnl(ctx, s, A, B, Y, ta, tb)) return;
     dispatch<MatMulTypes>(A.dtype(), ctx.label(), [&]<typename T>() {
-      ref_matmul<T>(s, A.data<T>(), B.data<T>(), Y.data<T>(), ctx.threads());
+      ref_matmul<T>(s, A.data<T>(), B.data<T>(), Y.data<T>(), ctx.threads(), ta, tb);
+      if (alpha_ != 1.0f) {
+        T* y = Y.data<T>();
+        const int64_t n = Y.numel();
+        for (int64_t i = 0; i < n; ++i)
+          y[i] = static_cast<T>(static_cast<acc_t<T>>(alpha_) * static_cast<acc_t<T>>(y[i]));
+      }
     });
   }
 
  private:
   bool run_dnnl(KernelContext& ctx, const MatMulShape& s, const Tensor& A, const Tensor& B,
-                Tensor& Y) const {
+                Tensor& Y, bool ta, bool tb) const {
     du::ThreadScope threads(ctx.threads());
     DataType dt = A.dtype();
     du::PrimitiveCache<MatMulEntry>::Key key{static_cast<int64_t>(dt), ctx.threads(), s.M, s.N,
-                                             s.K};
+                                             s.K, ta, tb};
     key.insert(key.end(), s.a_batch.begin(), s.a_batch.end());
     key.push_back(-1);
     key.insert(key.end(), s.b_batch.begin(), s.b_batch.end());
     auto e = cache_.get(key, [&] {
-      // B shared by every batch: one [batch*M, K] x [K, N] product.
-      bool fold = shape_numel(s.b_batch) == 1;
-      int64_t rows = fold ? shape_numel(s.a_batch) * s.M : s.M;
-      Shape ad = fold ? Shape{rows, s.K} : s.a_batch, bd = fold ? Shape{s.K, s.N} : s.b_batch,
-            cd = fold ? Shape{rows, s.N} : s.batch;
-      if (!fold) {
-        ad.insert(ad.end(), {s.M, s.K});
-        bd.insert(bd.end(), {s.K, s.N});
-        cd.insert(cd.end(), {s.M, s.N});
+      dnnl::primitive_attr attr = du::scratch_attr();
+      if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
+      // B shared by every batch (and A not transposed): one [batch*M, K] x [K, N] product.
+      if (shape_numel(s.b_batch) == 1 && !ta) {
+        int64_t rows = shape_numel(s.a_batch) * s.M;
+        return make_matmul(dt, attr, [&](DataType run) {
+          return std::tuple{du::plain_desc({rows, s.K}, run),
+                            du::strided_desc({s.K, s.N}, run, tb ? Shape{1, s.K} : Shape{s.N, 1}),
+                            du::plain_desc({rows, s.N}, run)};
+        });
       }
-      return make_matmul(dt, du::scratch_attr(), [&](DataType run) {
-        return std::tuple{du::plain_desc(ad, run), du::plain_desc(bd, run),
+      Shape ad = s.a_batch, bd = s.b_batch, cd = s.batch;
+      ad.insert(ad.end(), {s.M, s.K});
+      bd.insert(bd.end(), {s.K, s.N});
+      cd.insert(cd.end(), {s.M, s.N});
+      return make_matmul(dt, attr, [&](DataType run) {
+        return std::tuple{du::strided_desc(ad, run, operand_strides(logical_shape(ad, ta), ta)),
+                          du::strided_desc(bd, run, operand_strides(logical_shape(bd, tb), tb)),
                           du::plain_desc(cd, run)};
       });
     });
@@ -210,6 +253,8 @@ class MatMulKernel final : public Kernel {
     return true;
   }
 
+  float alpha_;
+  bool trans_a_, trans_b_;
   du::PrimitiveCache<MatMulEntry> cache_;
 };
 
@@ -332,6 +377,11 @@ void register_matmul_kernels(KernelRegistry& r) {
                                                         DataType::UInt32, DataType::UInt64};
   r.add({.op_type = "MatMul",
          .domain = "",
+         .since = 1,
+         .types = mm_types,
+         .create = make_factory<MatMulKernel>()});
+  r.add({.op_type = "FusedMatMul",
+         .domain = "com.microsoft",
          .since = 1,
          .types = mm_types,
          .create = make_factory<MatMulKernel>()});

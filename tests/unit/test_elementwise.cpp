@@ -117,6 +117,22 @@ TEST(Binary, PowMixesBaseAndExponentTypes) {
   expect_near(y, {2, 3});
 }
 
+// Scalar exponents 2 and 3 take a product fast path: same values as std::pow, signs kept,
+// infinities and NaN propagate, 16-bit floats too.
+TEST(Binary, PowSquaresAndCubesAsProducts) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {-1.5f, 0.1f, 3.0f, -0.0f, 1e20f, -inf, 7.25f};
+  for (double e : {2.0, 3.0}) {
+    Tensor y = run1("Pow", {{"a", f32({7}, x)}, {"b", Tensor::scalar<float>(static_cast<float>(e))}});
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_EQ(y.data<float>()[i], static_cast<float>(std::pow(double(x[i]), e))) << x[i] << "^" << e;
+    Tensor n = run1("Pow", {{"a", f32({1}, {std::nanf("")})}, {"b", Tensor::scalar<double>(e)}});
+    EXPECT_TRUE(std::isnan(n.data<float>()[0]));
+  }
+  Tensor h = Tensor::from_vector<float16>({2}, {float16(-2.0f), float16(0.5f)});
+  expect_near(run1("Pow", {{"a", h}, {"b", Tensor::scalar<float16>(float16(3.0f))}}), {-8, 0.125});
+}
+
 TEST(Binary, ComparisonsLogicAndBitShift) {
   Tensor a = f32({3}, {1, 2, 3});
   Tensor b = f32({3}, {3, 2, 1});

@@ -1,0 +1,59 @@
+// Fusions: rewrite op patterns into single nodes that do the same math faster. Each one keeps
+// the graph's outputs bit-for-bit equal up to floating-point reassociation inside one kernel.
+#include <spdlog/spdlog.h>
+
+#include <numeric>
+
+#include "inference/optimizer.h"
+
+namespace onyx {
+namespace {
+
+/// True when `t` is a Transpose that swaps exactly the last two axes of its input.
+bool swaps_last_two_axes(const Node& t) {
+  if (t.op_type != "Transpose" || !t.domain.empty() || !t.has_input(0)) return false;
+  std::vector<int64_t> perm = t.attr_ints("perm");
+  if (perm.empty()) {  // the default reverses every axis: a swap of the last two only for rank 2
+    const ValueType& in = t.inputs[0]->type;
+    return in.is_tensor() && in.shape && in.shape->size() == 2;
+  }
+  const int64_t r = static_cast<int64_t>(perm.size());
+  if (r < 2) return false;
+  for (int64_t i = 0; i < r - 2; ++i)
+    if (perm[i] != i) return false;
+  return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
+}
+
+}  // namespace
+
+size_t fuse_transpose_into_matmul(Model& model) {
+  Graph& g = *model.graph;
+  size_t fused = 0;
+  for (Node* n : g.topological_order()) {
+    if (n->op_type != "MatMul" || !n->domain.empty() || n->num_inputs() != 2) continue;
+    bool trans[2] = {false, false};
+    for (int i = 0; i < 2; ++i) {
+      const Value* v = n->inputs[i];
+      if (!v || !v->producer || !swaps_last_two_axes(*v->producer)) continue;
+      // A 1-D operand has nothing to transpose; the Transpose's rank is >= 2 by the checks above.
+      g.set_input(n, i, v->producer->inputs[0]);
+      trans[i] = true;
+    }
+    if (!trans[0] && !trans[1]) continue;
+    // ONNX Runtime's contrib op; ours also takes MatMul's integer types.
+    n->op_type = "FusedMatMul";
+    n->domain = "com.microsoft";
+    for (int i = 0; i < 2; ++i) {
+      Attribute a;
+      a.name = i == 0 ? "transA" : "transB";
+      a.type = Attribute::Type::Int;
+      a.i = trans[i] ? 1 : 0;
+      n->attrs[a.name] = a;
+    }
+    ++fused;
+  }
+  if (fused && model.opset("com.microsoft") == 0) model.opsets.push_back({"com.microsoft", 1});
+  return fused;
+}
+
+}  // namespace onyx
