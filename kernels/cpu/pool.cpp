@@ -162,6 +162,45 @@ void ref_pool(const PoolGeometry& g, PoolKind kind, const PoolAttrs& a, const T*
   });
 }
 
+/// 2-D float max pooling without dilation, plane by plane: for each output row, the
+/// element-wise max of its input rows (contiguous, so it vectorises), then each output's
+/// window over that one row. oneDNN's plain-NCHW pooling is a scalar loop several times slower.
+void max_pool_2d(const PoolGeometry& g, const float* x, float* y, int threads) {
+  const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1];
+  const int64_t KH = g.k[0], KW = g.k[1], SH = g.stride[0], SW = g.stride[1];
+  const int64_t PT = g.pad_l[0], PL = g.pad_l[1];
+  constexpr float kLowest = -std::numeric_limits<float>::infinity();
+  parallel_for(g.N * g.C, threads, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> col_max(static_cast<size_t>(W));
+    for (int64_t plane = b; plane < e; ++plane) {
+      const float* xp = x + plane * H * W;
+      float* yp = y + plane * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t h0 = std::max<int64_t>(0, oh * SH - PT),
+                      h1 = std::min<int64_t>(H, oh * SH - PT + KH);
+        float* __restrict v = col_max.data();
+        if (h0 >= h1) {
+          std::fill(v, v + W, kLowest);
+        } else {
+          std::copy(xp + h0 * W, xp + (h0 + 1) * W, v);
+          for (int64_t ih = h0 + 1; ih < h1; ++ih) {
+            const float* __restrict row = xp + ih * W;
+            for (int64_t j = 0; j < W; ++j) v[j] = row[j] > v[j] ? row[j] : v[j];
+          }
+        }
+        float* out = yp + oh * OW;
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t j0 = ow * SW - PL;
+          const int64_t k0 = std::max<int64_t>(0, -j0), k1 = std::min<int64_t>(KW, W - j0);
+          float m = kLowest;
+          for (int64_t k = k0; k < k1; ++k) m = v[j0 + k] > m ? v[j0 + k] : m;
+          out[ow] = m;
+        }
+      }
+    }
+  });
+}
+
 struct PoolEntry {
   bool ok = false;
   DataType run_dt = DataType::Float;
@@ -212,6 +251,11 @@ class PoolKernel final : public Kernel {
     bool want_idx = kind_ == PoolKind::Max && ctx.num_outputs() > 1 && ctx.output_wanted(1);
     Tensor* idx = want_idx ? &ctx.allocate_output(1, DataType::Int64, out) : nullptr;
     if (Y.numel() == 0) return;
+    if (!want_idx && kind_ == PoolKind::Max && X.dtype() == DataType::Float && g.in.size() == 2 &&
+        g.dil[0] == 1 && g.dil[1] == 1) {
+      max_pool_2d(g, X.data<float>(), Y.data<float>(), ctx.threads());
+      return;
+    }
     if (!want_idx && try_dnnl(ctx, g, X, Y)) return;
     auto run = [&]<typename T>() {
       ref_pool<T>(g, kind_, attrs_, X.data<T>(), Y.data<T>(), idx ? idx->data<int64_t>() : nullptr,

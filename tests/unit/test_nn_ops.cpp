@@ -158,6 +158,39 @@ TEST(NnOps, MaxPoolCeilModeWithIndices) {
   expect_near(y.at("y0"), {9, 7, 8, 6});
 }
 
+// 2-D float MaxPool without Indices takes a row-max fast path; with Indices it runs the
+// reference loops. Both must agree on every geometry: kernels wider than the stride, pads on
+// either side, ceil_mode, SAME padding, kernels as large as the input.
+TEST(NnOps, MaxPoolFastPathMatchesReferenceLoops) {
+  struct Geo {
+    Shape in, k, s, pads;
+    int64_t ceil;
+    std::string auto_pad;
+  };
+  const std::vector<Geo> geos = {
+      {{2, 3, 9, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, ""},   // ResNet's stem pool
+      {{1, 2, 7, 8}, {2, 3}, {1, 2}, {0, 2, 1, 0}, 1, ""},    // asymmetric pads, ceil_mode
+      {{1, 1, 5, 5}, {5, 5}, {1, 1}, {}, 0, ""},              // one window, the whole plane
+      {{1, 2, 6, 7}, {3, 2}, {3, 3}, {}, 1, ""},              // stride > kernel, ceil_mode
+      {{1, 1, 4, 9}, {1, 4}, {1, 1}, {0, 3, 0, 3}, 0, ""},    // pads of kernel - 1
+      {{1, 2, 8, 5}, {3, 3}, {2, 2}, {}, 0, "SAME_UPPER"},
+      {{1, 2, 8, 5}, {2, 4}, {2, 1}, {}, 0, "SAME_LOWER"}};
+  for (const auto& g : geos) {
+    std::vector<double> v(static_cast<size_t>(shape_numel(g.in)));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = double((i * 37) % 101) - 50.0;
+    Tensor x = T_<float>(g.in, v);
+    std::vector<Attribute> attrs = {attr_ints("kernel_shape", g.k), attr_ints("strides", g.s),
+                                    attr_int("ceil_mode", g.ceil)};
+    if (!g.pads.empty()) attrs.push_back(attr_ints("pads", g.pads));
+    if (!g.auto_pad.empty()) attrs.push_back(attr_string("auto_pad", g.auto_pad));
+    auto fast = run_op("MaxPool", {{"x", x}}, attrs);
+    auto ref = run_op("MaxPool", {{"x", x}}, attrs, 2);
+    ASSERT_EQ(fast.at("y0").shape(), ref.at("y0").shape()) << shape_str(g.in);
+    EXPECT_EQ(fast.at("y0").to_double_vector(), ref.at("y0").to_double_vector())
+        << shape_str(g.in) << " k " << shape_str(g.k) << " s " << shape_str(g.s);
+  }
+}
+
 TEST(NnOps, AveragePoolCountIncludePad) {
   std::vector<Attribute> attrs = {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2}),
                                   attr_ints("pads", {1, 1, 1, 1})};
