@@ -31,6 +31,7 @@ void register_resize_kernels(KernelRegistry& r);      // resize.cpp
 void register_grid_sample_kernels(KernelRegistry& r); // grid_sample.cpp
 void register_quantize_kernels(KernelRegistry& r);    // quantize.cpp
 void register_image_kernels(KernelRegistry& r);       // image_ops.cpp
+void register_image_decoder_kernels(KernelRegistry& r);  // image_decoder.cpp
 void register_attention_kernels(KernelRegistry& r);   // attention.cpp
 void register_loss_kernels(KernelRegistry& r);        // loss.cpp
 void register_rnn_kernels(KernelRegistry& r);         // rnn.cpp

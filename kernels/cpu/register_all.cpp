@@ -26,6 +26,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_grid_sample_kernels(r);
   register_quantize_kernels(r);
   register_image_kernels(r);
+  register_image_decoder_kernels(r);
   register_attention_kernels(r);
   register_loss_kernels(r);
   register_rnn_kernels(r);
