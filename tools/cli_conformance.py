@@ -23,9 +23,12 @@ and an exit code, so the runner's "unsupported" (NotImplemented) shows up here a
 
   .venv/bin/python tools/cli_conformance.py [--suite node,simple] [--filter SUBSTRING]
       [--csv OUT.csv] [--compare-with RUNNER.csv] [--jobs 2] [--timeout 60] [--onyx PATH]
+      [--expected tests/conformance/expected_failures.txt --check]
 
 --compare-with takes the CSV `onyx_conformance --csv FILE` writes and lists every case
 whose verdict differs; the runner's "unsupported" and "error" count as the same verdict.
+--check fails (exit 1) as the runner's does: a case that does not pass and is not in the
+--expected list, or a listed case that passes (ctest `conformance_cli` runs it).
 The corpus is $ONYX_ONNX_TESTS, else ../shared/onnx-tests next to the repository.
 """
 
@@ -417,6 +420,24 @@ def compare_with(rows, runner_csv):
     return diffs
 
 
+def check_expected(rows, path):
+    """As onyx_conformance --check: every case passes unless listed, and no listed case passes.
+    A case the command line cannot express counts as a failure: it must be listed."""
+    with open(path) as f:
+        listed = {ln.split("#")[0].strip() for ln in f} - {""}
+    bad = []
+    for r in rows:
+        key = f"{r['suite']}/{r['case']}"
+        if r["status"] != "pass" and key not in listed:
+            bad.append(f"  regression: {key}: {r['status']} ({r['reason'][:200]})")
+        elif r["status"] == "pass" and key in listed:
+            bad.append(f"  now passes, remove it from {path}: {key}")
+    print(f"\ncheck against {path}: " + ("ok" if not bad else f"{len(bad)} problem(s)"))
+    for b in bad:
+        print(b)
+    return not bad
+
+
 def main():
     default_corpus = os.environ.get("ONYX_ONNX_TESTS") or os.path.join(REPO, "..", "shared",
                                                                        "onnx-tests")
@@ -429,8 +450,14 @@ def main():
     ap.add_argument("--compare-with", default="", help="CSV from onyx_conformance --csv")
     ap.add_argument("--jobs", "-j", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--expected", default="",
+                    help="expected-failures list (tests/conformance/expected_failures.txt)")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 when a case not in --expected fails, or a listed case passes")
     ap.add_argument("--verbose", "-v", action="store_true")
     a = ap.parse_args()
+    if a.check and not a.expected:
+        sys.exit("cli_conformance: error: --check needs --expected FILE")
 
     if not os.path.isdir(a.corpus):
         sys.exit(f"cli_conformance: error: ONNX test corpus not found at '{a.corpus}'; "
@@ -466,9 +493,12 @@ def main():
             w = csv.DictWriter(f, ["case", "suite", "op", "status", "reason", "seconds"])
             w.writeheader()
             w.writerows(rows)
+    failed = False
     if a.compare_with:
-        return 1 if compare_with(rows, a.compare_with) else 0
-    return 0
+        failed |= bool(compare_with(rows, a.compare_with))
+    if a.check:
+        failed |= not check_expected(rows, a.expected)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
