@@ -5,6 +5,8 @@
 #include <unordered_set>
 
 #include "inference/executor.h"
+#include "inference/fusion_util.h"
+#include "kernels/cpu/dnnl_util.h"
 
 namespace onyx {
 namespace {
@@ -47,13 +49,10 @@ size_t fold_constants(Model& model, const ExecutionProvider& cpu) {
         inputs.emplace_back();
         continue;
       }
-      const Tensor* t = g.initializer(v);
       // Initializers a feed may replace (IR < 4 inputs, or graph inputs with a default) are
       // not constants.
-      bool overridable = std::find(g.overridable_initializers.begin(), g.overridable_initializers.end(),
-                                   v->name) != g.overridable_initializers.end() ||
-                         std::find(g.inputs.begin(), g.inputs.end(), v) != g.inputs.end();
-      if (!t || overridable) {
+      const Tensor* t = constant_value(g, v);
+      if (!t) {
         all_const = false;
         break;
       }
@@ -122,7 +121,11 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
   if (level == OptLevel::None) return 0;
   size_t before = model.graph->num_nodes();
   size_t folded = fold_constants(model, cpu);
-  size_t fused = level >= OptLevel::Extended ? fuse_transpose_into_matmul(model) : 0;
+  size_t fused = 0;
+  if (level >= OptLevel::Extended)
+    fused += fuse_batchnorm_into_conv(model) + fuse_add_into_conv(model) +
+             fuse_activation_into_conv(model) + fuse_transpose_into_matmul(model);
+  if (level >= OptLevel::All) fused += convert_convs_to_nchwc(model, cpu::dnnl_util::nchwc_block());
   size_t dead = eliminate_dead_code(*model.graph);
   spdlog::debug("optimizer: folded {} nodes, fused {}, removed {} dead nodes ({} -> {})", folded,
                 fused, dead, before, model.graph->num_nodes());

@@ -7,7 +7,8 @@
 namespace onyx {
 
 /// Runs the passes `level` enables on the main graph: basic = constant folding, then
-/// dead-code elimination; extended adds the fusions below. Returns the number of nodes removed.
+/// dead-code elimination; extended adds the fusions below; all adds the NCHWc layout pass.
+/// Returns the number of nodes removed.
 size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu);
 
 /// Evaluates nodes whose inputs are all constant and replaces them by initializers.
@@ -20,5 +21,25 @@ size_t eliminate_dead_code(Graph& graph);
 /// axes -> com.microsoft FusedMatMul with transA/transB: no transposed copy at run time (GPT-2's
 /// tied LM head reads its 154 MB embedding this way).
 size_t fuse_transpose_into_matmul(Model& model);
+
+// CNN fusions (fusions_conv.cpp), in pipeline order; none fuses away a graph output.
+/// Conv -> BatchNormalization (inference mode, only Y read) with constant W, B and statistics,
+/// the Conv's output read by the BN alone -> Conv with W' = W * s, B' = (B - mean) * s + bias,
+/// s = scale / sqrt(var + eps), computed in double into new initializers.
+size_t fuse_batchnorm_into_conv(Model& model);
+/// Add(Conv(...), Z) with Z of the conv output's static shape (no broadcasting), the conv output
+/// read by the Add alone -> com.microsoft FusedConv with Z (a residual connection).
+size_t fuse_add_into_conv(Model& model);
+/// Relu, LeakyRelu, Sigmoid, Tanh, Clip (constant bounds) or HardSigmoid of a Conv/FusedConv
+/// output read by it alone -> FusedConv with `activation` / `activation_params`.
+size_t fuse_activation_into_conv(Model& model);
+
+/// NCHWc layout (layout_nchwc.cpp): 2-D float32 Conv/FusedConv with constant weights, one
+/// group and output channels a multiple of `block` -> ai.onyx ConvNchwc on blocked
+/// [N, C/block, H, W, block] tensors, with ai.onyx ToNchwc / FromNchwc reorders at the
+/// boundary (one per value; unused FromNchwc are left to dead-code elimination). A 2-D MaxPool
+/// (Indices unread) or GlobalAveragePool of a blocked value becomes MaxPoolNchwc /
+/// GlobalAveragePoolNchwc (the latter writes plain [N, C, 1, 1]).
+size_t convert_convs_to_nchwc(Model& model, int64_t block);
 
 }  // namespace onyx

@@ -66,6 +66,14 @@ dnnl::memory::desc plain_desc(const Shape& shape, DataType dt) {
   return dnnl::memory::desc(dims, to_dnnl(dt), strides);
 }
 
+dnnl::memory::desc blocked_desc(const Shape& nchw, DataType dt, int64_t block) {
+  ONYX_CHECK(nchw.size() == 4 && (block == 8 || block == 16),
+             "[oneDNN] blocked layouts are [N, C, H, W] with block 8 or 16, got {} with block {}",
+             shape_str(nchw), block);
+  using tag = dnnl::memory::format_tag;
+  return dnnl::memory::desc(to_dims(nchw), to_dnnl(dt), block == 8 ? tag::nChw8c : tag::nChw16c);
+}
+
 dnnl::memory::desc strided_desc(const Shape& shape, DataType dt, const Shape& strides) {
   return dnnl::memory::desc(to_dims(shape), to_dnnl(dt), to_dims(strides));
 }
@@ -110,6 +118,12 @@ ThreadScope::ThreadScope(int threads) : saved_(omp_get_max_threads()) {
 }
 ThreadScope::~ThreadScope() {
   if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+}
+
+int64_t nchwc_block() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return (isa & avx512) == avx512 ? 16 : 8;
 }
 
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {

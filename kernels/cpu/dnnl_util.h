@@ -26,6 +26,9 @@ dnnl::memory::data_type to_dnnl(DataType dt);
 dnnl::memory::dims to_dims(const Shape& shape);
 /// Row-major descriptor of `shape` (a scalar is described as [1]).
 dnnl::memory::desc plain_desc(const Shape& shape, DataType dt);
+/// Descriptor of a [N, C, H, W] tensor stored channel-blocked as [N, ceil(C/block), H, W, block]
+/// (nChw8c or nChw16c; block 8 or 16).
+dnnl::memory::desc blocked_desc(const Shape& nchw, DataType dt, int64_t block);
 /// Descriptor with explicit strides, in elements.
 dnnl::memory::desc strided_desc(const Shape& shape, DataType dt, const Shape& strides);
 /// Wraps caller memory (not owned) in a dnnl::memory.
@@ -62,6 +65,10 @@ class ThreadScope {
  private:
   int saved_;
 };
+
+/// Channel block of the layout oneDNN's convolutions prefer on this CPU: 16 where its effective
+/// ISA has AVX-512 (nChw16c), else 8 (nChw8c).
+int64_t nchwc_block();
 
 /// True when `pd` got a reference (slow) implementation; half-float kernels then run
 /// in float32 instead.

@@ -1,4 +1,5 @@
-// MaxPool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool. Float pooling runs on
+// MaxPool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, and the blocked-layout
+// MaxPoolNchwc / GlobalAveragePoolNchwc of the NCHWc pass (domain ai.onyx). Float pooling runs on
 // oneDNN where its padding rules match ONNX's (ceil_mode and count_include_pad expressed as
 // extra right padding); Indices, dilated averages, LpPool, double and integers run on our
 // own loops, which follow the ONNX reference exactly.
@@ -52,15 +53,16 @@ std::array<int64_t, 3> pad3(const Shape& v, int64_t fill) {
   return r;
 }
 
-PoolGeometry pool_geometry(KernelContext& ctx, const PoolAttrs& a, const Tensor& X) {
+/// Geometry for X of (logical) shape [N, C, spatial...].
+PoolGeometry pool_geometry(KernelContext& ctx, const PoolAttrs& a, const Shape& x) {
   size_t nsp = a.kernel_shape.size();
-  ONYX_CHECK(X.rank() == static_cast<int64_t>(nsp) + 2 && nsp >= 1 && nsp <= 3,
+  ONYX_CHECK(x.size() == nsp + 2 && nsp >= 1 && nsp <= 3,
              "[{}] X of shape {} does not fit kernel_shape {} (expected rank {})", ctx.label(),
-             shape_str(X.shape()), shape_str(a.kernel_shape), nsp + 2);
+             shape_str(x), shape_str(a.kernel_shape), nsp + 2);
   PoolGeometry g;
-  g.N = X.dim(0);
-  g.C = X.dim(1);
-  g.in.assign(X.shape().begin() + 2, X.shape().end());
+  g.N = x[0];
+  g.C = x[1];
+  g.in.assign(x.begin() + 2, x.end());
   g.k = a.kernel_shape;
   g.stride = a.strides.empty() ? Shape(nsp, 1) : a.strides;
   g.dil = a.dilations.empty() ? Shape(nsp, 1) : a.dilations;
@@ -88,7 +90,7 @@ PoolGeometry pool_geometry(KernelContext& ctx, const PoolAttrs& a, const Tensor&
     }
     int64_t span = g.in[i] + g.pad_l[i] + g.pad_r[i] - ek;
     ONYX_CHECK(span >= 0, "[{}] kernel {} (dilated) is larger than the padded input {}",
-               ctx.label(), shape_str(g.k), shape_str(X.shape()));
+               ctx.label(), shape_str(g.k), shape_str(x));
     g.out[i] = (a.ceil_mode ? (span + s - 1) / s : span / s) + 1;
     // The last window must start inside the input or the left padding.
     if (a.ceil_mode && (g.out[i] - 1) * s >= g.in[i] + g.pad_l[i]) --g.out[i];
@@ -208,8 +210,9 @@ struct PoolEntry {
   dnnl::memory::desc src, dst;
 };
 
+/// The pooling primitive on plain tensors, or (block > 0) on blocked [N, C/block, H, W, block].
 PoolEntry make_pool_entry(const PoolGeometry& g, DataType dt, dnnl::algorithm alg,
-                          const dnnl::memory::dims& pad_r) {
+                          const dnnl::memory::dims& pad_r, int64_t block) {
   PoolEntry e;
   Shape src{g.N, g.C}, dst{g.N, g.C};
   src.insert(src.end(), g.in.begin(), g.in.end());
@@ -219,8 +222,8 @@ PoolEntry make_pool_entry(const PoolGeometry& g, DataType dt, dnnl::algorithm al
   for (int64_t d : g.dil) dil.push_back(d - 1);
   for (DataType run : {dt, DataType::Float}) {
     try {
-      e.src = du::plain_desc(src, run);
-      e.dst = du::plain_desc(dst, run);
+      e.src = block ? du::blocked_desc(src, run, block) : du::plain_desc(src, run);
+      e.dst = block ? du::blocked_desc(dst, run, block) : du::plain_desc(dst, run);
       dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, e.src, e.dst,
                                           strides, kernel, dil, pl, pad_r);
       dnnl::pooling_v2_forward::primitive_desc pd(desc, du::scratch_attr(), du::engine());
@@ -238,13 +241,21 @@ PoolEntry make_pool_entry(const PoolGeometry& g, DataType dt, dnnl::algorithm al
 
 using MaxPoolTypes = TypeList<float, double, float16, bfloat16, int8_t, uint8_t>;
 
+/// MaxPool, AveragePool, LpPool; with `block` (ai.onyx MaxPoolNchwc) a 2-D max pooling of
+/// blocked [N, C/block, H, W, block] tensors on oneDNN.
 class PoolKernel final : public Kernel {
  public:
-  PoolKernel(const KernelInfo& info, PoolKind kind) : attrs_(info, kind), kind_(kind) {}
+  PoolKernel(const KernelInfo& info, PoolKind kind, bool blocked)
+      : attrs_(info, kind), kind_(kind), block_(blocked ? info.node.attr_int("block", 8) : 0) {
+    ONYX_CHECK(!blocked || ((block_ == 8 || block_ == 16) && attrs_.kernel_shape.size() == 2),
+               "[{}] expects a 2-D kernel_shape and block 8 or 16, got {} and {}", info.label(),
+               shape_str(attrs_.kernel_shape), block_);
+  }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);
-    PoolGeometry g = pool_geometry(ctx, attrs_, X);
+    if (block_ > 0) return compute_blocked(ctx, X);
+    PoolGeometry g = pool_geometry(ctx, attrs_, X.shape());
     Shape out{g.N, g.C};
     out.insert(out.end(), g.out.begin(), g.out.end());
     Tensor& Y = ctx.allocate_output(0, X.dtype(), out);
@@ -256,7 +267,7 @@ class PoolKernel final : public Kernel {
       max_pool_2d(g, X.data<float>(), Y.data<float>(), ctx.threads());
       return;
     }
-    if (!want_idx && try_dnnl(ctx, g, X, Y)) return;
+    if (!want_idx && try_dnnl(ctx, g, X, Y, 0)) return;
     auto run = [&]<typename T>() {
       ref_pool<T>(g, kind_, attrs_, X.data<T>(), Y.data<T>(), idx ? idx->data<int64_t>() : nullptr,
                   ctx.threads());
@@ -268,7 +279,19 @@ class PoolKernel final : public Kernel {
   }
 
  private:
-  bool try_dnnl(KernelContext& ctx, const PoolGeometry& g, const Tensor& X, Tensor& Y) const {
+  void compute_blocked(KernelContext& ctx, const Tensor& X) const {
+    ONYX_CHECK(X.rank() == 5 && X.dim(4) == block_ && X.dtype() == DataType::Float,
+               "[{}] X must be a blocked float32 [N, C/{}, H, W, {}] tensor, got {} {}",
+               ctx.label(), block_, block_, dtype_name(X.dtype()), shape_str(X.shape()));
+    PoolGeometry g = pool_geometry(ctx, attrs_, {X.dim(0), X.dim(1) * block_, X.dim(2), X.dim(3)});
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), {g.N, X.dim(1), g.out[0], g.out[1], block_});
+    if (Y.numel() == 0) return;
+    ONYX_CHECK(try_dnnl(ctx, g, X, Y, block_), "[{}] oneDNN cannot pool X {} with pads {}",
+               ctx.label(), shape_str(X.shape()), shape_str(attrs_.pads));
+  }
+
+  bool try_dnnl(KernelContext& ctx, const PoolGeometry& g, const Tensor& X, Tensor& Y,
+                int64_t block) const {
     DataType dt = X.dtype();
     if (kind_ == PoolKind::Lp ||
         !(dt == DataType::Float || dt == DataType::Float16 || dt == DataType::BFloat16))
@@ -294,7 +317,7 @@ class PoolKernel final : public Kernel {
     du::ThreadScope threads(ctx.threads());
     du::PrimitiveCache<PoolEntry>::Key key{static_cast<int64_t>(dt), ctx.threads()};
     key.insert(key.end(), X.shape().begin(), X.shape().end());
-    auto e = cache_.get(key, [&] { return make_pool_entry(g, dt, alg, pr); });
+    auto e = cache_.get(key, [&] { return make_pool_entry(g, dt, alg, pr, block); });
     if (!e->ok) return false;
     bool conv = e->run_dt != dt;
     Tensor x = conv ? du::to_float32(ctx, X) : X;
@@ -308,6 +331,7 @@ class PoolKernel final : public Kernel {
 
   PoolAttrs attrs_;
   PoolKind kind_;
+  int64_t block_;
   du::PrimitiveCache<PoolEntry> cache_;
 };
 
@@ -344,9 +368,36 @@ void global_pool(KernelContext& ctx) {
   });
 }
 
-KernelFactory pool_factory(PoolKind kind) {
-  return [kind](const KernelInfo& i) -> std::unique_ptr<Kernel> {
-    return std::make_unique<PoolKernel>(i, kind);
+/// ai.onyx GlobalAveragePoolNchwc: blocked [N, C/b, H, W, b] in, plain [N, C, 1, 1] out
+/// (attribute `channels`), so no reorder is needed after the last blocked convolution.
+void global_avg_pool_nchwc(KernelContext& ctx, int64_t channels) {
+  const Tensor& X = ctx.required_input(0);
+  const int64_t b = X.rank() == 5 ? X.dim(4) : 0;
+  ONYX_CHECK(X.dtype() == DataType::Float && b > 0 && X.dim(1) == (channels + b - 1) / b,
+             "[{}] X must be a blocked float32 [N, ceil({}/b), H, W, b] tensor, got {} {}",
+             ctx.label(), channels, dtype_name(X.dtype()), shape_str(X.shape()));
+  const int64_t N = X.dim(0), CB = X.dim(1), HW = X.dim(2) * X.dim(3);
+  Tensor& Y = ctx.allocate_output(0, X.dtype(), {N, channels, 1, 1});
+  const float* x = X.data<float>();
+  float* y = Y.data<float>();
+  parallel_for(N * CB, ctx.threads(), std::max<int64_t>(1, 4096 / std::max<int64_t>(HW * b, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 std::vector<float> acc(static_cast<size_t>(b));
+                 for (int64_t nc = lo; nc < hi; ++nc) {
+                   const float* xp = x + nc * HW * b;
+                   std::fill(acc.begin(), acc.end(), 0.0f);
+                   for (int64_t i = 0; i < HW; ++i)
+                     for (int64_t j = 0; j < b; ++j) acc[j] += xp[i * b + j];
+                   const int64_t n = nc / CB, c0 = nc % CB * b;
+                   for (int64_t j = 0; j < b && c0 + j < channels; ++j)
+                     y[n * channels + c0 + j] = HW ? acc[j] / static_cast<float>(HW) : 0.0f;
+                 }
+               });
+}
+
+KernelFactory pool_factory(PoolKind kind, bool blocked = false) {
+  return [kind, blocked](const KernelInfo& i) -> std::unique_ptr<Kernel> {
+    return std::make_unique<PoolKernel>(i, kind, blocked);
   };
 }
 
@@ -374,6 +425,20 @@ void register_pool_kernels(KernelRegistry& r) {
          .since = 1,
          .types = float_types(),
          .create = function_factory(global_pool<false>)});
+  r.add({.op_type = "MaxPoolNchwc",
+         .domain = "ai.onyx",
+         .since = 1,
+         .types = {DataType::Float},
+         .create = pool_factory(PoolKind::Max, true)});
+  r.add({.op_type = "GlobalAveragePoolNchwc",
+         .domain = "ai.onyx",
+         .since = 1,
+         .types = {DataType::Float},
+         .create = [](const KernelInfo& i) -> std::unique_ptr<Kernel> {
+           int64_t c = i.node.require_attr("channels", Attribute::Type::Int).i;
+           return std::make_unique<FunctionKernel>(
+               [c](KernelContext& ctx) { global_avg_pool_nchwc(ctx, c); });
+         }});
   r.add({.op_type = "GlobalMaxPool",
          .domain = "",
          .since = 1,

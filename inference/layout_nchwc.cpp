@@ -1,0 +1,116 @@
+// The NCHWc layout pass: 2-D float32 convolutions run on channel-blocked tensors
+// [N, ceil(C/b), H, W, b] (oneDNN's nChw8c / nChw16c), so a chain of convolutions never
+// converts back to NCHW between them; a MaxPool or GlobalAveragePool of a blocked tensor reads
+// it as it is. ToNchwc / FromNchwc reorders sit at the boundary, one per
+// value; a value others read in NCHW keeps its name, produced by a FromNchwc.
+#include <unordered_map>
+
+#include "inference/fusion_util.h"
+#include "inference/optimizer.h"
+
+namespace onyx {
+namespace {
+
+constexpr const char* kDomain = "ai.onyx";
+
+bool is_float_or_unknown(const Value* v) {
+  return !v || v->type.elem == DataType::Undefined || v->type.elem == DataType::Float;
+}
+
+/// A Conv or FusedConv the blocked kernel runs: 2-D, float32, constant weights, one group,
+/// output channels a multiple of the block, no negative pads.
+bool convertible(const Graph& g, const Node& n, int64_t block) {
+  bool conv = n.op_type == "Conv" && n.domain.empty();
+  bool fused = n.op_type == "FusedConv" && n.domain == "com.microsoft";
+  if ((!conv && !fused) || !n.has_input(0) || n.outputs.empty() || !n.outputs[0]) return false;
+  const Tensor* W = constant_value(g, n.inputs[1]);
+  if (!W || W->dtype() != DataType::Float || W->rank() != 4 || W->dim(0) % block != 0) return false;
+  if (n.attr_int("group", 1) != 1) return false;
+  for (int64_t p : n.attr_ints("pads"))
+    if (p < 0) return false;
+  for (int i = 0; i < n.num_inputs(); ++i)
+    if (i != 1 && !is_float_or_unknown(n.inputs[i])) return false;
+  return true;
+}
+
+/// A MaxPool the blocked kernel runs: 2-D, float32 or unknown, Indices not read, and pads
+/// below the window so oneDNN's output size is ONNX's.
+bool convertible_pool(const Graph& g, const Node& n) {
+  if (n.op_type != "MaxPool" || !n.domain.empty() || !n.has_input(0) || n.outputs.empty() ||
+      !n.outputs[0] || !is_float_or_unknown(n.inputs[0]))
+    return false;
+  if (n.outputs.size() > 1 && n.outputs[1] &&
+      (!n.outputs[1]->consumers.empty() || is_graph_output(g, n.outputs[1])))
+    return false;
+  std::vector<int64_t> k = n.attr_ints("kernel_shape"), d = n.attr_ints("dilations", {1, 1}),
+                       pads = n.attr_ints("pads", {0, 0, 0, 0});
+  if (k.size() != 2 || d.size() != 2 || pads.size() != 4) return false;
+  for (size_t i = 0; i < 4; ++i)
+    if (pads[i] < 0 || pads[i] >= (k[i % 2] - 1) * d[i % 2] + 1) return false;
+  return true;
+}
+
+}  // namespace
+
+size_t convert_convs_to_nchwc(Model& model, int64_t block) {
+  Graph& g = *model.graph;
+  std::unordered_map<const Value*, Value*> blocked;    // NCHW value -> its blocked twin
+  std::unordered_map<const Value*, int64_t> channels;  // blocked value -> its channel count
+  auto to_blocked = [&](Value* v, int64_t c) {
+    if (auto it = blocked.find(v); it != blocked.end()) return it->second;
+    Value* b = g.add_unique_value(v->name + "_nchwc");
+    b->type = ValueType::tensor(DataType::Float);
+    Node* r = g.add_node("ToNchwc", {v}, {b}, kDomain, v->name + "_to_nchwc");
+    r->attrs["block"] = int_attr("block", block);
+    channels[b] = c;
+    return blocked[v] = b;
+  };
+  // `n` now writes a blocked twin of its output, which a FromNchwc turns back into the value
+  // its NCHW readers (and the graph outputs) know.
+  auto write_blocked = [&](Node* n, const std::string& op, int64_t c) {
+    Value* y = n->outputs[0];
+    Value* yb = g.add_unique_value(y->name + "_nchwc");
+    yb->type = ValueType::tensor(DataType::Float);
+    set_output(n, 0, yb);
+    n->op_type = op;
+    n->domain = kDomain;
+    n->attrs["block"] = int_attr("block", block);
+    Node* back = g.add_node("FromNchwc", {yb}, {y}, kDomain, y->name + "_from_nchwc");
+    back->attrs["channels"] = int_attr("channels", c);
+    blocked[y] = yb;
+    channels[yb] = c;
+  };
+  size_t converted = 0;
+  for (Node* n : g.topological_order()) {
+    Value* x = n->has_input(0) ? n->inputs[0] : nullptr;
+    auto twin = blocked.find(x);
+    if (convertible(g, *n, block)) {
+      const Tensor* W = constant_value(g, n->inputs[1]);
+      const int64_t M = W->dim(0), C = W->dim(1);
+      // The first convolution (C = 3) reads NCHW directly; others read blocked tensors.
+      if (twin != blocked.end() || C % block == 0) g.set_input(n, 0, to_blocked(x, C));
+      if (n->num_inputs() > 3 && n->inputs[3]) g.set_input(n, 3, to_blocked(n->inputs[3], M));
+      write_blocked(n, "ConvNchwc", M);
+    } else if (twin != blocked.end() && convertible_pool(g, *n)) {
+      g.set_input(n, 0, twin->second);
+      for (size_t o = 1; o < n->outputs.size(); ++o)  // Indices nobody reads
+        if (Value* v = n->outputs[o]; v && v->producer == n) v->producer = nullptr;
+      n->outputs.resize(1);
+      write_blocked(n, "MaxPoolNchwc", channels[twin->second]);
+    } else if (twin != blocked.end() && n->op_type == "GlobalAveragePool" && n->domain.empty() &&
+               is_float_or_unknown(x)) {
+      // Reads the blocked tensor and writes plain [N, C, 1, 1]: no reorder after the last conv.
+      g.set_input(n, 0, twin->second);
+      n->op_type = "GlobalAveragePoolNchwc";
+      n->domain = kDomain;
+      n->attrs["channels"] = int_attr("channels", channels[twin->second]);
+    } else {
+      continue;
+    }
+    ++converted;
+  }
+  if (converted) import_domain(model, kDomain);
+  return converted;
+}
+
+}  // namespace onyx

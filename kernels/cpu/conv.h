@@ -1,0 +1,136 @@
+// Shared pieces of the convolution kernels (conv.cpp, conv_nchwc.cpp): attributes, per-run
+// geometry, the fused activation, our reference loops (conv_ref.cpp) and the oneDNN primitive
+// with its reorders and post-ops (conv_dnnl.cpp).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "kernels/cpu/dnnl_util.h"
+
+namespace onyx::cpu {
+
+/// Attributes shared by Conv, ConvTranspose, FusedConv and ConvNchwc, parsed at session creation.
+struct ConvAttrs {
+  std::string auto_pad;
+  Shape kernel_shape, strides, dilations, pads, output_padding, output_shape;
+  int64_t group;
+  explicit ConvAttrs(const Node& n);
+};
+
+/// One run's geometry. Spatial vectors have `nsp` entries; pads may be negative only for
+/// ConvTranspose with output_shape.
+struct Geometry {
+  int64_t N = 0, C = 0, M = 0, G = 1;  // batch, input channels, output channels, groups
+  Shape in, out, k, stride, dil, pad_l, pad_r;
+  size_t nsp() const { return in.size(); }
+  /// The spatial vectors padded in front to 3 dims (for our own loops).
+  static std::array<int64_t, 3> pad3(const Shape& v, int64_t fill) {
+    std::array<int64_t, 3> r{fill, fill, fill};
+    std::copy(v.begin(), v.end(), r.begin() + (3 - v.size()));
+    return r;
+  }
+  bool pads_nonnegative() const;
+};
+
+/// Checks X (given by its logical [N, C, spatial...] shape) against W and computes the output
+/// geometry of a convolution or a transposed convolution.
+Geometry conv_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x, const Tensor& W);
+Geometry conv_transpose_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x,
+                                 const Tensor& W);
+
+/// The activation a FusedConv applies after bias and Z: com.microsoft's `activation` string
+/// with `activation_params` (alpha for LeakyRelu; min, max for Clip; alpha, beta for HardSigmoid).
+struct Activation {
+  enum class Kind { None, Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSigmoid };
+  Kind kind = Kind::None;
+  float alpha = 0, beta = 0;
+  /// From the node's attributes; onyx::Error naming the node for an unknown name or a wrong
+  /// parameter count.
+  static Activation from_node(const Node& n);
+  /// The activation as oneDNN eltwise post-ops.
+  void append_to(dnnl::post_ops& po) const;
+  template <typename A>
+  A apply(A x) const {
+    switch (kind) {
+      case Kind::None:
+        return x;
+      case Kind::Relu:
+        return x > A(0) ? x : A(0);
+      case Kind::LeakyRelu:
+        return x >= A(0) ? x : A(alpha) * x;
+      case Kind::Sigmoid:
+        return A(1) / (A(1) + std::exp(-x));
+      case Kind::Tanh:
+        return std::tanh(x);
+      case Kind::Clip:
+        return std::min(std::max(x, A(alpha)), A(beta));
+      case Kind::HardSigmoid:
+        return std::max(A(0), std::min(A(1), A(alpha) * x + A(beta)));
+    }
+    return x;
+  }
+};
+
+/// y[i] = act(y[i] + z[i]) over Y (z may be null), in acc_t<T>.
+void conv_epilogue(Tensor& Y, const Tensor* Z, const Activation& act, int threads);
+/// Y filled with its bias (or zeros) as if the convolution summed nothing; `block` > 0 for a
+/// [N, M/block, spatial..., block] Y.
+void conv_fill_bias(Tensor& Y, const Tensor* B, int64_t M, int64_t block);
+
+/// Direct (transposed) convolution of plain float tensors, accumulating in acc_t<T>.
+void ref_conv(const Geometry& g, const Tensor& X, const Tensor& W, const Tensor* B, Tensor& Y,
+              bool transpose, int threads);
+
+/// How one tensor of a oneDNN convolution is laid out in our buffers: plain NCHW (block 0) or
+/// blocked [N, ceil(C/block), H, W, block] (oneDNN's nChw8c / nChw16c, padded channels zero).
+struct ConvLayout {
+  int64_t src_block = 0, dst_block = 0;
+};
+
+/// What a oneDNN (de)convolution needs beyond its geometry.
+struct ConvSpec {
+  DataType dt = DataType::Float;
+  bool has_bias = false, has_sum = false, transpose = false;
+  Activation act;
+  ConvLayout layout;
+};
+
+/// A oneDNN (de)convolution with the reorders between our layouts and its own.
+struct ConvEntry {
+  bool ok = false;
+  bool z_binary = false;  // Z read by a binary post-op (else summed into a prefilled dst)
+  DataType run_dt = DataType::Float;
+  dnnl_util::Prim prim;
+  std::optional<dnnl_util::Prim> src_r, wei_r, dst_r, sum_r;
+  dnnl::memory::desc src_u, wei_u, dst_u, bias_u, src_p, wei_p, dst_p;
+  /// Weights already in the primitive's layout, when W is a constant.
+  struct Packed {
+    std::mutex mu;
+    Tensor w;
+  };
+  std::shared_ptr<Packed> packed = std::make_shared<Packed>();
+};
+
+/// Builds the entry; ok is false when oneDNN has no implementation.
+ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec);
+/// Runs an entry: reorders in, (de)convolution with Z summed into the destination and the
+/// activation applied, reorder out; converts 16-bit floats when the primitive runs in float32.
+void run_conv_entry(KernelContext& ctx, const ConvEntry& e, const Tensor& X, const Tensor& W,
+                    const Tensor* B, const Tensor* Z, Tensor& Y, bool const_weights);
+
+enum class ConvOp { Conv, ConvTranspose, FusedConv, ConvNchwc };
+/// The kernel of one convolution op. ConvNchwc (domain ai.onyx) is a 2-D Conv with FusedConv's
+/// inputs and attributes whose Y and Z are blocked [N, M/block, H, W, block] (attribute `block`)
+/// and whose X is blocked or plain.
+std::unique_ptr<Kernel> make_conv_kernel(const KernelInfo& info, ConvOp op);
+
+/// ConvNchwc, ToNchwc and FromNchwc (domain ai.onyx), the blocked-layout ops the optimizer's
+/// NCHWc pass inserts (conv_nchwc.cpp).
+void register_conv_nchwc_kernels(KernelRegistry& r);
+
+}  // namespace onyx::cpu

@@ -1,0 +1,175 @@
+// Convolution on oneDNN: the primitive for one geometry, with Z as a binary-add or sum post-op
+// and the fused activation as eltwise post-ops; reorders between our layouts (plain, or blocked for
+// the NCHWc ops) and the primitive's, and weights packed once when they are constant.
+#include "kernels/cpu/conv.h"
+
+namespace onyx::cpu {
+namespace {
+
+namespace du = dnnl_util;
+using tag = dnnl::memory::format_tag;
+
+/// Our buffer's descriptor for a [N, C, spatial...] tensor: plain, or blocked by `block`.
+dnnl::memory::desc user_desc(const Shape& dims, DataType dt, int64_t block) {
+  return block == 0 ? du::plain_desc(dims, dt) : du::blocked_desc(dims, dt, block);
+}
+
+template <typename P, typename PD>
+void finish_entry(ConvEntry& e, const PD& pd, bool has_sum) {
+  e.prim = du::make_prim<P>(pd);
+  e.src_p = pd.src_desc();
+  e.wei_p = pd.weights_desc();
+  e.dst_p = pd.dst_desc();
+  if (e.src_p != e.src_u) e.src_r = du::make_reorder(e.src_u, e.src_p);
+  if (e.wei_p != e.wei_u) e.wei_r = du::make_reorder(e.wei_u, e.wei_p);
+  if (e.dst_p != e.dst_u) e.dst_r = du::make_reorder(e.dst_p, e.dst_u);
+  // Z into the destination the sum post-op adds to: a reorder, or a copy when layouts agree.
+  if (has_sum) e.sum_r = du::make_reorder(e.dst_u, e.dst_p);
+  e.ok = true;
+}
+
+}  // namespace
+
+ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
+  ConvEntry e;
+  dnnl::memory::dims strides(g.stride.begin(), g.stride.end()), dil,
+      pl(g.pad_l.begin(), g.pad_l.end()), pr(g.pad_r.begin(), g.pad_r.end());
+  for (int64_t d : g.dil) dil.push_back(d - 1);
+  Shape src{g.N, g.C}, dst{g.N, g.M};
+  src.insert(src.end(), g.in.begin(), g.in.end());
+  dst.insert(dst.end(), g.out.begin(), g.out.end());
+  int64_t k_sz = shape_numel(g.k), Cg = g.C / g.G, Mg = g.M / g.G;
+  // oneDNN's weights are [G,] O, I, k...; ours are [M, C/G, k] (Conv) or [C, M/G, k]
+  // (ConvTranspose).
+  Shape wdims, wstrides;
+  if (g.G > 1) wdims.push_back(g.G), wstrides.push_back(Cg * Mg * k_sz);
+  wdims.insert(wdims.end(), {g.G > 1 ? Mg : g.M, g.G > 1 ? Cg : g.C});
+  if (spec.transpose)
+    wstrides.insert(wstrides.end(), {k_sz, Mg * k_sz});
+  else
+    wstrides.insert(wstrides.end(), {Cg * k_sz, k_sz});
+  wdims.insert(wdims.end(), g.k.begin(), g.k.end());
+  Shape kstr(g.k.size(), 1);
+  for (int i = static_cast<int>(g.k.size()) - 2; i >= 0; --i) kstr[i] = kstr[i + 1] * g.k[i + 1];
+  wstrides.insert(wstrides.end(), kstr.begin(), kstr.end());
+
+  // Z is added by a binary post-op reading it in place where the primitive runs on our blocked
+  // layouts, else by a sum post-op over the destination prefilled with Z. (A plain Z would steer
+  // oneDNN to its slow plain-layout convolution.)
+  auto attr_for = [&](bool binary, DataType run) {
+    dnnl::primitive_attr attr = du::scratch_attr();
+    dnnl::post_ops po;
+    if (binary)
+      po.append_binary(dnnl::algorithm::binary_add, user_desc(dst, run, spec.layout.dst_block));
+    else if (spec.has_sum)
+      po.append_sum(1.0f);
+    spec.act.append_to(po);
+    attr.set_post_ops(po);
+    return attr;
+  };
+  const bool blocked = spec.layout.src_block > 0 || spec.layout.dst_block > 0;
+  for (DataType run : {spec.dt, DataType::Float}) {
+    // Blocked tensors first try the primitive on exactly our layouts (no reorders at all),
+    // then whatever layout oneDNN prefers.
+    for (bool forced : {true, false}) {
+      for (bool binary : {true, false}) {
+        if ((forced && (!blocked || run != DataType::Float)) ||
+            (binary && (!spec.has_sum || !forced)))
+          continue;
+        try {
+          auto d = du::to_dnnl(run);
+          e.src_u = user_desc(src, run, spec.layout.src_block);
+          e.dst_u = user_desc(dst, run, spec.layout.dst_block);
+          e.wei_u = du::strided_desc(wdims, run, wstrides);
+          e.bias_u = spec.has_bias ? du::plain_desc({g.M}, run) : dnnl::memory::desc();
+          dnnl::memory::desc src_a = forced ? e.src_u
+                                            : dnnl::memory::desc(du::to_dims(src), d, tag::any),
+                             dst_a = forced ? e.dst_u
+                                            : dnnl::memory::desc(du::to_dims(dst), d, tag::any),
+                             wei_a(du::to_dims(wdims), d, tag::any);
+          auto prop = dnnl::prop_kind::forward_inference;
+          if (spec.transpose) {
+            dnnl::deconvolution_forward::desc desc(prop, dnnl::algorithm::deconvolution_direct,
+                                                   src_a, wei_a, e.bias_u, dst_a, strides, dil, pl,
+                                                   pr);
+            dnnl::deconvolution_forward::primitive_desc pd(desc, attr_for(false, run),
+                                                           du::engine());
+            if (run != DataType::Float && du::is_reference_impl(pd)) continue;
+            finish_entry<dnnl::deconvolution_forward>(e, pd, false);
+          } else {
+            dnnl::convolution_forward::desc desc(prop, dnnl::algorithm::convolution_direct, src_a,
+                                                 wei_a, e.bias_u, dst_a, strides, dil, pl, pr);
+            dnnl::convolution_forward::primitive_desc pd(desc, attr_for(binary, run), du::engine());
+            if ((run != DataType::Float || forced) && du::is_reference_impl(pd)) continue;
+            finish_entry<dnnl::convolution_forward>(e, pd, spec.has_sum && !binary);
+          }
+          e.run_dt = run;
+          e.z_binary = binary;
+          return e;
+        } catch (const dnnl::error&) {
+          e = ConvEntry{};
+        }
+      }
+    }
+    if (run == DataType::Float) break;
+  }
+  return e;
+}
+
+void run_conv_entry(KernelContext& ctx, const ConvEntry& e, const Tensor& X, const Tensor& W,
+                    const Tensor* B, const Tensor* Z, Tensor& Y, bool const_weights) {
+  DataType dt = X.dtype();
+  bool conv = e.run_dt != dt;
+  Tensor x = conv ? du::to_float32(ctx, X) : X;
+  Tensor b = B && conv ? du::to_float32(ctx, *B) : (B ? *B : Tensor());
+  Tensor y = conv ? ctx.scratch(DataType::Float, Y.shape()) : Y;
+
+  dnnl::memory src = du::wrap(e.src_u, x.raw());
+  Tensor src_buf, wei_buf, dst_buf;
+  if (e.src_r) {
+    src_buf = du::scratch_for(ctx, e.src_p);
+    dnnl::memory to = du::wrap(e.src_p, src_buf.raw());
+    du::execute(ctx, *e.src_r, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, to}});
+    src = to;
+  }
+  auto pack = [&](Tensor& buf, KernelContext& c, bool persistent) {
+    Tensor w = conv ? du::to_float32(c, W) : W;
+    if (!e.wei_r) {
+      buf = persistent ? w.clone() : w;
+      return;
+    }
+    buf = persistent ? Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.wei_p.get_size())})
+                     : du::scratch_for(c, e.wei_p);
+    du::execute(
+        c, *e.wei_r,
+        {{DNNL_ARG_FROM, du::wrap(e.wei_u, w.raw())}, {DNNL_ARG_TO, du::wrap(e.wei_p, buf.raw())}});
+  };
+  if (const_weights) {
+    std::lock_guard<std::mutex> lock(e.packed->mu);
+    if (!e.packed->w.defined()) pack(e.packed->w, ctx, true);
+    wei_buf = e.packed->w;
+  } else {
+    pack(wei_buf, ctx, false);
+  }
+  dnnl::memory wei = du::wrap(e.wei_r ? e.wei_p : e.wei_u, wei_buf.raw());
+  dnnl::memory dst = du::wrap(e.dst_u, y.raw());
+  if (e.dst_r) {
+    dst_buf = du::scratch_for(ctx, e.dst_p);
+    dst = du::wrap(e.dst_p, dst_buf.raw());
+  }
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+  Tensor z = Z && conv ? du::to_float32(ctx, *Z) : (Z ? *Z : Tensor());
+  if (Z && e.z_binary) {
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, du::wrap(e.dst_u, z.raw()));
+  } else if (Z) {
+    du::execute(ctx, *e.sum_r, {{DNNL_ARG_FROM, du::wrap(e.dst_u, z.raw())}, {DNNL_ARG_TO, dst}});
+  }
+  if (B) args.emplace(DNNL_ARG_BIAS, du::wrap(e.bias_u, b.raw()));
+  du::execute(ctx, e.prim, std::move(args));
+  if (e.dst_r)
+    du::execute(ctx, *e.dst_r, {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, du::wrap(e.dst_u, y.raw())}});
+  if (conv) du::from_float32(y, Y, ctx.threads());
+}
+
+}  // namespace onyx::cpu
