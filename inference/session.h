@@ -24,8 +24,10 @@ OptLevel opt_level_from_name(const std::string& name);
 struct SessionOptions {
   /// Threads a kernel may use; 0 means one per core.
   int intra_op_threads = 0;
-  /// none: run the graph as loaded; basic: constant folding and dead-code elimination.
-  OptLevel opt_level = OptLevel::Basic;
+  /// none: run the graph as loaded; basic: constant folding and dead-code elimination;
+  /// extended: + fusions (Conv+BatchNormalization/Add/activation, MatMul over Transpose);
+  /// all (the default, as in ONNX Runtime): + channel-blocked (NCHWc) convolution chains.
+  OptLevel opt_level = OptLevel::All;
   /// Record one Chrome-trace event per node; written by end_profiling().
   bool profiling = false;
   std::string profile_path = "onyx_profile.json";

@@ -14,7 +14,7 @@ namespace onyx::cli {
 namespace {
 
 struct BenchOptions {
-  std::string model, opt = "basic";
+  std::string model, opt = "all";
   std::vector<std::string> dims;
   int threads = 0, iters = 100, warmup = 10;
   int64_t batch = 1;

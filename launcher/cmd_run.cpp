@@ -15,7 +15,7 @@ namespace onyx::cli {
 namespace {
 
 struct RunOptions {
-  std::string model, output_dir, profile, opt = "basic";
+  std::string model, output_dir, profile, opt = "all";
   std::vector<std::string> inputs, dims;
   bool random = false;
   int threads = 0;

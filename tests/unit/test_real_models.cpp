@@ -122,6 +122,12 @@ void run_model(const std::string& name, size_t min_sets, onyx::OptLevel level) {
 TEST(RealModels, Mlp) { run_model("mlp", 2, onyx::OptLevel::Basic); }
 TEST(RealModels, Cnn) { run_model("cnn", 2, onyx::OptLevel::Basic); }
 TEST(RealModels, Transformer) { run_model("transformer", 2, onyx::OptLevel::Basic); }
+// The same references with every fusion and the NCHWc layout (the default level).
+TEST(RealModels, MlpAllOptimizations) { run_model("mlp", 2, onyx::OptLevel::All); }
+TEST(RealModels, CnnAllOptimizations) { run_model("cnn", 2, onyx::OptLevel::All); }
+TEST(RealModels, TransformerAllOptimizations) {
+  run_model("transformer", 2, onyx::OptLevel::All);
+}
 
 // The same models unoptimized and fully optimized: fusions must not change results.
 TEST(RealModels, AllModelsOptNone) {
