@@ -6,35 +6,6 @@
 
 namespace onyx::autodiff {
 
-Attribute attr_i(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::Int;
-  a.i = v;
-  return a;
-}
-Attribute attr_f(const std::string& name, double v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::Float;
-  a.f = static_cast<float>(v);
-  return a;
-}
-Attribute attr_ints(const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute attr_s(const std::string& name, std::string v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::String;
-  a.s = std::move(v);
-  return a;
-}
-
 GradContext::GradContext(Graph& g, Node& fwd, std::vector<Value*> douts, std::vector<bool> wants)
     : g_(g), fwd_(fwd), douts_(std::move(douts)), wants_(std::move(wants)), dins_(fwd.inputs.size()) {}
 
@@ -111,7 +82,7 @@ Value* GradContext::int_scalar(int64_t v) {
 }
 
 Attribute GradContext::attr_dtype_of(const Value* like) const {
-  return attr_i("to", static_cast<int64_t>(dtype(like)));
+  return Attribute::of_int("to", static_cast<int64_t>(dtype(like)));
 }
 
 Value* GradContext::cast_like(Value* v, const Value* like) {
@@ -168,7 +139,7 @@ Value* GradContext::sum_to(Value* g, Value* like) {
     }
     if (decided) {
       if (axes.empty()) return g;
-      Value* red = op("ReduceSum", {g, ints(axes)}, {attr_i("keepdims", 1)});
+      Value* red = op("ReduceSum", {g, ints(axes)}, {Attribute::of_int("keepdims", 1)});
       if (r > k) {
         std::vector<int64_t> lead;
         for (size_t i = 0; i < r - k; ++i) lead.push_back(static_cast<int64_t>(i));
@@ -190,11 +161,11 @@ Value* GradContext::sum_to(Value* g, Value* like) {
     value.t = Tensor::from_vector<int64_t>({1}, {1});
     ones->producer->attrs["value"] = value;
   }
-  Value* slp = op("Concat", {ones, sl}, {attr_i("axis", 0)});
+  Value* slp = op("Concat", {ones, sl}, {Attribute::of_int("axis", 0)});
   Value* one = int_scalar(1);
   Value* mask = op("And", {op("Equal", {slp, one}), op("Not", {op("Equal", {sg, one})})});
   Value* axes = op("Squeeze", {op("NonZero", {mask}), ints({0})});
-  Value* red = op("ReduceSum", {g, axes}, {attr_i("keepdims", 1), attr_i("noop_with_empty_axes", 1)});
+  Value* red = op("ReduceSum", {g, axes}, {Attribute::of_int("keepdims", 1), Attribute::of_int("noop_with_empty_axes", 1)});
   Value* res = op("Reshape", {red, sl});
   res->type = like->type;
   return res;

@@ -24,11 +24,7 @@
 
 namespace onyx::autodiff {
 
-/// Attribute constructors for emitted nodes.
-Attribute attr_i(const std::string& name, int64_t v);
-Attribute attr_f(const std::string& name, double v);
-Attribute attr_ints(const std::string& name, std::vector<int64_t> v);
-Attribute attr_s(const std::string& name, std::string v);
+// Attributes of emitted nodes are built with Attribute::of_int / of_float / of_ints / of_string.
 using Attrs = std::vector<Attribute>;
 
 class GradContext {

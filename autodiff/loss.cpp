@@ -42,22 +42,11 @@ struct Emitter {
   /// ReduceMean/ReduceSum over all axes to a scalar (no axes: valid in every opset).
   Value* reduce_all(Value* x, const std::string& reduction) {
     Node* n = add(reduction == "mean" ? "ReduceMean" : "ReduceSum", {x});
-    Attribute k;
-    k.name = "keepdims";
-    k.type = Attribute::Type::Int;
-    k.i = 0;
-    n->attrs["keepdims"] = k;
+    n->attrs["keepdims"] = Attribute::of_int("keepdims", 0);
     return n->outputs[0];
   }
 };
 
-void set_attr_int(Node* n, const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::Int;
-  a.i = v;
-  n->attrs[name] = a;
-}
 
 }  // namespace
 
@@ -128,12 +117,9 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
     }
     Node* n = e.add(spec.kind == "nll" ? "NegativeLogLikelihoodLoss" : "SoftmaxCrossEntropyLoss",
                     ins, spec.kind == "nll" ? 1 : 2);
-    Attribute red;
-    red.name = "reduction";
-    red.type = Attribute::Type::String;
-    red.s = spec.reduction;
-    n->attrs["reduction"] = red;
-    if (spec.ignore_index) set_attr_int(n, "ignore_index", *spec.ignore_index);
+    n->attrs["reduction"] = Attribute::of_string("reduction", spec.reduction);
+    if (spec.ignore_index)
+      n->attrs["ignore_index"] = Attribute::of_int("ignore_index", *spec.ignore_index);
     out.loss = spec.reduction == "none" ? e.reduce_all(n->outputs[0], "sum") : n->outputs[0];
     return out;
   }

@@ -105,14 +105,14 @@ Value* softmax_axis(GradContext& c) { return c.ints({c.node().attr_int("axis", -
 void softmax_grad(GradContext& c) {
   Value* y = c.out(0);
   Value* dy = c.dout(0);
-  Value* s = c.op("ReduceSum", {c.op("Mul", {dy, y}), softmax_axis(c)}, {attr_i("keepdims", 1)});
+  Value* s = c.op("ReduceSum", {c.op("Mul", {dy, y}), softmax_axis(c)}, {Attribute::of_int("keepdims", 1)});
   c.set_din(0, c.op("Mul", {y, c.op("Sub", {dy, s})}));
 }
 
 // d log_softmax(x) = dy - exp(y) * sum(dy, axis)
 void log_softmax_grad(GradContext& c) {
   Value* dy = c.dout(0);
-  Value* s = c.op("ReduceSum", {dy, softmax_axis(c)}, {attr_i("keepdims", 1)});
+  Value* s = c.op("ReduceSum", {dy, softmax_axis(c)}, {Attribute::of_int("keepdims", 1)});
   c.set_din(0, c.op("Sub", {dy, c.op("Mul", {c.op("Exp", {c.out(0)}), s})}));
 }
 
@@ -175,7 +175,7 @@ void dropout_grad(GradContext& c) {
   }
   // A run-time training flag: in inference the mask is all ones and the scale 1.
   if (!training) {
-    Value* on = c.op("Cast", {c.in(2)}, {attr_i("to", static_cast<int64_t>(DataType::Bool))});
+    Value* on = c.op("Cast", {c.in(2)}, {Attribute::of_int("to", static_cast<int64_t>(DataType::Bool))});
     scale = select(c, on, scale, c.scalar(1.0, x));
   }
   c.set_din(0, select(c, mask, c.op("Mul", {dy, scale}), c.scalar(0.0, x)));

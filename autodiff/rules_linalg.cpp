@@ -52,7 +52,7 @@ Value* swap_last2(GradContext& c, Value* v, size_t r) {
   std::vector<int64_t> perm;
   for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(i));
   std::swap(perm[r - 2], perm[r - 1]);
-  return c.op("Transpose", {v}, {attr_ints("perm", perm)});
+  return c.op("Transpose", {v}, {Attribute::of_ints("perm", perm)});
 }
 
 /// Reshape(v, [-1, last dim of `of`]): folds all leading dims into one row dim.
@@ -63,15 +63,15 @@ Value* rows(GradContext& c, Value* v, Value* of, const SymShape& of_shape) {
           ? c.ints({-1, last.value})
           : c.op("Concat",
                  {c.ints({-1}), c.op("Slice", {c.shape_of(of), c.ints({-1}), c.ints({INT64_MAX})})},
-                 {attr_i("axis", 0)});
+                 {Attribute::of_int("axis", 0)});
   return c.op("Reshape", {v, shape});
 }
 
 Value* gemm(GradContext& c, Value* a, Value* b, bool ta, bool tb, double alpha) {
   Attrs attrs;
-  if (ta) attrs.push_back(attr_i("transA", 1));
-  if (tb) attrs.push_back(attr_i("transB", 1));
-  if (alpha != 1.0) attrs.push_back(attr_f("alpha", alpha));
+  if (ta) attrs.push_back(Attribute::of_int("transA", 1));
+  if (tb) attrs.push_back(Attribute::of_int("transB", 1));
+  if (alpha != 1.0) attrs.push_back(Attribute::of_float("alpha", alpha));
   return c.op("Gemm", {a, b}, attrs);
 }
 
@@ -242,8 +242,8 @@ Value* reduce_broadcast_ellipsis(GradContext& c, Value* gx, int i, const EinsumE
                "named size",
                c.label(), k, c.in(i)->name, xd.str(), yd.str());
   }
-  if (!ones.empty()) gx = c.op("ReduceSum", {gx, c.ints(ones)}, {attr_i("keepdims", 1)});
-  if (!extra.empty()) gx = c.op("ReduceSum", {gx, c.ints(extra)}, {attr_i("keepdims", 0)});
+  if (!ones.empty()) gx = c.op("ReduceSum", {gx, c.ints(ones)}, {Attribute::of_int("keepdims", 1)});
+  if (!extra.empty()) gx = c.op("ReduceSum", {gx, c.ints(extra)}, {Attribute::of_int("keepdims", 0)});
   return gx;
 }
 
@@ -326,7 +326,7 @@ void einsum_grad(GradContext& c) {
       grad_eq.append(with_ellipsis(terms[k]));
     }
     grad_eq.append("->").append(with_ellipsis(out));
-    Value* gx = c.op("Einsum", ins, {attr_s("equation", grad_eq)});
+    Value* gx = c.op("Einsum", ins, {Attribute::of_string("equation", grad_eq)});
     if (ell) gx = reduce_broadcast_ellipsis(c, gx, i, eq);
     c.set_din(i, gx);
   }

@@ -32,7 +32,7 @@ Value* coefficient(GradContext& c, Value* labels) {
   }
   Value* coef = dy;
   if (reduction == "mean") {
-    Value* total = w ? c.op("ReduceSum", {w}, {attr_i("keepdims", 0)})
+    Value* total = w ? c.op("ReduceSum", {w}, {Attribute::of_int("keepdims", 0)})
                      : c.cast_like(c.op("Size", {labels}), x);
     coef = c.op("Div", {dy, total});
   }
@@ -53,7 +53,7 @@ Value* one_hot(GradContext& c, Value* labels) {
   Value* cshape = c.op(
       "Concat",
       {c.ints({-1}), c.op("Expand", {c.ints({1}), c.op("Unsqueeze", {trailing, c.ints({0})})})},
-      {attr_i("axis", 0)});
+      {Attribute::of_int("axis", 0)});
   Value* eq = c.op("Equal", {lab, c.op("Reshape", {classes, cshape})});
   return c.cast_like(eq, x);
 }
@@ -63,7 +63,7 @@ Value* labels_of(GradContext& c) {
   Value* t = c.in(1);
   return c.dtype(t) == DataType::Int64
              ? t
-             : c.op("Cast", {t}, {attr_i("to", static_cast<int64_t>(DataType::Int64))});
+             : c.op("Cast", {t}, {Attribute::of_int("to", static_cast<int64_t>(DataType::Int64))});
 }
 
 // dscores = coef * (softmax(scores) - onehot(target)); plus the log_prob output's own
@@ -76,7 +76,7 @@ void softmax_cross_entropy_grad(GradContext& c) {
     dx = c.op("Mul", {c.op("Sub", {prob, one_hot(c, labels)}), coefficient(c, labels)});
   }
   if (Value* dlp = c.dout(1)) {
-    Value* s = c.op("ReduceSum", {dlp, c.ints({1})}, {attr_i("keepdims", 1)});
+    Value* s = c.op("ReduceSum", {dlp, c.ints({1})}, {Attribute::of_int("keepdims", 1)});
     Value* t = c.op("Sub", {dlp, c.op("Mul", {prob, s})});
     dx = dx ? c.op("Add", {dx, t}) : t;
   }

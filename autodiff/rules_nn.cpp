@@ -53,7 +53,7 @@ Value* crop(GradContext& c, Value* t, Value* starts, Value* ends, int64_t nsp) {
 /// Reshape(v, lead ++ Shape(v)[from:]).
 Value* reshape_lead(GradContext& c, Value* v, const Ints& lead, int64_t from) {
   return c.op("Reshape",
-              {v, c.op("Concat", {c.ints(lead), dims_from(c, v, from)}, {attr_i("axis", 0)})});
+              {v, c.op("Concat", {c.ints(lead), dims_from(c, v, from)}, {Attribute::of_int("axis", 0)})});
 }
 
 /// Constant `v` of x's dtype broadcast to `shape` (an int64 1-D value).
@@ -155,36 +155,36 @@ Value* weight_grad(GradContext& c, const Window& win, Value* in, Value* dout, Va
   Value* a = in;
   if (win.dynamic()) {
     Value* pads =
-        c.op("Concat", {c.ints({0, 0}), win.pl_v, c.ints({0, 0}), win.pr_v}, {attr_i("axis", 0)});
+        c.op("Concat", {c.ints({0, 0}), win.pl_v, c.ints({0, 0}), win.pr_v}, {Attribute::of_int("axis", 0)});
     a = c.op("Pad", {a, pads});
   }
   Value* b = dout;
   if (group == 1) {
-    a = c.op("Transpose", {a}, {attr_ints("perm", swap)});
-    b = c.op("Transpose", {b}, {attr_ints("perm", swap)});
+    a = c.op("Transpose", {a}, {Attribute::of_ints("perm", swap)});
+    b = c.op("Transpose", {b}, {Attribute::of_ints("perm", swap)});
   } else {
     int64_t co = static_dim(c, w, 0, "for grouped convolution gradients");
     int64_t ci = static_dim(c, w, 1, "for grouped convolution gradients");
     // a: [N, G*ci, ...] -> [ci, G*N, ...]; b: [N, co, ...] -> [co, N, ...] grouped by G.
     a = reshape_lead(c, a, {0, group, ci}, 2);
-    a = c.op("Transpose", {a}, {attr_ints("perm", concat({2, 1, 0}, iota(3, 3 + nsp)))});
+    a = c.op("Transpose", {a}, {Attribute::of_ints("perm", concat({2, 1, 0}, iota(3, 3 + nsp)))});
     a = reshape_lead(c, a, {ci, -1}, 3);
     b = reshape_lead(c, b, {0, group, co / group}, 2);
-    b = c.op("Transpose", {b}, {attr_ints("perm", concat({1, 2, 0}, iota(3, 3 + nsp)))});
+    b = c.op("Transpose", {b}, {Attribute::of_ints("perm", concat({1, 2, 0}, iota(3, 3 + nsp)))});
     b = reshape_lead(c, b, {co, -1}, 3);
   }
   Ints pads = win.dynamic() ? concat(win.zeros(), win.zeros()) : concat(win.pl, win.pr);
   Value* r = c.op("Conv", {a, b},
-                  {attr_ints("strides", win.d), attr_ints("dilations", win.s),
-                   attr_ints("pads", pads), attr_i("group", group)});
+                  {Attribute::of_ints("strides", win.d), Attribute::of_ints("dilations", win.s),
+                   Attribute::of_ints("pads", pads), Attribute::of_int("group", group)});
   r = crop(c, r, c.ints(win.zeros()), c.ints(win.k), nsp);
-  return c.op("Transpose", {r}, {attr_ints("perm", swap)});
+  return c.op("Transpose", {r}, {Attribute::of_ints("perm", swap)});
 }
 
 /// d bias = dY summed over every axis but 1.
 Value* bias_grad(GradContext& c, Value* dy) {
   Value* flat = c.op("Reshape", {dy, c.ints({0, 0, -1})});
-  return c.op("ReduceSum", {flat, c.ints({0, 2})}, {attr_i("keepdims", 0)});
+  return c.op("ReduceSum", {flat, c.ints({0, 2})}, {Attribute::of_int("keepdims", 0)});
 }
 
 // dX = ConvTranspose(dY, W), dW = Conv(X^T, dY^T) cropped to W, dB = sum(dY)
@@ -193,20 +193,20 @@ void conv_grad(GradContext& c) {
   Window win = window(c, kernel_of(c, w), x);
   int64_t group = c.node().attr_int("group", 1);
   if (c.wants(0)) {
-    Attrs a = {attr_ints("strides", win.s), attr_ints("dilations", win.d), attr_i("group", group)};
+    Attrs a = {Attribute::of_ints("strides", win.s), Attribute::of_ints("dilations", win.d), Attribute::of_int("group", group)};
     auto in = static_spatial(c, x);
     if (in && !win.dynamic()) {
       // output_padding restores the trailing inputs that no window reaches past the last stride.
       Ints op;
       for (int64_t i = 0; i < win.nsp; ++i)
         op.push_back(((*in)[i] + win.pl[i] + win.pr[i] - win.ek(i)) % win.s[i]);
-      a.push_back(attr_ints("pads", concat(win.pl, win.pr)));
-      a.push_back(attr_ints("output_padding", op));
+      a.push_back(Attribute::of_ints("pads", concat(win.pl, win.pr)));
+      a.push_back(Attribute::of_ints("output_padding", op));
       c.set_din(0, c.op("ConvTranspose", {dy, w}, a));
     } else {
       // Unknown input size: transpose a little too far, then cut X's extent out of it.
-      a.push_back(attr_ints("pads", concat(win.dynamic() ? win.zeros() : win.pl, win.zeros())));
-      a.push_back(attr_ints("output_padding", win.s_minus_1()));
+      a.push_back(Attribute::of_ints("pads", concat(win.dynamic() ? win.zeros() : win.pl, win.zeros())));
+      a.push_back(Attribute::of_ints("output_padding", win.s_minus_1()));
       Value* t = c.op("ConvTranspose", {dy, w}, a);
       Value* start = win.dynamic() ? win.pl_v : c.ints(win.zeros());
       c.set_din(0, crop(c, t, start, c.op("Add", {start, dims_from(c, x, 2)}), win.nsp));
@@ -267,8 +267,8 @@ void conv_transpose_grad(GradContext& c) {
   int64_t group = n.attr_int("group", 1);
   if (c.wants(0))
     c.set_din(0, c.op("Conv", {dy, w},
-                      {attr_ints("strides", win.s), attr_ints("dilations", win.d),
-                       attr_ints("pads", concat(win.pl, win.pr)), attr_i("group", group)}));
+                      {Attribute::of_ints("strides", win.s), Attribute::of_ints("dilations", win.d),
+                       Attribute::of_ints("pads", concat(win.pl, win.pr)), Attribute::of_int("group", group)}));
   if (c.wants(1)) c.set_din(1, weight_grad(c, win, dy, x, w, group));
   if (c.wants(2)) c.set_din(2, bias_grad(c, dy));
 }
@@ -287,7 +287,7 @@ void max_pool_grad(GradContext& c) {
   Value* idx = c.op("Reshape", {c.ensure_out(1), c.ints({-1})});
   Value* zeros = filled(c, 0.0, x, c.op("Unsqueeze", {c.op("Size", {x}), c.ints({0})}));
   Value* dx = c.op("ScatterElements", {zeros, idx, c.op("Reshape", {dy, c.ints({-1})})},
-                   {attr_i("axis", 0), attr_s("reduction", "add")});
+                   {Attribute::of_int("axis", 0), Attribute::of_string("reduction", "add")});
   c.set_din(0, c.op("Reshape", {dx, c.shape_of(x)}));
 }
 
@@ -302,22 +302,22 @@ void average_pool_grad(GradContext& c) {
   Value* sx = dims_from(c, x, 2);
   Value* sy = dims_from(c, dy, 2);
   Value* kern = filled(c, 1.0, x, c.ints(concat({1, 1}, win.k)));
-  Attrs geo = {attr_ints("strides", win.s), attr_ints("dilations", win.d)};
+  Attrs geo = {Attribute::of_ints("strides", win.s), Attribute::of_ints("dilations", win.d)};
   // Count: ones over X padded with ones (padding counts) or zeros (it does not), summed per
   // window; s-1 extra zeros at the end cover ceil_mode's last partial window.
-  Value* ones = filled(c, 1.0, x, c.op("Concat", {c.ints({1, 1}), sx}, {attr_i("axis", 0)}));
+  Value* ones = filled(c, 1.0, x, c.op("Concat", {c.ints({1, 1}), sx}, {Attribute::of_int("axis", 0)}));
   Value* pads = c.op("Concat", {c.ints({0, 0}), win.left(c), c.ints({0, 0}), win.right(c)},
-                     {attr_i("axis", 0)});
+                     {Attribute::of_int("axis", 0)});
   ones = c.op("Pad", {ones, pads, c.scalar(include_pad ? 1.0 : 0.0, x)});
   Attrs ca = geo;
-  ca.push_back(attr_ints("pads", concat(win.zeros(), win.s_minus_1())));
+  ca.push_back(Attribute::of_ints("pads", concat(win.zeros(), win.s_minus_1())));
   Value* count = c.op("Conv", {ones, kern}, ca);
   count = crop(c, count, c.ints(win.zeros()), sy, nsp);
   Value* g = c.op("Div", {dy, count});
   g = reshape_lead(c, g, {-1, 1}, 2);
   Attrs ta = geo;
-  ta.push_back(attr_ints("pads", concat(win.zeros(), win.zeros())));
-  ta.push_back(attr_ints("output_padding", win.s_minus_1()));
+  ta.push_back(Attribute::of_ints("pads", concat(win.zeros(), win.zeros())));
+  ta.push_back(Attribute::of_ints("output_padding", win.s_minus_1()));
   Value* t = c.op("ConvTranspose", {g, kern}, ta);
   Value* start = win.left(c);
   t = crop(c, t, start, c.op("Add", {start, sx}), nsp);
@@ -354,7 +354,7 @@ void batch_norm_grad(GradContext& c) {
     return c.op("Reshape", {as_dtype_of(c, p, x), c.ints({1, -1, 1})});
   };
   Value* axes = c.ints({0, 2});
-  auto sum = [&](Value* v) { return c.op("ReduceSum", {v, axes}, {attr_i("keepdims", 1)}); };
+  auto sum = [&](Value* v) { return c.op("ReduceSum", {v, axes}, {Attribute::of_int("keepdims", 1)}); };
   Value *mean, *var, *m = nullptr;
   if (training) {
     m = c.cast_like(
@@ -396,13 +396,13 @@ void layer_norm_grad(GradContext& c) {
   double eps = n.attr_float("epsilon", 1e-5f);
   // Work on [outer, inner] views: outer = prod(shape[:axis]) (a negative axis counts from the end).
   Value* outer = c.op("ReduceProd", {c.op("Slice", {c.shape_of(x), c.ints({0}), c.ints({axis})})},
-                      {attr_i("keepdims", 1)});
-  Value* shape2 = c.op("Concat", {outer, c.ints({-1})}, {attr_i("axis", 0)});
+                      {Attribute::of_int("keepdims", 1)});
+  Value* shape2 = c.op("Concat", {outer, c.ints({-1})}, {Attribute::of_int("axis", 0)});
   Value* x2 = c.op("Reshape", {x, shape2});
   Value* inner = c.cast_like(c.op("Gather", {c.shape_of(x2), c.int_scalar(1)}), x);
   Value* axes = c.ints({1});
   auto mean = [&](Value* v) {
-    return c.op("Div", {c.op("ReduceSum", {v, axes}, {attr_i("keepdims", 1)}), inner});
+    return c.op("Div", {c.op("ReduceSum", {v, axes}, {Attribute::of_int("keepdims", 1)}), inner});
   };
   Value *mu, *inv;
   auto stash = static_cast<DataType>(n.attr_int("stash_type", 1));

@@ -107,7 +107,7 @@ void reduce_extremum_grad(GradContext& c) {
   Value* hit = c.cast_like(c.op("Equal", {x, keep_reduced_dims(c, ra, c.out(0))}), x);
   std::vector<Value*> sum_in = {hit};
   if (!ra.all) sum_in.push_back(c.ints(ra.axes));
-  Value* ties = c.op("ReduceSum", sum_in, {attr_i("keepdims", 1)});
+  Value* ties = c.op("ReduceSum", sum_in, {Attribute::of_int("keepdims", 1)});
   Value* share = c.op("Div", {keep_reduced_dims(c, ra, c.dout(0)), ties});
   c.set_din(0, c.op("Mul", {hit, share}));
 }
@@ -117,7 +117,7 @@ void cumsum_grad(GradContext& c) {
   int64_t reverse = c.node().attr_int("reverse", 0) != 0 ? 0 : 1;
   int64_t exclusive = c.node().attr_int("exclusive", 0);
   c.set_din(0, c.op("CumSum", {c.dout(0), c.in(1)},
-                    {attr_i("exclusive", exclusive), attr_i("reverse", reverse)}));
+                    {Attribute::of_int("exclusive", exclusive), Attribute::of_int("reverse", reverse)}));
 }
 
 }  // namespace

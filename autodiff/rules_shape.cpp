@@ -44,7 +44,7 @@ Value* shape_value(GradContext& c, Value* x) {
 
 /// g reshaped to x's shape (allowzero: a 0 in x's shape is a real 0-sized dim).
 Value* reshape_like(GradContext& c, Value* g, Value* x) {
-  return c.op("Reshape", {g, shape_value(c, x)}, {attr_i("allowzero", 1)});
+  return c.op("Reshape", {g, shape_value(c, x)}, {Attribute::of_int("allowzero", 1)});
 }
 
 /// Zeros with x's dtype and shape.
@@ -89,7 +89,7 @@ Value* scatter_flat(GradContext& c, Value* dy, Value* ids, bool accumulate) {
   Value* tuples = c.op("Reshape", {ids, c.ints({-1, 1})});
   Value* flat_dy = c.op("Reshape", {dy, c.ints({-1})});
   Attrs attrs;
-  if (accumulate) attrs.push_back(attr_s("reduction", "add"));
+  if (accumulate) attrs.push_back(Attribute::of_string("reduction", "add"));
   return reshape_like(c, c.op("ScatterND", {zeros, tuples, flat_dy}, attrs), x);
 }
 
@@ -108,7 +108,7 @@ void transpose_grad(GradContext& c) {
     ONYX_CHECK(inv[p] < 0, "{}: perm {} repeats axis {}", c.label(), fmt::join(perm, ","), p);
     inv[p] = static_cast<int64_t>(i);
   }
-  c.set_din(0, c.op("Transpose", {c.dout(0)}, {attr_ints("perm", inv)}));
+  c.set_din(0, c.op("Transpose", {c.dout(0)}, {Attribute::of_ints("perm", inv)}));
 }
 
 // d Concat(x_0..x_n, axis) = Split(dy, [len_0..len_n], axis)
@@ -131,9 +131,9 @@ void concat_grad(GradContext& c) {
     std::vector<Value*> lens;
     for (int i = 0; i < n; ++i)
       lens.push_back(c.op("Gather", {c.shape_of(c.in(i)), c.ints({axis})}));
-    split = c.op("Concat", lens, {attr_i("axis", 0)});
+    split = c.op("Concat", lens, {Attribute::of_int("axis", 0)});
   }
-  std::vector<Value*> parts = c.op_n("Split", {c.dout(0), split}, n, {attr_i("axis", axis)});
+  std::vector<Value*> parts = c.op_n("Split", {c.dout(0), split}, n, {Attribute::of_int("axis", axis)});
   for (int i = 0; i < n; ++i)
     if (c.wants(i)) c.set_din(i, parts[i]);
 }
@@ -143,7 +143,7 @@ void split_grad(GradContext& c) {
   std::vector<Value*> parts;
   for (int k = 0; k < static_cast<int>(c.node().outputs.size()); ++k)
     parts.push_back(c.dout(k) ? c.dout(k) : zeros_like(c, c.ensure_out(k)));
-  c.set_din(0, c.op("Concat", parts, {attr_i("axis", c.node().attr_int("axis", 0))}));
+  c.set_din(0, c.op("Concat", parts, {Attribute::of_int("axis", c.node().attr_int("axis", 0))}));
 }
 
 /// Slice with constant unit steps on static dims: the pads that put dy back in place.
@@ -194,11 +194,11 @@ void gather_grad(GradContext& c) {
   const int64_t r = known_rank(c, x);
   const int64_t axis = c.norm_axis(c.node().attr_int("axis", 0), r);
   Value* tuples = c.op(
-      "Unsqueeze", {c.op("Cast", {idx}, {attr_i("to", int64_t(DataType::Int64))}), c.ints({-1})});
+      "Unsqueeze", {c.op("Cast", {idx}, {Attribute::of_int("to", int64_t(DataType::Int64))}), c.ints({-1})});
   // Each index addresses a whole slice along axis 0: ScatterND with index tuples of length 1.
   if (axis == 0)
     return c.set_din(
-        0, c.op("ScatterND", {zeros_like(c, x), tuples, dy}, {attr_s("reduction", "add")}));
+        0, c.op("ScatterND", {zeros_like(c, x), tuples, dy}, {Attribute::of_string("reduction", "add")}));
   // Other axes: move the gathered axis (and dy's index dims) to the front and back again.
   const int64_t q = known_rank(c, idx);
   std::vector<int64_t> perm_dy, perm_x = {axis}, inv_x;
@@ -208,18 +208,18 @@ void gather_grad(GradContext& c) {
   for (int64_t k = 0; k < r; ++k)
     if (k != axis) perm_x.push_back(k);
   for (int64_t k = 0; k < r; ++k) inv_x.push_back(k < axis ? k + 1 : k == axis ? 0 : k);
-  Value* dy_t = c.op("Transpose", {dy}, {attr_ints("perm", perm_dy)});
+  Value* dy_t = c.op("Transpose", {dy}, {Attribute::of_ints("perm", perm_dy)});
   Value* zeros_t =
       c.op("Expand", {c.scalar(0.0, x), c.op("Gather", {c.shape_of(x), c.ints(perm_x)})});
-  Value* dx_t = c.op("ScatterND", {zeros_t, tuples, dy_t}, {attr_s("reduction", "add")});
-  c.set_din(0, c.op("Transpose", {dx_t}, {attr_ints("perm", inv_x)}));
+  Value* dx_t = c.op("ScatterND", {zeros_t, tuples, dy_t}, {Attribute::of_string("reduction", "add")});
+  c.set_din(0, c.op("Transpose", {dx_t}, {Attribute::of_ints("perm", inv_x)}));
 }
 
 // d GatherElements(x, idx, axis) = ScatterElements(zeros(x), idx, dy, axis, reduction=add)
 void gather_elements_grad(GradContext& c) {
   require_scatter_add(c);
   c.set_din(0, c.op("ScatterElements", {zeros_like(c, c.in(0)), c.in(1), c.dout(0)},
-                    {attr_i("axis", c.node().attr_int("axis", 0)), attr_s("reduction", "add")}));
+                    {Attribute::of_int("axis", c.node().attr_int("axis", 0)), Attribute::of_string("reduction", "add")}));
 }
 
 // d Expand(x, shape) = dy summed down to x's shape
@@ -245,7 +245,7 @@ void tile_grad(GradContext& c) {
     Value* rep_col = c.op("Unsqueeze", {reps, c.ints({1})});
     Value* dim_col = c.op("Unsqueeze", {c.shape_of(x), c.ints({1})});
     pairs =
-        c.op("Reshape", {c.op("Concat", {rep_col, dim_col}, {attr_i("axis", 1)}), c.ints({-1})});
+        c.op("Reshape", {c.op("Concat", {rep_col, dim_col}, {Attribute::of_int("axis", 1)}), c.ints({-1})});
   }
   // The repeat axes 0, 2, 4, ...: constants when the rank is known, else a Range.
   Value* axes;
@@ -256,8 +256,8 @@ void tile_grad(GradContext& c) {
   } else {
     axes = c.op("Range", {c.int_scalar(0), c.op("Size", {pairs}), c.int_scalar(2)});
   }
-  Value* split = c.op("Reshape", {c.dout(0), pairs}, {attr_i("allowzero", 1)});
-  c.set_din(0, c.op("ReduceSum", {split, axes}, {attr_i("keepdims", 0)}));
+  Value* split = c.op("Reshape", {c.dout(0), pairs}, {Attribute::of_int("allowzero", 1)});
+  c.set_din(0, c.op("ReduceSum", {split, axes}, {Attribute::of_int("keepdims", 0)}));
 }
 
 // d Pad(x): constant mode: Pad(dy, -pads) (crops the padding, zero-fills what was cropped);
@@ -285,7 +285,7 @@ void pad_grad(GradContext& c) {
   require_scatter_add(c);
   std::vector<Value*> ins = {element_ids(c, c.in(0)), c.in(1)};
   if (axes) ins.insert(ins.end(), {nullptr, axes});
-  Value* ids = c.op("Pad", ins, {attr_s("mode", mode)});
+  Value* ids = c.op("Pad", ins, {Attribute::of_string("mode", mode)});
   c.set_din(0, scatter_flat(c, c.dout(0), ids, true));
 }
 

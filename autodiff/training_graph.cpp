@@ -207,11 +207,7 @@ void switch_to_training_mode(Graph& g, TrainingGraph& tg) {
       g.set_input(n, 2, on);
     } else if (n->op_type == "BatchNormalization" && canonical_domain(n->domain).empty()) {
       ONYX_CHECK(n->num_inputs() == 5, "[autodiff] {} should have 5 inputs", n->label());
-      Attribute a;
-      a.name = "training_mode";
-      a.type = Attribute::Type::Int;
-      a.i = 1;
-      n->attrs["training_mode"] = a;
+      n->attrs["training_mode"] = Attribute::of_int("training_mode", 1);
       n->outputs.resize(3, nullptr);
       for (int i = 1; i <= 2; ++i) {
         Value* stat = n->inputs[2 + i];

@@ -85,6 +85,41 @@ struct Attribute {
   std::string ref_attr_name;
   /// Serialized proto for kinds held but not interpreted (sparse tensors).
   std::string opaque;
+
+  /// Attributes built in one expression, for passes, gradient rules and tests.
+  static Attribute of_int(std::string name, int64_t v) {
+    Attribute a = named(std::move(name), Type::Int);
+    a.i = v;
+    return a;
+  }
+  static Attribute of_float(std::string name, double v) {
+    Attribute a = named(std::move(name), Type::Float);
+    a.f = static_cast<float>(v);
+    return a;
+  }
+  static Attribute of_string(std::string name, std::string v) {
+    Attribute a = named(std::move(name), Type::String);
+    a.s = std::move(v);
+    return a;
+  }
+  static Attribute of_ints(std::string name, std::vector<int64_t> v) {
+    Attribute a = named(std::move(name), Type::Ints);
+    a.ints = std::move(v);
+    return a;
+  }
+  static Attribute of_floats(std::string name, std::vector<float> v) {
+    Attribute a = named(std::move(name), Type::Floats);
+    a.floats = std::move(v);
+    return a;
+  }
+
+ private:
+  static Attribute named(std::string name, Type type) {
+    Attribute a;
+    a.name = std::move(name);
+    a.type = type;
+    return a;
+  }
 };
 std::string attr_type_name(Attribute::Type t);
 

@@ -41,29 +41,6 @@ inline void set_output(Node* n, int idx, Value* v) {
   v->producer_output = idx;
 }
 
-/// Attributes built in one line.
-inline Attribute int_attr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::Int;
-  a.i = v;
-  return a;
-}
-inline Attribute string_attr(const std::string& name, std::string v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::String;
-  a.s = std::move(v);
-  return a;
-}
-inline Attribute floats_attr(const std::string& name, std::vector<float> v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::Floats;
-  a.floats = std::move(v);
-  return a;
-}
-
 /// Adds `domain` at version 1 to the model's opset imports when it is missing.
 inline void import_domain(Model& model, const std::string& domain) {
   if (model.opset(domain) == 0) model.opsets.push_back({domain, 1});

@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "inference/fusion_util.h"
 #include "inference/optimizer.h"
 
 namespace onyx {
@@ -43,16 +44,11 @@ size_t fuse_transpose_into_matmul(Model& model) {
     // ONNX Runtime's contrib op; ours also takes MatMul's integer types.
     n->op_type = "FusedMatMul";
     n->domain = "com.microsoft";
-    for (int i = 0; i < 2; ++i) {
-      Attribute a;
-      a.name = i == 0 ? "transA" : "transB";
-      a.type = Attribute::Type::Int;
-      a.i = trans[i] ? 1 : 0;
-      n->attrs[a.name] = a;
-    }
+    n->attrs["transA"] = Attribute::of_int("transA", trans[0] ? 1 : 0);
+    n->attrs["transB"] = Attribute::of_int("transB", trans[1] ? 1 : 0);
     ++fused;
   }
-  if (fused && model.opset("com.microsoft") == 0) model.opsets.push_back({"com.microsoft", 1});
+  if (fused) import_domain(model, "com.microsoft");
   return fused;
 }
 

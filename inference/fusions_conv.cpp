@@ -253,9 +253,9 @@ size_t fuse_activation_into_conv(Model& model) {
     Value* out = act->outputs[0];
     g.remove_node(act);
     make_fused_conv(model, conv);
-    conv->attrs["activation"] = string_attr("activation", a->first);
+    conv->attrs["activation"] = Attribute::of_string("activation", a->first);
     if (!a->second.empty())
-      conv->attrs["activation_params"] = floats_attr("activation_params", a->second);
+      conv->attrs["activation_params"] = Attribute::of_floats("activation_params", a->second);
     set_output(conv, 0, out);
     ++fused;
   }

@@ -61,7 +61,7 @@ size_t convert_convs_to_nchwc(Model& model, int64_t block) {
     Value* b = g.add_unique_value(v->name + "_nchwc");
     b->type = ValueType::tensor(DataType::Float);
     Node* r = g.add_node("ToNchwc", {v}, {b}, kDomain, v->name + "_to_nchwc");
-    r->attrs["block"] = int_attr("block", block);
+    r->attrs["block"] = Attribute::of_int("block", block);
     channels[b] = c;
     return blocked[v] = b;
   };
@@ -74,9 +74,9 @@ size_t convert_convs_to_nchwc(Model& model, int64_t block) {
     set_output(n, 0, yb);
     n->op_type = op;
     n->domain = kDomain;
-    n->attrs["block"] = int_attr("block", block);
+    n->attrs["block"] = Attribute::of_int("block", block);
     Node* back = g.add_node("FromNchwc", {yb}, {y}, kDomain, y->name + "_from_nchwc");
-    back->attrs["channels"] = int_attr("channels", c);
+    back->attrs["channels"] = Attribute::of_int("channels", c);
     blocked[y] = yb;
     channels[yb] = c;
   };
@@ -103,7 +103,7 @@ size_t convert_convs_to_nchwc(Model& model, int64_t block) {
       g.set_input(n, 0, twin->second);
       n->op_type = "GlobalAveragePoolNchwc";
       n->domain = kDomain;
-      n->attrs["channels"] = int_attr("channels", channels[twin->second]);
+      n->attrs["channels"] = Attribute::of_int("channels", channels[twin->second]);
     } else {
       continue;
     }

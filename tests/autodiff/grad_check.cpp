@@ -73,7 +73,7 @@ void add_projection(Model& m, const std::vector<Shape>& shapes, std::mt19937_64&
     g.add_node("Mul", {g.outputs[k], R}, {prod}, "", prod->name);
     Value* s = g.get_or_add_value(fmt::format("proj_sum{}", k));
     Node* red = g.add_node("ReduceSum", {prod}, {s}, "", s->name);
-    red->attrs["keepdims"] = autodiff::attr_i("keepdims", 0);
+    red->attrs["keepdims"] = Attribute::of_int("keepdims", 0);
     terms.push_back(s);
   }
   Value* L = g.get_or_add_value("L");

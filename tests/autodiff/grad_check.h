@@ -20,6 +20,7 @@
 #include "autodiff/training_graph.h"
 #include "graph/ir.h"
 #include "inference/session.h"
+#include "test_util.h"  // attr_int, attr_float, attr_ints, attr_string
 
 namespace onyx::test {
 

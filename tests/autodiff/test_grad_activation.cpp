@@ -10,9 +10,9 @@ namespace onyx::test {
 
 namespace {
 
-using autodiff::attr_f;
-using autodiff::attr_i;
-using autodiff::attr_s;
+using test::attr_float;
+using test::attr_int;
+using test::attr_string;
 using autodiff::Attrs;
 
 /// `n` values in [-2, 2] at least 0.1 away from 0 (the kink of Relu-like ops).
@@ -30,9 +30,9 @@ TEST(GradActivation, ReluAndLeakyRelu) {
   auto x = PV("x", {3, 4}, away_from_zero(12));
   check_gradient({.op = "Relu", .inputs = {x}});
   check_gradient({.op = "LeakyRelu", .inputs = {x}});
-  check_gradient({.op = "LeakyRelu", .inputs = {x}, .attrs = {attr_f("alpha", 0.3)}});
-  check_gradient({.op = "LeakyRelu", .inputs = {x}, .attrs = {attr_f("alpha", -0.5)}});
-  check_gradient({.op = "LeakyRelu", .inputs = {x}, .attrs = {attr_f("alpha", 0.0)}});
+  check_gradient({.op = "LeakyRelu", .inputs = {x}, .attrs = {attr_float("alpha", 0.3)}});
+  check_gradient({.op = "LeakyRelu", .inputs = {x}, .attrs = {attr_float("alpha", -0.5)}});
+  check_gradient({.op = "LeakyRelu", .inputs = {x}, .attrs = {attr_float("alpha", 0.0)}});
 }
 
 TEST(GradActivation, SmoothUnary) {
@@ -46,9 +46,9 @@ TEST(GradActivation, GeluExactAndTanh) {
   auto x = P("x", {3, 5}, -3, 3);
   check_gradient({.op = "Gelu", .inputs = {x}, .opset = 20});
   check_gradient(
-      {.op = "Gelu", .inputs = {x}, .attrs = {attr_s("approximate", "none")}, .opset = 20});
+      {.op = "Gelu", .inputs = {x}, .attrs = {attr_string("approximate", "none")}, .opset = 20});
   check_gradient(
-      {.op = "Gelu", .inputs = {x}, .attrs = {attr_s("approximate", "tanh")}, .opset = 20});
+      {.op = "Gelu", .inputs = {x}, .attrs = {attr_string("approximate", "tanh")}, .opset = 20});
 }
 
 TEST(GradActivation, SoftmaxAndLogSoftmaxEveryAxis) {
@@ -58,9 +58,9 @@ TEST(GradActivation, SoftmaxAndLogSoftmaxEveryAxis) {
     check_gradient({.op = op, .inputs = {x}});  // default axis -1
     for (int64_t axis : {0, 1, 2, -1, -2, -3}) {
       SCOPED_TRACE(axis);
-      check_gradient({.op = op, .inputs = {x}, .attrs = {attr_i("axis", axis)}});
+      check_gradient({.op = op, .inputs = {x}, .attrs = {attr_int("axis", axis)}});
     }
-    check_gradient({.op = op, .inputs = {x}, .attrs = {attr_i("axis", 1)}, .opset = 13});
+    check_gradient({.op = op, .inputs = {x}, .attrs = {attr_int("axis", 1)}, .opset = 13});
     check_gradient({.op = op, .inputs = {P("v", {5}, -2, 2)}});
   }
 }
@@ -71,13 +71,13 @@ TEST(GradActivation, HardSigmoidEluSelu) {
   auto xh = PV("x", {8}, {-3.1, -2.0, -1.1, 0.05, 0.7, 1.5, 2.1, 3.3});
   check_gradient({.op = "HardSigmoid", .inputs = {xh}});
   check_gradient(
-      {.op = "HardSigmoid", .inputs = {xh}, .attrs = {attr_f("alpha", 0.5), attr_f("beta", 0.4)}});
+      {.op = "HardSigmoid", .inputs = {xh}, .attrs = {attr_float("alpha", 0.5), attr_float("beta", 0.4)}});
   auto x = PV("x", {3, 4}, away_from_zero(12, 9));
   check_gradient({.op = "Elu", .inputs = {x}});
-  check_gradient({.op = "Elu", .inputs = {x}, .attrs = {attr_f("alpha", 0.4)}});
+  check_gradient({.op = "Elu", .inputs = {x}, .attrs = {attr_float("alpha", 0.4)}});
   check_gradient({.op = "Selu", .inputs = {x}});
   check_gradient(
-      {.op = "Selu", .inputs = {x}, .attrs = {attr_f("alpha", 1.3), attr_f("gamma", 0.9)}});
+      {.op = "Selu", .inputs = {x}, .attrs = {attr_float("alpha", 1.3), attr_float("gamma", 0.9)}});
 }
 
 TEST(GradActivation, DropoutTrainingModeReusesTheMask) {
@@ -162,8 +162,8 @@ TEST(GradActivation, UnknownGeluApproximationIsAnError) {
   m->graph = std::make_unique<Graph>("gelu");
   Graph& g = *m->graph;
   g.add_initializer("w", Tensor::from_vector<double>({3}, {0.1, 0.2, 0.3}));
-  Value* y = add(g, "Gelu", {g.find_value("w")}, {attr_s("approximate", "cubic")});
-  g.outputs = {add(g, "ReduceSum", {y}, {attr_i("keepdims", 0)})};
+  Value* y = add(g, "Gelu", {g.find_value("w")}, {attr_string("approximate", "cubic")});
+  g.outputs = {add(g, "ReduceSum", {y}, {attr_int("keepdims", 0)})};
   try {
     autodiff::build_training_graph(*m, {.kind = "output"}, {"w"});
     FAIL() << "expected onyx::Error";
@@ -182,11 +182,11 @@ std::vector<Value*> activation_graph(Graph& g) {
   Value* x = g.find_value("x");
   Value* on = g.find_value("training");
   Value* ratio = g.find_value("ratio");
-  Value* ge = add(g, "Gelu", {x}, {attr_s("approximate", "tanh")});
+  Value* ge = add(g, "Gelu", {x}, {attr_string("approximate", "tanh")});
   Value* dr = add(g, "Dropout", {ge, ratio, on});
-  Value* sm = add(g, "Softmax", {dr}, {attr_i("axis", 0)});
-  Value* lr = add(g, "LeakyRelu", {x}, {attr_f("alpha", 0.2)});
-  Value* ls = add(g, "LogSoftmax", {lr}, {attr_i("axis", 1)});
+  Value* sm = add(g, "Softmax", {dr}, {attr_int("axis", 0)});
+  Value* lr = add(g, "LeakyRelu", {x}, {attr_float("alpha", 0.2)});
+  Value* ls = add(g, "LogSoftmax", {lr}, {attr_int("axis", 1)});
   Value* th = add(g, "Tanh", {add(g, "Elu", {x})});
   Value* prod = add(g, "Mul", {sm, add(g, "Sigmoid", {x})});
   return {add(g, "Add", {add(g, "Add", {prod, ls}), th})};
@@ -212,7 +212,7 @@ TEST(GradActivation, MultiOpGraphSurvivesSaveReload) {
   g.add_initializer("ratio", Tensor::scalar<double>(0.25));
   g.add_initializer("training", Tensor::scalar<bool>(true));
   Value* y = activation_graph(g)[0];
-  Value* L = add(g, "ReduceSum", {y}, {attr_i("keepdims", 0)});
+  Value* L = add(g, "ReduceSum", {y}, {attr_int("keepdims", 0)});
   g.outputs = {L};
   expect_same_after_save_reload(*m, {.kind = "output", .output = L->name}, {"x"}, 9);
 }

@@ -9,7 +9,7 @@ namespace onyx::test {
 
 namespace {
 
-using autodiff::attr_i;
+using test::attr_int;
 using autodiff::Attrs;
 
 /// Values away from 0 (for Abs and other kinks), `n` of them, alternating signs.
@@ -127,14 +127,14 @@ TEST(GradElementwise, CastRoundTripThroughFloat) {
               .atol = 1e-5,
               .build = [](Graph& g) -> std::vector<Value*> {
                 Value* x = g.find_value("x");
-                Value* f = add(g, "Cast", {x}, {attr_i("to", int64_t(DataType::Float))});
+                Value* f = add(g, "Cast", {x}, {attr_int("to", int64_t(DataType::Float))});
                 Value* three = g.add_initializer("three", Tensor::scalar<float>(3.0f));
                 Value* m = add(g, "Mul", {f, three});
-                return {add(g, "Cast", {m}, {attr_i("to", int64_t(DataType::Double))})};
+                return {add(g, "Cast", {m}, {attr_int("to", int64_t(DataType::Double))})};
               }};
   check_gradient(gc);
   check_gradient(
-      {.op = "Cast", .inputs = {P("x", {3})}, .attrs = {attr_i("to", int64_t(DataType::Double))}});
+      {.op = "Cast", .inputs = {P("x", {3})}, .attrs = {attr_int("to", int64_t(DataType::Double))}});
 }
 
 namespace {
@@ -168,7 +168,7 @@ TEST(GradElementwise, MultiOpGraphSurvivesSaveReload) {
   g.add_initializer("b", Tensor::from_vector<double>({3}, ins[1].values));
   g.add_initializer("c", Tensor::from_vector<double>({2, 3}, {0.4, 0.9, 1.5, 0.5, 1.8, 0.7}));
   Value* y = elementwise_graph(g)[0];
-  Value* L = add(g, "ReduceSum", {y}, {attr_i("keepdims", 0)});
+  Value* L = add(g, "ReduceSum", {y}, {attr_int("keepdims", 0)});
   g.outputs = {L};
   expect_same_after_save_reload(*m, {.kind = "output", .output = L->name}, {"a", "b", "c"});
 }

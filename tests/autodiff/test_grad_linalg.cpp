@@ -5,9 +5,9 @@
 
 namespace onyx::test {
 
-using autodiff::attr_f;
-using autodiff::attr_i;
-using autodiff::attr_s;
+using test::attr_float;
+using test::attr_int;
+using test::attr_string;
 
 TEST(GradLinalg, MatMul2DAndBatched) {
   check_gradient({.op = "MatMul", .inputs = {P("a", {3, 4}), P("b", {4, 5})}});
@@ -39,11 +39,11 @@ TEST(GradLinalg, GemmTransposesAndScales) {
       Shape sb = tb ? Shape{5, 4} : Shape{4, 5};
       check_gradient({.op = "Gemm",
                       .inputs = {P("a", sa), P("b", sb)},
-                      .attrs = {attr_i("transA", ta), attr_i("transB", tb)}});
+                      .attrs = {attr_int("transA", ta), attr_int("transB", tb)}});
       check_gradient({.op = "Gemm",
                       .inputs = {P("a", sa), P("b", sb), P("c", {3, 5})},
-                      .attrs = {attr_i("transA", ta), attr_i("transB", tb), attr_f("alpha", 0.5),
-                                attr_f("beta", 2.0)}});
+                      .attrs = {attr_int("transA", ta), attr_int("transB", tb), attr_float("alpha", 0.5),
+                                attr_float("beta", 2.0)}});
     }
 }
 
@@ -52,7 +52,7 @@ TEST(GradLinalg, GemmBroadcastC) {
     SCOPED_TRACE(shape_str(sc));
     check_gradient({.op = "Gemm",
                     .inputs = {P("a", {3, 4}), P("b", {5, 4}), P("c", sc)},
-                    .attrs = {attr_i("transB", 1), attr_f("alpha", -1.5), attr_f("beta", 0.25)}});
+                    .attrs = {attr_int("transB", 1), attr_float("alpha", -1.5), attr_float("beta", 0.25)}});
   }
   // C fixed, only A and B trained.
   check_gradient(
@@ -82,7 +82,7 @@ TEST(GradLinalg, EinsumContractions) {
     std::vector<GradInput> ins;
     for (size_t k = 0; k < c.shapes.size(); ++k)
       ins.push_back(P(fmt::format("x{}", k), c.shapes[k]));
-    check_gradient({.op = "Einsum", .inputs = ins, .attrs = {attr_s("equation", c.eq)}});
+    check_gradient({.op = "Einsum", .inputs = ins, .attrs = {attr_string("equation", c.eq)}});
   }
 }
 
@@ -96,32 +96,32 @@ TEST(GradLinalg, EinsumDiagonals) {
       ins = {P("x", {3, 3, 2}), P("y", {2})};
     else
       ins = {P("x", {3, 3})};
-    check_gradient({.op = "Einsum", .inputs = ins, .attrs = {attr_s("equation", eq)}});
+    check_gradient({.op = "Einsum", .inputs = ins, .attrs = {attr_string("equation", eq)}});
   }
   check_gradient(
-      {.op = "Einsum", .inputs = {P("x", {2, 2, 2})}, .attrs = {attr_s("equation", "iii->i")}});
+      {.op = "Einsum", .inputs = {P("x", {2, 2, 2})}, .attrs = {attr_string("equation", "iii->i")}});
 }
 
 TEST(GradLinalg, EinsumEllipsis) {
   check_gradient({.op = "Einsum",
                   .inputs = {P("a", {2, 3, 4}), P("b", {4, 5})},
-                  .attrs = {attr_s("equation", "...ij,jk->...ik")}});
+                  .attrs = {attr_string("equation", "...ij,jk->...ik")}});
   check_gradient({.op = "Einsum",
                   .inputs = {P("a", {2, 1, 3, 4}), P("b", {5, 4, 2})},
-                  .attrs = {attr_s("equation", "...ij,...jk->...ik")}});
+                  .attrs = {attr_string("equation", "...ij,...jk->...ik")}});
   check_gradient({.op = "Einsum",
                   .inputs = {P("a", {3, 2, 4}), P("b", {4})},
-                  .attrs = {attr_s("equation", "i...j,j->i...")}});
+                  .attrs = {attr_string("equation", "i...j,j->i...")}});
   check_gradient({.op = "Einsum",
                   .inputs = {P("a", {2, 3}), P("b", {4, 1, 3})},
-                  .attrs = {attr_s("equation", "...j,...j->...")}});
+                  .attrs = {attr_string("equation", "...j,...j->...")}});
 }
 
 TEST(GradLinalg, EinsumSummedEllipsisIsAnError) {
   try {
     check_gradient({.op = "Einsum",
                     .inputs = {P("a", {2, 3, 4})},
-                    .attrs = {attr_s("equation", "...ij->ij")}});
+                    .attrs = {attr_string("equation", "...ij->ij")}});
     FAIL() << "expected onyx::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[autodiff]"), std::string::npos) << e.what();
@@ -151,12 +151,12 @@ TEST(GradLinalg, MultiOpGraphSavesAndReloads) {
     for (auto& a : attrs) n->attrs[a.name] = a;
     return out;
   };
-  Value* h = node("Gemm", {x, w1, b1}, {attr_i("transB", 1), attr_f("alpha", 0.5)});  // [4,5]
+  Value* h = node("Gemm", {x, w1, b1}, {attr_int("transB", 1), attr_float("alpha", 0.5)});  // [4,5]
   Value* h2 = node("MatMul", {h, w2});                                                // [2,4,2]
-  Value* e = node("Einsum", {h2, w3}, {attr_s("equation", "bij,j->bi")});             // [2,4]
+  Value* e = node("Einsum", {h2, w3}, {attr_string("equation", "bij,j->bi")});             // [2,4]
   Value* sq = node("Mul", {e, e});
   Value* L = g.get_or_add_value("L");
-  g.add_node("ReduceSum", {sq}, {L}, "", "L")->attrs["keepdims"] = attr_i("keepdims", 0);
+  g.add_node("ReduceSum", {sq}, {L}, "", "L")->attrs["keepdims"] = attr_int("keepdims", 0);
   g.outputs.push_back(L);
   expect_same_after_save_reload(*m, {.kind = "output", .output = "L"},
                                 {"x", "w1", "b1", "w2", "w3"});

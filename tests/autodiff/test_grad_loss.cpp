@@ -8,8 +8,8 @@ namespace onyx::test {
 
 namespace {
 
-using autodiff::attr_i;
-using autodiff::attr_s;
+using test::attr_int;
+using test::attr_string;
 
 struct LossCase {
   Shape scores;
@@ -49,8 +49,8 @@ GradCase make_case(const std::string& op, const LossCase& lc, const std::string&
     for (int64_t c = 0; c < lc.scores[1]; ++c) w.push_back(0.5 + 0.3 * static_cast<double>(c));
     gc.inputs.push_back(C("w", {lc.scores[1]}, w, DataType::Double));
   }
-  gc.attrs.push_back(attr_s("reduction", reduction));
-  if (lc.ignore) gc.attrs.push_back(attr_i("ignore_index", *lc.ignore));
+  gc.attrs.push_back(attr_string("reduction", reduction));
+  if (lc.ignore) gc.attrs.push_back(attr_int("ignore_index", *lc.ignore));
   return gc;
 }
 
@@ -97,7 +97,7 @@ TEST(GradLoss, ClassWeightsGetNoGradient) {
   Value* L = g.get_or_add_value("L");
   Node* n = g.add_node("SoftmaxCrossEntropyLoss",
                        {g.find_value("x"), g.find_value("t"), g.find_value("w")}, {L}, "", "sce");
-  n->attrs["reduction"] = attr_s("reduction", "sum");
+  n->attrs["reduction"] = attr_string("reduction", "sum");
   g.outputs = {L};
   auto tg = autodiff::build_training_graph(*m, {.kind = "output", .output = "L"}, {"x", "w"});
   SessionOptions so;
@@ -129,10 +129,10 @@ TEST(GradLoss, TrainingGraphSavesAndReloads) {
   Node* n =
       g.add_node("SoftmaxCrossEntropyLoss",
                  {g.find_value("x"), g.find_value("t"), g.find_value("w")}, {L, lp}, "", "sce");
-  n->attrs["ignore_index"] = attr_i("ignore_index", -1);
+  n->attrs["ignore_index"] = attr_int("ignore_index", -1);
   Value* L2 = g.get_or_add_value("L2");
   g.add_node("NegativeLogLikelihoodLoss", {lp, g.find_value("t")}, {L2}, "", "nll")
-      ->attrs["ignore_index"] = attr_i("ignore_index", -1);
+      ->attrs["ignore_index"] = attr_int("ignore_index", -1);
   Value* total = g.get_or_add_value("total");
   g.add_node("Add", {L, L2}, {total}, "", "total");
   g.outputs = {total};

@@ -10,10 +10,10 @@ namespace onyx::test {
 
 namespace {
 
-using autodiff::attr_f;
-using autodiff::attr_i;
-using autodiff::attr_ints;
-using autodiff::attr_s;
+using test::attr_float;
+using test::attr_int;
+using test::attr_ints;
+using test::attr_string;
 
 /// Attribute lists: {"strides", {2, 1}} style, plus ints/strings.
 Attribute ints(const char* n, std::vector<int64_t> v) { return attr_ints(n, std::move(v)); }
@@ -61,11 +61,11 @@ TEST(GradNn, ConvGroups) {
   check_gradient(
       {.op = "Conv",
        .inputs = {P("x", {2, 4, 5, 5}), P("w", {6, 2, 3, 3}), P("b", {6})},
-       .attrs = {ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1}), attr_i("group", 2)}});
+       .attrs = {ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1}), attr_int("group", 2)}});
   // Depthwise, 1-D.
   check_gradient({.op = "Conv",
                   .inputs = {P("x", {2, 3, 6}), P("w", {3, 1, 3})},
-                  .attrs = {attr_i("group", 3), ints("dilations", {2})}});
+                  .attrs = {attr_int("group", 3), ints("dilations", {2})}});
 }
 
 TEST(GradNn, ConvAutoPad) {
@@ -73,10 +73,10 @@ TEST(GradNn, ConvAutoPad) {
     SCOPED_TRACE(ap);
     check_gradient({.op = "Conv",
                     .inputs = {P("x", {1, 2, 6, 5}), P("w", {2, 2, 3, 2}), P("b", {2})},
-                    .attrs = {attr_s("auto_pad", ap), ints("strides", {2, 2})}});
+                    .attrs = {attr_string("auto_pad", ap), ints("strides", {2, 2})}});
     check_gradient({.op = "Conv",
                     .inputs = {P("x", {2, 2, 7}), P("w", {3, 2, 4})},
-                    .attrs = {attr_s("auto_pad", ap)}});
+                    .attrs = {attr_string("auto_pad", ap)}});
   }
 }
 
@@ -97,9 +97,9 @@ TEST(GradNn, ConvChainWithUnknownInputShape) {
     std::string pad = ap;
     gc.build = [pad](Graph& g) {
       auto h = node(g, "Conv", {"x", "w1"}, {ints("pads", {1, 0, 0, 1})});
-      std::vector<Attribute> a = {ints("strides", {2, 2}), attr_s("auto_pad", pad)};
+      std::vector<Attribute> a = {ints("strides", {2, 2}), attr_string("auto_pad", pad)};
       if (pad == "NOTSET")
-        a = {ints("strides", {2, 3}), ints("pads", {1, 0, 0, 1}), attr_i("group", 1)};
+        a = {ints("strides", {2, 3}), ints("pads", {1, 0, 0, 1}), attr_int("group", 1)};
       g.find_value("w2");
       std::vector<Value*> in = {h[0], g.find_value("w2"), g.find_value("b2")};
       Value* y = g.get_or_add_value("y");
@@ -128,7 +128,7 @@ TEST(GradNn, ConvTranspose1D) {
 TEST(GradNn, ConvTranspose2DGroupsDilations) {
   check_gradient({.op = "ConvTranspose",
                   .inputs = {P("x", {2, 4, 3, 3}), P("w", {4, 1, 2, 3}), P("b", {2})},
-                  .attrs = {attr_i("group", 2), ints("strides", {2, 1}), ints("dilations", {1, 2}),
+                  .attrs = {attr_int("group", 2), ints("strides", {2, 1}), ints("dilations", {1, 2}),
                             ints("pads", {0, 1, 1, 0})}});
 }
 
@@ -137,7 +137,7 @@ TEST(GradNn, ConvTransposeAutoPadAndOutputShape) {
     SCOPED_TRACE(ap);
     check_gradient({.op = "ConvTranspose",
                     .inputs = {P("x", {1, 2, 3, 4}), P("w", {2, 2, 3, 3})},
-                    .attrs = {attr_s("auto_pad", ap), ints("strides", {2, 2})}});
+                    .attrs = {attr_string("auto_pad", ap), ints("strides", {2, 2})}});
   }
   check_gradient({.op = "ConvTranspose",
                   .inputs = {P("x", {1, 2, 3, 3}), P("w", {2, 1, 3, 3}), P("b", {1})},
@@ -152,11 +152,11 @@ TEST(GradNn, MaxPool) {
   };
   mp({2, 3, 4, 4}, {ints("kernel_shape", {2, 2}), ints("strides", {2, 2})});
   mp({1, 2, 5, 5}, {ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1})});  // overlapping
-  mp({1, 2, 5, 6}, {ints("kernel_shape", {2, 3}), ints("strides", {2, 2}), attr_i("ceil_mode", 1)});
+  mp({1, 2, 5, 6}, {ints("kernel_shape", {2, 3}), ints("strides", {2, 2}), attr_int("ceil_mode", 1)});
   mp({1, 1, 7, 7},
      {ints("kernel_shape", {2, 2}), ints("dilations", {2, 2}), ints("strides", {2, 1})});
   mp({2, 2, 9},
-     {ints("kernel_shape", {3}), ints("strides", {2}), attr_s("auto_pad", "SAME_UPPER")});
+     {ints("kernel_shape", {3}), ints("strides", {2}), attr_string("auto_pad", "SAME_UPPER")});
   mp({1, 2, 3, 4, 3}, {ints("kernel_shape", {2, 2, 2})});
   // Indices already produced by the model are reused.
   check_gradient({.op = "MaxPool",
@@ -181,7 +181,7 @@ TEST(GradNn, MaxPoolColumnMajorIndicesAreRefused) {
   try {
     check_gradient({.op = "MaxPool",
                     .inputs = {P("x", {1, 1, 4, 4})},
-                    .attrs = {ints("kernel_shape", {2, 2}), attr_i("storage_order", 1)}});
+                    .attrs = {ints("kernel_shape", {2, 2}), attr_int("storage_order", 1)}});
     ADD_FAILURE() << "no error for storage_order=1";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("storage_order"), std::string::npos) << e.what();
@@ -212,13 +212,13 @@ TEST(GradNn, AveragePoolCountIncludePadAndCeilMode) {
       check_gradient({.op = "AveragePool",
                       .inputs = {P("x", {2, 2, 5, 6})},
                       .attrs = {ints("kernel_shape", {3, 2}), ints("strides", {2, 2}),
-                                ints("pads", {1, 0, 1, 1}), attr_i("count_include_pad", include),
-                                attr_i("ceil_mode", ceil)}});
+                                ints("pads", {1, 0, 1, 1}), attr_int("count_include_pad", include),
+                                attr_int("ceil_mode", ceil)}});
       check_gradient(
           {.op = "AveragePool",
            .inputs = {P("x", {1, 3, 8})},
            .attrs = {ints("kernel_shape", {3}), ints("strides", {3}), ints("pads", {1, 1}),
-                     attr_i("count_include_pad", include), attr_i("ceil_mode", ceil)}});
+                     attr_int("count_include_pad", include), attr_int("ceil_mode", ceil)}});
     }
   }
 }
@@ -230,7 +230,7 @@ TEST(GradNn, AveragePoolAutoPadDilations3D) {
       check_gradient({.op = "AveragePool",
                       .inputs = {P("x", {1, 2, 5, 7})},
                       .attrs = {ints("kernel_shape", {2, 3}), ints("strides", {2, 2}),
-                                attr_s("auto_pad", ap), attr_i("count_include_pad", include)}});
+                                attr_string("auto_pad", ap), attr_int("count_include_pad", include)}});
     }
   check_gradient({.op = "AveragePool",
                   .inputs = {P("x", {1, 2, 7, 7})},
@@ -254,8 +254,8 @@ TEST(GradNn, PoolsWithUnknownInputShape) {
       Node* n = g.add_node(o, {h[0]}, {y}, "", "pool");
       n->attrs["kernel_shape"] = ints("kernel_shape", {3, 2});
       n->attrs["strides"] = ints("strides", {2, 2});
-      n->attrs["auto_pad"] = attr_s("auto_pad", "SAME_LOWER");
-      n->attrs["count_include_pad"] = attr_i("count_include_pad", 1);
+      n->attrs["auto_pad"] = attr_string("auto_pad", "SAME_LOWER");
+      n->attrs["count_include_pad"] = attr_int("count_include_pad", 1);
       return std::vector<Value*>{y};
     };
     check_gradient(gc);
@@ -276,7 +276,7 @@ TEST(GradNn, BatchNormalizationTraining) {
                     .inputs = {P("x", xs), P("scale", {3}, 0.5, 1.5), P("b", {3}),
                                C("mean", {3}, {0.1, -0.2, 0.3}, DataType::Double),
                                C("var", {3}, {1.0, 0.5, 2.0}, DataType::Double)},
-                    .attrs = {attr_i("training_mode", 1), attr_f("epsilon", 1e-3)},
+                    .attrs = {attr_int("training_mode", 1), attr_float("epsilon", 1e-3)},
                     .outputs = 3});
   }
 }
@@ -302,7 +302,7 @@ TEST(GradNn, BatchNormalizationInferenceMode) {
   g.add_initializer("mean", Tensor::from_vector<double>({Cc}, mv));
   g.add_initializer("var", Tensor::from_vector<double>({Cc}, vv));
   auto y =
-      node(g, "BatchNormalization", {"x", "scale", "b", "mean", "var"}, {attr_f("epsilon", 1e-2)});
+      node(g, "BatchNormalization", {"x", "scale", "b", "mean", "var"}, {attr_float("epsilon", 1e-2)});
   g.outputs.push_back(y[0]);
   auto bg = autodiff::build_backward_graphs(*m, {"x", "scale", "b"});
   SessionOptions so;
@@ -347,18 +347,18 @@ TEST(GradNn, LayerNormalization) {
     SCOPED_TRACE(stash);
     check_gradient({.op = "LayerNormalization",
                     .inputs = {P("x", {2, 3, 4}), P("scale", {4}, 0.5, 1.5), P("b", {4})},
-                    .attrs = {attr_i("stash_type", stash)}});
+                    .attrs = {attr_int("stash_type", stash)}});
     check_gradient(
         {.op = "LayerNormalization",
          .inputs = {P("x", {2, 3, 4}), P("scale", {3, 4}, 0.5, 1.5), P("b", {3, 4})},
-         .attrs = {attr_i("axis", 1), attr_f("epsilon", 1e-3), attr_i("stash_type", stash)}});
+         .attrs = {attr_int("axis", 1), attr_float("epsilon", 1e-3), attr_int("stash_type", stash)}});
     check_gradient({.op = "LayerNormalization",
                     .inputs = {P("x", {2, 3}), P("scale", {2, 3}, 0.5, 1.5), P("b", {2, 3})},
-                    .attrs = {attr_i("axis", 0), attr_i("stash_type", stash)}});
+                    .attrs = {attr_int("axis", 0), attr_int("stash_type", stash)}});
     // Broadcast scale, no bias; Mean / InvStdDev outputs already in the model.
     check_gradient({.op = "LayerNormalization",
                     .inputs = {P("x", {2, 3, 4}), P("scale", {4}, 0.5, 1.5)},
-                    .attrs = {attr_i("axis", -2), attr_i("stash_type", stash)},
+                    .attrs = {attr_int("axis", -2), attr_int("stash_type", stash)},
                     .outputs = 3});
   }
 }
@@ -396,7 +396,7 @@ std::vector<std::pair<std::vector<double>, std::vector<double>>> grads_f32_f64(
     Value* s = g.get_or_add_value("sq");
     g.add_node("Mul", {y[0], y[0]}, {s}, "", "sq");
     Value* L = g.get_or_add_value("L");
-    g.add_node("ReduceSum", {s}, {L}, "", "L")->attrs["keepdims"] = attr_i("keepdims", 0);
+    g.add_node("ReduceSum", {s}, {L}, "", "L")->attrs["keepdims"] = attr_int("keepdims", 0);
     g.outputs = {L};
     autodiff::LossSpec spec{.kind = "output", .output = "L"};
     auto tg = autodiff::build_training_graph(*m, spec, names);
@@ -431,22 +431,22 @@ void expect_f32_matches_f64(const std::string& op,
 // with the float64 reference loops.
 TEST(GradNn, Float32MatchesFloat64) {
   expect_f32_matches_f64("Conv", {{"x", {2, 4, 7, 6}}, {"w", {6, 2, 3, 2}}, {"b", {6}}},
-                         {ints("strides", {2, 2}), ints("pads", {1, 0, 1, 1}), attr_i("group", 2),
+                         {ints("strides", {2, 2}), ints("pads", {1, 0, 1, 1}), attr_int("group", 2),
                           ints("dilations", {1, 2})});
   expect_f32_matches_f64("ConvTranspose", {{"x", {2, 4, 3, 4}}, {"w", {4, 3, 3, 2}}, {"b", {6}}},
                          {ints("strides", {2, 2}), ints("pads", {1, 0, 0, 1}),
-                          ints("output_padding", {1, 1}), attr_i("group", 2)});
+                          ints("output_padding", {1, 1}), attr_int("group", 2)});
   expect_f32_matches_f64(
       "MaxPool", {{"x", {2, 3, 6, 5}}},
-      {ints("kernel_shape", {3, 2}), ints("strides", {2, 2}), attr_i("ceil_mode", 1)});
+      {ints("kernel_shape", {3, 2}), ints("strides", {2, 2}), attr_int("ceil_mode", 1)});
   expect_f32_matches_f64("AveragePool", {{"x", {2, 3, 6, 5}}},
                          {ints("kernel_shape", {3, 2}), ints("strides", {2, 2}),
-                          ints("pads", {1, 1, 0, 0}), attr_i("count_include_pad", 1)});
+                          ints("pads", {1, 1, 0, 0}), attr_int("count_include_pad", 1)});
   expect_f32_matches_f64("LayerNormalization", {{"x", {3, 8}}, {"scale", {8}}, {"b", {8}}}, {});
   expect_f32_matches_f64(
       "BatchNormalization",
       {{"x", {4, 3, 5}}, {"scale", {3}}, {"b", {3}}, {"mean", {3}}, {"var", {3}}},
-      {attr_i("training_mode", 1)}, 3);
+      {attr_int("training_mode", 1)}, 3);
 }
 
 // ---------------------------------------------------------------- save / reload
@@ -458,16 +458,16 @@ namespace {
 std::vector<Value*> build_cnn(Graph& g) {
   auto h = node(g, "Conv", {"x", "w1", "b1"}, {ints("pads", {1, 1, 1, 1})}, 1, "conv1");
   auto bn = node(g, "BatchNormalization", {h[0]->name, "s1", "o1", "m1", "v1"},
-                 {attr_i("training_mode", 1)}, 3, "bn");
+                 {attr_int("training_mode", 1)}, 3, "bn");
   auto mp = node(g, "MaxPool", {bn[0]->name},
                  {ints("kernel_shape", {2, 2}), ints("strides", {2, 2})}, 1, "mp");
   auto c2 = node(g, "Conv", {mp[0]->name, "w2"},
-                 {attr_i("group", 2), attr_s("auto_pad", "SAME_UPPER")}, 1, "conv2");
+                 {attr_int("group", 2), attr_string("auto_pad", "SAME_UPPER")}, 1, "conv2");
   auto ap = node(g, "AveragePool", {c2[0]->name},
                  {ints("kernel_shape", {2, 2}), ints("pads", {0, 0, 1, 1})}, 1, "ap");
   auto gp = node(g, "GlobalAveragePool", {ap[0]->name}, {}, 1, "gap");
   auto ln =
-      node(g, "LayerNormalization", {gp[0]->name, "ln_s", "ln_b"}, {attr_i("axis", 1)}, 1, "ln");
+      node(g, "LayerNormalization", {gp[0]->name, "ln_s", "ln_b"}, {attr_int("axis", 1)}, 1, "ln");
   return ln;
 }
 
@@ -511,7 +511,7 @@ TEST(GradNn, TrainingGraphSavesAndReloads) {
   Value* sq = g.get_or_add_value("sq");
   g.add_node("Mul", {y[0], y[0]}, {sq}, "", "sq");
   Value* L = g.get_or_add_value("L");
-  g.add_node("ReduceSum", {sq}, {L}, "", "L")->attrs["keepdims"] = attr_i("keepdims", 0);
+  g.add_node("ReduceSum", {sq}, {L}, "", "L")->attrs["keepdims"] = attr_int("keepdims", 0);
   g.outputs = {L};
 
   expect_same_after_save_reload(*m, {.kind = "output", .output = "L"}, params);

@@ -8,8 +8,8 @@ namespace onyx::test {
 
 namespace {
 
-using autodiff::attr_i;
-using autodiff::attr_ints;
+using test::attr_int;
+using test::attr_ints;
 using autodiff::Attrs;
 
 /// One reduction setting: axes (empty = all), keepdims, noop_with_empty_axes.
@@ -31,8 +31,8 @@ const std::vector<ReduceSetting>& reduce_settings() {
 void check_reduce(const std::string& op, const GradInput& x, const ReduceSetting& s) {
   SCOPED_TRACE(fmt::format("{} axes=[{}] keepdims={} noop={}", op, fmt::join(s.axes, ","),
                            s.keepdims, s.noop));
-  Attrs common = {attr_i("keepdims", s.keepdims)};
-  if (s.noop) common.push_back(attr_i("noop_with_empty_axes", s.noop));
+  Attrs common = {attr_int("keepdims", s.keepdims)};
+  if (s.noop) common.push_back(attr_int("noop_with_empty_axes", s.noop));
   if (op != "ReduceSum" && !s.noop) {
     Attrs a = common;
     if (!s.axes.empty()) a.push_back(attr_ints("axes", s.axes));
@@ -65,7 +65,7 @@ TEST(GradReduce, ReduceMaxMinTiesSplitEvenly) {
   auto x = PV("x", {2, 4}, {0.9, -0.2, 0.9, 0.1, -0.6, 0.3, 0.5, -0.6});
   for (const char* op : {"ReduceMax", "ReduceMin"}) {
     check_gradient(
-        {.op = op, .inputs = {x}, .attrs = {attr_ints("axes", {1}), attr_i("keepdims", 0)}});
+        {.op = op, .inputs = {x}, .attrs = {attr_ints("axes", {1}), attr_int("keepdims", 0)}});
     check_gradient({.op = op, .inputs = {x, C("axes", {1}, {-1})}, .opset = 18});
   }
 }
@@ -80,7 +80,7 @@ TEST(GradReduce, ReduceMeanOfUnknownShapeUsesRunTimeCount) {
                     .build = [keep](Graph& g) -> std::vector<Value*> {
                       Value* shape = add(g, "Identity", {g.find_value("shape")});
                       Value* r = add(g, "Reshape", {g.find_value("x"), shape});
-                      return {add(g, "ReduceMean", {r}, {attr_i("keepdims", keep)})};
+                      return {add(g, "ReduceMean", {r}, {attr_int("keepdims", keep)})};
                     }});
   }
   // Rank known but dim 1 not (a Slice with a computed start): the count is Size(x) / Size(y).
@@ -96,7 +96,7 @@ TEST(GradReduce, ReduceMeanOfUnknownShapeUsesRunTimeCount) {
            Value* start = add(g, "Identity", {g.find_value("start")});
            Value* r =
                add(g, "Slice", {g.find_value("x"), start, ints("end", 100), ints("axis", 1)});
-           return {add(g, "ReduceMean", {r, ints("axes", 1)}, {attr_i("keepdims", keep)})};
+           return {add(g, "ReduceMean", {r, ints("axes", 1)}, {attr_int("keepdims", keep)})};
          }});
   }
 }
@@ -109,7 +109,7 @@ TEST(GradReduce, CumSumExclusiveReverseEveryAxis) {
         SCOPED_TRACE(fmt::format("axis {} exclusive {} reverse {}", axis, exclusive, reverse));
         check_gradient({.op = "CumSum",
                         .inputs = {x, C("axis", {}, {double(axis)})},
-                        .attrs = {attr_i("exclusive", exclusive), attr_i("reverse", reverse)}});
+                        .attrs = {attr_int("exclusive", exclusive), attr_int("reverse", reverse)}});
       }
   // int32 axis, 1-D input.
   check_gradient({.op = "CumSum", .inputs = {P("v", {5}), C("axis", {}, {0}, DataType::Int32)}});
@@ -125,8 +125,8 @@ TEST(GradReduce, RunTimeAxesAreAnError) {
   g.add_initializer("w", Tensor::from_vector<double>({2, 3}, {1, 2, 3, 4, 5, 6}));
   g.add_initializer("a0", Tensor::from_vector<int64_t>({1}, {1}));
   Value* axes = add(g, "Identity", {g.find_value("a0")});
-  Value* y = add(g, "ReduceMean", {g.find_value("w"), axes}, {attr_i("keepdims", 0)});
-  g.outputs = {add(g, "ReduceSum", {y}, {attr_i("keepdims", 0)})};
+  Value* y = add(g, "ReduceMean", {g.find_value("w"), axes}, {attr_int("keepdims", 0)});
+  g.outputs = {add(g, "ReduceSum", {y}, {attr_int("keepdims", 0)})};
   try {
     autodiff::build_training_graph(*m, {.kind = "output"}, {"w"});
     FAIL() << "expected onyx::Error";
@@ -149,8 +149,8 @@ TEST(GradReduce, NegativeAxesOnUnknownRankAreAnError) {
   g.add_initializer("axes", Tensor::from_vector<int64_t>({1}, {-1}));
   Value* shape = add(g, "Identity", {g.find_value("s0")});
   Value* r = add(g, "Reshape", {g.find_value("w"), shape});
-  Value* y = add(g, "ReduceMax", {r, g.find_value("axes")}, {attr_i("keepdims", 0)});
-  g.outputs = {add(g, "ReduceSum", {y}, {attr_i("keepdims", 0)})};
+  Value* y = add(g, "ReduceMax", {r, g.find_value("axes")}, {attr_int("keepdims", 0)});
+  g.outputs = {add(g, "ReduceSum", {y}, {attr_int("keepdims", 0)})};
   try {
     autodiff::build_training_graph(*m, {.kind = "output"}, {"w"});
     FAIL() << "expected onyx::Error";
@@ -168,10 +168,10 @@ std::vector<Value*> reduce_graph(Graph& g) {
   Value* x = g.find_value("x");
   Value* one = g.add_initializer("axis1", Tensor::from_vector<int64_t>({1}, {1}));
   Value* cs = add(g, "CumSum", {x, g.add_initializer("ax", Tensor::scalar<int64_t>(1))},
-                  {attr_i("reverse", 1)});
-  Value* mx = add(g, "ReduceMax", {cs}, {attr_ints("axes", {0}), attr_i("keepdims", 1)});
-  Value* mn = add(g, "ReduceMean", {x}, {attr_ints("axes", {1}), attr_i("keepdims", 1)});
-  Value* s = add(g, "ReduceSum", {x, one}, {attr_i("keepdims", 1)});
+                  {attr_int("reverse", 1)});
+  Value* mx = add(g, "ReduceMax", {cs}, {attr_ints("axes", {0}), attr_int("keepdims", 1)});
+  Value* mn = add(g, "ReduceMean", {x}, {attr_ints("axes", {1}), attr_int("keepdims", 1)});
+  Value* s = add(g, "ReduceSum", {x, one}, {attr_int("keepdims", 1)});
   return {add(g, "Add", {add(g, "Mul", {mx, mn}), s})};
 }
 
@@ -188,7 +188,7 @@ TEST(GradReduce, MultiOpGraphSurvivesSaveReload) {
   g.add_initializer("x", Tensor::from_vector<double>({3, 4}, {0.3, -0.8, 0.5, 0.1, -0.4, 0.9, -0.1,
                                                               0.7, 0.2, -0.6, 0.05, -0.3}));
   Value* y = reduce_graph(g)[0];
-  Value* L = add(g, "ReduceSum", {y}, {attr_i("keepdims", 0)});
+  Value* L = add(g, "ReduceSum", {y}, {attr_int("keepdims", 0)});
   g.outputs = {L};
   expect_same_after_save_reload(*m, {.kind = "output", .output = L->name}, {"x"});
 }

@@ -5,9 +5,9 @@
 
 namespace onyx::test {
 
-using autodiff::attr_i;
-using autodiff::attr_ints;
-using autodiff::attr_s;
+using test::attr_int;
+using test::attr_ints;
+using test::attr_string;
 
 namespace {
 
@@ -25,7 +25,7 @@ TEST(GradShape, ReshapeFlattenSqueezeUnsqueeze) {
   for (int64_t axis : {0, 1, 2, -1}) {
     SCOPED_TRACE(axis);
     check_gradient(
-        {.op = "Flatten", .inputs = {P("x", {2, 3, 4})}, .attrs = {attr_i("axis", axis)}});
+        {.op = "Flatten", .inputs = {P("x", {2, 3, 4})}, .attrs = {attr_int("axis", axis)}});
   }
   check_gradient({.op = "Squeeze", .inputs = {P("x", {2, 1, 3, 1}), I("a", {1, -1})}});
   check_gradient({.op = "Squeeze", .inputs = {P("x", {1, 3, 1})}});
@@ -44,41 +44,41 @@ TEST(GradShape, Transpose) {
 TEST(GradShape, Concat) {
   check_gradient({.op = "Concat",
                   .inputs = {P("a", {1, 3}), P("b", {2, 3}), P("c", {4, 3})},
-                  .attrs = {attr_i("axis", 0)}});
+                  .attrs = {attr_int("axis", 0)}});
   check_gradient({.op = "Concat",
                   .inputs = {P("a", {2, 1, 4}), P("b", {2, 3, 4})},
-                  .attrs = {attr_i("axis", 1)}});
+                  .attrs = {attr_int("axis", 1)}});
   check_gradient({.op = "Concat",
                   .inputs = {P("a", {2, 3, 2}), P("b", {2, 3, 1}), P("c", {2, 3, 3})},
-                  .attrs = {attr_i("axis", -1)}});
+                  .attrs = {attr_int("axis", -1)}});
   // One input fixed: only the other gets a gradient.
   check_gradient({.op = "Concat",
                   .inputs = {P("a", {2, 2}), C("k", {2, 3}, {1, 2, 3, 4, 5, 6}, DataType::Double)},
-                  .attrs = {attr_i("axis", 1)}});
+                  .attrs = {attr_int("axis", 1)}});
 }
 
 TEST(GradShape, Split) {
   // split as an input (opset 13+), uneven.
   check_gradient({.op = "Split",
                   .inputs = {P("x", {2, 6}), I("s", {1, 2, 3})},
-                  .attrs = {attr_i("axis", 1)},
+                  .attrs = {attr_int("axis", 1)},
                   .outputs = 3,
                   .loss_outputs = {0, 1, 2}});
   // No split input: equal parts; one output unused (its gradient is zero).
   check_gradient({.op = "Split",
                   .inputs = {P("x", {4, 3})},
-                  .attrs = {attr_i("axis", 0)},
+                  .attrs = {attr_int("axis", 0)},
                   .outputs = 2,
                   .loss_outputs = {1}});
   check_gradient({.op = "Split",
                   .inputs = {P("x", {3, 4})},
-                  .attrs = {attr_i("axis", -1)},
+                  .attrs = {attr_int("axis", -1)},
                   .outputs = 2,
                   .loss_outputs = {0, 1}});
   // num_outputs attribute (opset 18), uneven last chunk.
   check_gradient({.op = "Split",
                   .inputs = {P("x", {5, 2})},
-                  .attrs = {attr_i("axis", 0), attr_i("num_outputs", 3)},
+                  .attrs = {attr_int("axis", 0), attr_int("num_outputs", 3)},
                   .outputs = 3,
                   .loss_outputs = {0, 2},
                   .opset = 18});
@@ -121,12 +121,12 @@ TEST(GradShape, GatherRows) {
 TEST(GradShape, GatherOtherAxes) {
   check_gradient({.op = "Gather",
                   .inputs = {P("x", {2, 4, 3}), C("i", {2, 2}, {3, -1, 0, 3})},
-                  .attrs = {attr_i("axis", 1)}});
+                  .attrs = {attr_int("axis", 1)}});
   check_gradient({.op = "Gather",
                   .inputs = {P("x", {2, 4, 3}), C("i", {4}, {2, 0, 2, -3})},
-                  .attrs = {attr_i("axis", -1)}});
+                  .attrs = {attr_int("axis", -1)}});
   check_gradient(
-      {.op = "Gather", .inputs = {P("x", {3, 4}), C("i", {}, {1})}, .attrs = {attr_i("axis", 1)}});
+      {.op = "Gather", .inputs = {P("x", {3, 4}), C("i", {}, {1})}, .attrs = {attr_int("axis", 1)}});
 }
 
 TEST(GradShape, GatherNeedsOpset16) {
@@ -142,10 +142,10 @@ TEST(GradShape, GatherNeedsOpset16) {
 TEST(GradShape, GatherElements) {
   check_gradient({.op = "GatherElements",
                   .inputs = {P("x", {3, 3}), C("i", {2, 3}, {0, 2, 0, 0, 2, 1})},
-                  .attrs = {attr_i("axis", 0)}});
+                  .attrs = {attr_int("axis", 0)}});
   check_gradient({.op = "GatherElements",
                   .inputs = {P("x", {2, 3}), C("i", {2, 2}, {2, 2, -1, 0})},
-                  .attrs = {attr_i("axis", 1)}});
+                  .attrs = {attr_int("axis", 1)}});
   EXPECT_THROW(check_gradient({.op = "GatherElements",
                                .inputs = {P("x", {2, 2}), C("i", {2, 2}, {0, 1, 1, 0})},
                                .opset = 14}),
@@ -181,23 +181,23 @@ TEST(GradShape, PadReflectEdgeWrap) {
     SCOPED_TRACE(mode);
     check_gradient({.op = "Pad",
                     .inputs = {P("x", {3, 4}), I("p", {2, 1, 1, 3})},
-                    .attrs = {attr_s("mode", mode)}});
+                    .attrs = {attr_string("mode", mode)}});
     check_gradient({.op = "Pad",
                     .inputs = {P("x", {2, 3, 4}), I("p", {1, 0, 2, 2, 1, 3})},
-                    .attrs = {attr_s("mode", mode)},
+                    .attrs = {attr_string("mode", mode)},
                     .opset = 18});
     check_gradient({.op = "Pad",
                     .inputs = {P("x", {2, 3, 4}), I("p", {2, 1, 0, 3}), None(), I("a", {2, 1})},
-                    .attrs = {attr_s("mode", mode)},
+                    .attrs = {attr_string("mode", mode)},
                     .opset = 18});
   }
   check_gradient({.op = "Pad",
                   .inputs = {P("x", {3, 4}), I("p", {2, 5, 1, 3})},
-                  .attrs = {attr_s("mode", "wrap")},
+                  .attrs = {attr_string("mode", "wrap")},
                   .opset = 19});
   EXPECT_THROW(check_gradient({.op = "Pad",
                                .inputs = {P("x", {3, 4}), I("p", {1, 1, 1, 1})},
-                               .attrs = {attr_s("mode", "reflect")},
+                               .attrs = {attr_string("mode", "reflect")},
                                .opset = 15}),
                Error);
 }
@@ -221,9 +221,9 @@ TEST(GradShape, ChainWithRunTimeShapes) {
     };
     Value* s = node("Slice", {g.find_value("x"), ints("b", {-1}), ints("e", {-100}), ints("a", {1}),
                               ints("st", {-2})});                                          // [3,2]
-    Value* cc = node("Concat", {s, g.find_value("y")}, {attr_i("axis", 1)});               // [3,5]
+    Value* cc = node("Concat", {s, g.find_value("y")}, {attr_int("axis", 1)});               // [3,5]
     Value* pc = node("Pad", {cc, ints("pc", {1, -1, 0, 2})});                              // [4,6]
-    Value* pr = node("Pad", {pc, ints("pr", {0, 2, 1, 1})}, {attr_s("mode", "reflect")});  // [5,9]
+    Value* pr = node("Pad", {pc, ints("pr", {0, 2, 1, 1})}, {attr_string("mode", "reflect")});  // [5,9]
     Value* tl = node("Tile", {pr, ints("rep", {2, 1})});                                   // [10,9]
     Value* rs = node("Reshape", {tl, ints("shape", {9, 10})});
     return std::vector<Value*>{node("Transpose", {rs})};
@@ -258,12 +258,12 @@ TEST(GradShape, MultiOpGraphSavesAndReloads) {
   Value* s = node(
       "Slice", {t, ints("b", {-1}), ints("e", {-100}), ints("a", {0}), ints("st", {-2})});  // [6,2]
   Value* ge = node("Gather", {emb, ints("idx", {1, 1, 4, 0, -1, 2})});                      // [6,3]
-  Value* cc = node("Concat", {s, ge}, {attr_i("axis", 1)});                                 // [6,5]
-  Value* pd = node("Pad", {cc, ints("p", {1, 0, 0, 2})}, {attr_s("mode", "edge")});         // [7,7]
+  Value* cc = node("Concat", {s, ge}, {attr_int("axis", 1)});                                 // [6,5]
+  Value* pd = node("Pad", {cc, ints("p", {1, 0, 0, 2})}, {attr_string("mode", "edge")});         // [7,7]
   Value* tl = node("Tile", {pd, ints("rep", {1, 2})});  // [7,14]
   Value* sq = node("Mul", {tl, tl});
   Value* L = g.get_or_add_value("L");
-  g.add_node("ReduceSum", {sq}, {L}, "", "L")->attrs["keepdims"] = attr_i("keepdims", 0);
+  g.add_node("ReduceSum", {sq}, {L}, "", "L")->attrs["keepdims"] = attr_int("keepdims", 0);
   g.outputs.push_back(L);
   expect_same_after_save_reload(*m, {.kind = "output", .output = "L"}, {"x", "emb"});
 }

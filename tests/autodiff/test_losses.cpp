@@ -187,7 +187,7 @@ TEST(Losses, OutputKind) {
   Graph& g = *m->graph;
   Value* s = g.get_or_add_value("s");
   g.add_node("ReduceSum", {g.outputs[0]}, {s}, "", "s")->attrs["keepdims"] =
-      autodiff::attr_i("keepdims", 0);
+      Attribute::of_int("keepdims", 0);
   g.outputs = {s};
   auto tg = autodiff::build_training_graph(*m, {.kind = "output"}, {"W"});
   EXPECT_TRUE(tg.labels.empty());

@@ -165,13 +165,8 @@ TEST(FusedConv, EachActivationWithAndWithoutBiasAndZ) {
           test::set_attrs(
               n, {test::attr_ints("pads", {1, 0, 1, 1}), test::attr_ints("strides", {2, 2}),
                   test::attr_string("activation", a.name)});
-          if (!a.params.empty()) {
-            Attribute p;
-            p.name = "activation_params";
-            p.type = Attribute::Type::Floats;
-            p.floats = a.params;
-            n.attrs[p.name] = p;
-          }
+          if (!a.params.empty())
+            n.attrs["activation_params"] = test::attr_floats("activation_params", a.params);
           b.output("y");
           NamedTensors f = feeds;
           if (has_z) f["z"] = z;
@@ -229,13 +224,7 @@ TEST(FusedConv, UnknownActivationOrWrongParamsIsAnError) {
     b.input("x", DataType::Float, Shape{1, 2, 4, 4}).input("w", DataType::Float, Shape{2, 2, 1, 1});
     Node& n = b.node("FusedConv", {"x", "w"}, {"y"}, "com.microsoft");
     n.attrs["activation"] = test::attr_string("activation", act);
-    if (!params.empty()) {
-      Attribute p;
-      p.name = "activation_params";
-      p.type = Attribute::Type::Floats;
-      p.floats = params;
-      n.attrs[p.name] = p;
-    }
+    if (!params.empty()) n.attrs["activation_params"] = test::attr_floats("activation_params", params);
     b.output("y");
     return b.session();
   };

@@ -3,6 +3,7 @@
 #include "test_util.h"
 
 using namespace onyx;
+using onyx::test::attr_floats;
 using onyx::test::attr_int;
 using onyx::test::attr_ints;
 using onyx::test::attr_string;
@@ -17,14 +18,6 @@ Attribute attr_strings(const std::string& n, std::vector<std::string> v) {
   a.name = n;
   a.type = Attribute::Type::Strings;
   a.strings = std::move(v);
-  return a;
-}
-
-Attribute attr_floats(const std::string& n, std::vector<float> v) {
-  Attribute a;
-  a.name = n;
-  a.type = Attribute::Type::Floats;
-  a.floats = std::move(v);
   return a;
 }
 

@@ -66,33 +66,16 @@ class ModelBuilder {
   std::unique_ptr<Model> model_;
 };
 
-inline Attribute attr_int(const std::string& n, int64_t v) {
-  Attribute a;
-  a.name = n;
-  a.type = Attribute::Type::Int;
-  a.i = v;
-  return a;
-}
-inline Attribute attr_float(const std::string& n, float v) {
-  Attribute a;
-  a.name = n;
-  a.type = Attribute::Type::Float;
-  a.f = v;
-  return a;
-}
+inline Attribute attr_int(const std::string& n, int64_t v) { return Attribute::of_int(n, v); }
+inline Attribute attr_float(const std::string& n, double v) { return Attribute::of_float(n, v); }
 inline Attribute attr_ints(const std::string& n, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = n;
-  a.type = Attribute::Type::Ints;
-  a.ints = std::move(v);
-  return a;
+  return Attribute::of_ints(n, std::move(v));
 }
 inline Attribute attr_string(const std::string& n, std::string v) {
-  Attribute a;
-  a.name = n;
-  a.type = Attribute::Type::String;
-  a.s = std::move(v);
-  return a;
+  return Attribute::of_string(n, std::move(v));
+}
+inline Attribute attr_floats(const std::string& n, std::vector<float> v) {
+  return Attribute::of_floats(n, std::move(v));
 }
 /// Sets attributes on a node: set_attrs(b.node(...), {attr_int("axis", 1)}).
 inline void set_attrs(Node& n, std::vector<Attribute> attrs) {
