@@ -84,6 +84,40 @@ TEST(NnOps, GemmTransposesAlphaBetaBroadcastC) {
   expect_near(y.at("y0"), {4, 5, 10, 11});
 }
 
+// One-row float products take the GEMV path: every layout against a double reference, with
+// sizes that leave tails (K % 4, K % 16) and several column ranges per thread.
+TEST(NnOps, OneRowProductsMatchTheDefinition) {
+  const int64_t K = 37, N = 300;
+  std::vector<double> xv(K), bv(K * N), cv(N);
+  for (int64_t i = 0; i < K; ++i) xv[i] = 0.01 * double((i * 13) % 29) - 0.1;
+  for (int64_t i = 0; i < K * N; ++i) bv[i] = 0.02 * double((i * 7) % 31) - 0.3;
+  for (int64_t j = 0; j < N; ++j) cv[j] = double(j % 5) - 2.0;
+  auto want = [&](bool trans_b, double alpha, double beta, bool per_column_c) {
+    std::vector<double> y(N);
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += xv[k] * bv[trans_b ? j * K + k : k * N + j];
+      y[j] = alpha * acc + beta * (per_column_c ? cv[j] : cv[0]);
+    }
+    return y;
+  };
+  Tensor b = T_({K, N}, bv), bt = T_({N, K}, bv);
+  expect_near(run_op("MatMul", {{"a", T_({1, K}, xv)}, {"b", b}}).at("y0"), want(false, 1, 0, true),
+              1e-5);
+  Tensor y1 = run_op("MatMul", {{"a", T_({K}, xv)}, {"b", b}}).at("y0");
+  EXPECT_EQ(y1.shape(), Shape{N});
+  expect_near(y1, want(false, 1, 0, true), 1e-5);
+  for (bool trans_b : {false, true}) {
+    auto y = run_op("Gemm", {{"a", T_({1, K}, xv)}, {"b", trans_b ? bt : b}, {"c", T_({N}, cv)}},
+                    {attr_int("transB", trans_b), attr_float("alpha", 0.5f),
+                     attr_float("beta", 2.0f)});
+    expect_near(y.at("y0"), want(trans_b, 0.5, 2.0, true), 1e-5);
+    y = run_op("Gemm", {{"a", T_({K, 1}, xv)}, {"b", trans_b ? bt : b}, {"c", T_({1, 1}, {cv[0]})}},
+               {attr_int("transA", 1), attr_int("transB", trans_b)});
+    expect_near(y.at("y0"), want(trans_b, 1.0, 1.0, false), 1e-5);
+  }
+}
+
 TEST(NnOps, MatMulIntegerZeroPoints) {
   auto y = run_op("MatMulInteger", {{"a", T_<uint8_t>({2, 2}, {11, 12, 13, 14})},
                                     {"b", T_<uint8_t>({2, 1}, {1, 2})},
