@@ -43,7 +43,6 @@ bool same_static_shape(const SymShape& a, const SymShape& b) {
   return true;
 }
 
-
 /// Static shapes of values, derived through the ops of a CNN where the graph leaves them
 /// unknown (shape inference has no Conv or pooling rule; test models carry no shapes at all).
 class CnnShapes {

@@ -28,12 +28,6 @@ struct Geometry {
   int64_t N = 0, C = 0, M = 0, G = 1;  // batch, input channels, output channels, groups
   Shape in, out, k, stride, dil, pad_l, pad_r;
   size_t nsp() const { return in.size(); }
-  /// The spatial vectors padded in front to 3 dims (for our own loops).
-  static std::array<int64_t, 3> pad3(const Shape& v, int64_t fill) {
-    std::array<int64_t, 3> r{fill, fill, fill};
-    std::copy(v.begin(), v.end(), r.begin() + (3 - v.size()));
-    return r;
-  }
   bool pads_nonnegative() const;
 };
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/window.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
@@ -43,15 +44,9 @@ Geometry base_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x, c
   ONYX_CHECK(a.kernel_shape.empty() || a.kernel_shape == g.k,
              "[{}] kernel_shape {} differs from W's spatial dims {}", ctx.label(),
              shape_str(a.kernel_shape), shape_str(g.k));
-  g.stride = a.strides.empty() ? Shape(nsp, 1) : a.strides;
-  g.dil = a.dilations.empty() ? Shape(nsp, 1) : a.dilations;
-  ONYX_CHECK(
-      g.stride.size() == nsp && g.dil.size() == nsp && (a.pads.empty() || a.pads.size() == 2 * nsp),
-      "[{}] strides {}, dilations {} or pads {} do not fit {} spatial dims", ctx.label(),
-      shape_str(a.strides), shape_str(a.dilations), shape_str(a.pads), nsp);
-  for (size_t i = 0; i < nsp; ++i)
-    ONYX_CHECK(g.stride[i] >= 1 && g.dil[i] >= 1, "[{}] strides and dilations must be >= 1",
-               ctx.label());
+  WindowSteps steps(ctx.label(), a.strides, a.dilations, a.pads, nsp);
+  g.stride = std::move(steps.stride);
+  g.dil = std::move(steps.dil);
   return g;
 }
 
@@ -237,15 +232,23 @@ void conv_fill_bias(Tensor& Y, const Tensor* B, int64_t M, int64_t block) {
 
 namespace {
 
+/// A Geometry's spatial vectors padded to 3 dims, and the plane sizes, for the loop nests below.
+struct Loops3 {
+  std::array<int64_t, 3> I, O, K, S, D, P;
+  int64_t in_sz, out_sz, k_sz;
+  explicit Loops3(const Geometry& g)
+      : I(pad3(g.in, 1)), O(pad3(g.out, 1)), K(pad3(g.k, 1)), S(pad3(g.stride, 1)),
+        D(pad3(g.dil, 1)), P(pad3(g.pad_l, 0)), in_sz(I[0] * I[1] * I[2]),
+        out_sz(O[0] * O[1] * O[2]), k_sz(K[0] * K[1] * K[2]) {}
+};
+
 /// Direct convolution, parallel over (image, output channel).
 template <typename T>
 void conv_loops(const Geometry& g, const T* x, const T* w, const T* bias, T* y, int threads) {
   using Acc = acc_t<T>;
-  auto I = Geometry::pad3(g.in, 1), O = Geometry::pad3(g.out, 1), K = Geometry::pad3(g.k, 1),
-       S = Geometry::pad3(g.stride, 1), D = Geometry::pad3(g.dil, 1),
-       P = Geometry::pad3(g.pad_l, 0);
-  int64_t in_sz = I[0] * I[1] * I[2], out_sz = O[0] * O[1] * O[2], k_sz = K[0] * K[1] * K[2];
-  int64_t Cg = g.C / g.G, Mg = g.M / g.G;
+  const Loops3 L(g);
+  const auto &I = L.I, &O = L.O, &K = L.K, &S = L.S, &D = L.D, &P = L.P;
+  const int64_t in_sz = L.in_sz, out_sz = L.out_sz, k_sz = L.k_sz, Cg = g.C / g.G, Mg = g.M / g.G;
   parallel_for(g.N * g.M, threads, 1, [&](int64_t b, int64_t e) {
     std::vector<Acc> acc(out_sz);
     for (int64_t nm = b; nm < e; ++nm) {
@@ -285,11 +288,9 @@ template <typename T>
 void conv_transpose_loops(const Geometry& g, const T* x, const T* w, const T* bias, T* y,
                           int threads) {
   using Acc = acc_t<T>;
-  auto I = Geometry::pad3(g.in, 1), O = Geometry::pad3(g.out, 1), K = Geometry::pad3(g.k, 1),
-       S = Geometry::pad3(g.stride, 1), D = Geometry::pad3(g.dil, 1),
-       P = Geometry::pad3(g.pad_l, 0);
-  int64_t in_sz = I[0] * I[1] * I[2], out_sz = O[0] * O[1] * O[2], k_sz = K[0] * K[1] * K[2];
-  int64_t Cg = g.C / g.G, Mg = g.M / g.G;
+  const Loops3 L(g);
+  const auto &I = L.I, &O = L.O, &K = L.K, &S = L.S, &D = L.D, &P = L.P;
+  const int64_t in_sz = L.in_sz, out_sz = L.out_sz, k_sz = L.k_sz, Cg = g.C / g.G, Mg = g.M / g.G;
   // Each input pixel scatters into the output plane of one output channel, so (image, output
   // channel) pairs run in parallel without races.
   parallel_for(g.N * g.M, threads, 1, [&](int64_t b, int64_t e) {

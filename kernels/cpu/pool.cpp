@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/window.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
@@ -47,11 +48,6 @@ struct PoolGeometry {
   Shape in, out, k, stride, dil, pad_l, pad_r;
 };
 
-std::array<int64_t, 3> pad3(const Shape& v, int64_t fill) {
-  std::array<int64_t, 3> r{fill, fill, fill};
-  std::copy(v.begin(), v.end(), r.begin() + (3 - v.size()));
-  return r;
-}
 
 /// Geometry for X of (logical) shape [N, C, spatial...].
 PoolGeometry pool_geometry(KernelContext& ctx, const PoolAttrs& a, const Shape& x) {
@@ -64,18 +60,15 @@ PoolGeometry pool_geometry(KernelContext& ctx, const PoolAttrs& a, const Shape& 
   g.C = x[1];
   g.in.assign(x.begin() + 2, x.end());
   g.k = a.kernel_shape;
-  g.stride = a.strides.empty() ? Shape(nsp, 1) : a.strides;
-  g.dil = a.dilations.empty() ? Shape(nsp, 1) : a.dilations;
-  ONYX_CHECK(
-      g.stride.size() == nsp && g.dil.size() == nsp && (a.pads.empty() || a.pads.size() == 2 * nsp),
-      "[{}] strides {}, dilations {} or pads {} do not fit {} spatial dims", ctx.label(),
-      shape_str(a.strides), shape_str(a.dilations), shape_str(a.pads), nsp);
+  WindowSteps steps(ctx.label(), a.strides, a.dilations, a.pads, nsp);
+  g.stride = std::move(steps.stride);
+  g.dil = std::move(steps.dil);
   g.pad_l.assign(nsp, 0);
   g.pad_r.assign(nsp, 0);
   g.out.resize(nsp);
   for (size_t i = 0; i < nsp; ++i) {
-    ONYX_CHECK(g.k[i] >= 1 && g.stride[i] >= 1 && g.dil[i] >= 1,
-               "[{}] kernel_shape, strides and dilations must be >= 1", ctx.label());
+    ONYX_CHECK(g.k[i] >= 1, "[{}] kernel_shape must be >= 1, got {}", ctx.label(),
+               shape_str(g.k));
     int64_t ek = (g.k[i] - 1) * g.dil[i] + 1, s = g.stride[i];
     if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
       g.out[i] = (g.in[i] + s - 1) / s;
