@@ -16,7 +16,7 @@ size_t fold_constants(Model& model, const ExecutionProvider& cpu);
 /// Removes nodes whose outputs nobody reads, and unused initializers.
 size_t eliminate_dead_code(Graph& graph);
 
-// Fusions (fusions.cpp), each returning the number of rewrites.
+// Fusions (fusions_*.cpp), each returning the number of rewrites.
 /// MatMul(Transpose(X), Y) and MatMul(X, Transpose(Y)) where the Transpose swaps the last two
 /// axes -> com.microsoft FusedMatMul with transA/transB: no transposed copy at run time (GPT-2's
 /// tied LM head reads its 154 MB embedding this way).

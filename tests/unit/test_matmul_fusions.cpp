@@ -1,4 +1,4 @@
-// Graph fusions (inference/fusions.cpp): each rewrite fires where it should, not where it
+// Graph fusions (inference/fusions_matmul.cpp): each rewrite fires where it should, not where it
 // should not, and leaves the results equal to the unfused graph.
 #include <gtest/gtest.h>
 

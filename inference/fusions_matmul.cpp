@@ -1,9 +1,5 @@
-// Fusions: rewrite op patterns into single nodes that do the same math faster. Each one keeps
-// the graph's outputs bit-for-bit equal up to floating-point reassociation inside one kernel.
-#include <spdlog/spdlog.h>
-
-#include <numeric>
-
+// MatMul fusion: a Transpose of the last two axes folded into com.microsoft FusedMatMul, which
+// reads the operand transposed in place (same math, up to reassociation inside one kernel).
 #include "inference/fusion_util.h"
 #include "inference/optimizer.h"
 
