@@ -10,6 +10,8 @@ DEBIAN_PACKAGES=(
   build-essential cmake ccache pkg-config git python3 python3-venv
   libprotobuf-dev protobuf-compiler libonnx-dev   # ONNX ModelProto types
   libdnnl-dev                                     # oneDNN: GEMM, conv, pooling, norms
+  ocl-icd-opencl-dev opencl-headers               # dnnl-config.cmake find_package()s OpenCL
+                                                  #   (libdnnl-dev only recommends them)
   libgtest-dev libgmock-dev libbenchmark-dev      # tests and benchmarks
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev  # CLI, JSON, logging
   zlib1g-dev                                      # examples read digits.csv.gz
