@@ -19,6 +19,7 @@ DEBIAN_PACKAGES=(
   python3-sklearn                                 # ships the digits data set (csv.gz)
   libopenmpi-dev openmpi-bin                      # distributed/: MPI communicator
   procps iproute2                                 # data-parallel tests: pgrep, network namespaces
+  valgrind                                        # tests: the portable build under memcheck
   libjpeg62-turbo-dev libpng-dev libwebp-dev      # ImageDecoder codecs (each optional:
   libtiff-dev libopenjp2-7-dev                    #   a missing one is refused at run time)
 )

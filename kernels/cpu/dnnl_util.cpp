@@ -5,12 +5,14 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu::dnnl_util {
 
 const dnnl::engine& engine() {
-  static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  // active_isa() first: a lowered ONYX_ISA caps oneDNN's ISA before its first JIT kernel.
+  static const dnnl::engine eng = (active_isa(), dnnl::engine(dnnl::engine::kind::cpu, 0));
   return eng;
 }
 
@@ -121,6 +123,7 @@ ThreadScope::~ThreadScope() {
 }
 
 int64_t nchwc_block() {
+  active_isa();  // applies ONYX_ISA's cap before oneDNN reports its ISA
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
   return (isa & avx512) == avx512 ? 16 : 8;

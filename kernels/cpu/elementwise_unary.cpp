@@ -11,6 +11,7 @@
 #include "graph/float8.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/simd/simd.h"
 #include "kernels/cpu/vmath.h"
 
 namespace onyx::cpu {
@@ -80,12 +81,14 @@ struct Celu {
   }
 };
 struct GeluErf {  // x/2 (1 + erf(x / sqrt 2))
+  static constexpr UnaryF32 kSimd = UnaryF32::GeluErf;  // float32: simd().unary
   template <typename C>
   C operator()(C x) const {
     return C(0.5) * x * (C(1) + verf(x * C(0.7071067811865476)));
   }
 };
 struct GeluTanh {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  static constexpr UnaryF32 kSimd = UnaryF32::GeluTanh;  // float32: simd().unary
   template <typename C>
   C operator()(C x) const {
     const C k = C(0.7978845608028654);
@@ -93,6 +96,7 @@ struct GeluTanh {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   }
 };
 struct Sigmoid {
+  static constexpr UnaryF32 kSimd = UnaryF32::Sigmoid;  // float32: simd().unary
   template <typename C>
   C operator()(C x) const {
     return C(1) / (C(1) + vexp(-x));
@@ -114,6 +118,7 @@ struct HardSwish {
   }
 };
 struct Tanh {
+  static constexpr UnaryF32 kSimd = UnaryF32::Tanh;  // float32: simd().unary
   template <typename C>
   C operator()(C x) const {
     return vtanh(x);
@@ -158,12 +163,14 @@ struct Shrink {  // integers compare and shift in double, then convert back
 
 // ---- math ------------------------------------------------------------------------------
 struct Erf {
+  static constexpr UnaryF32 kSimd = UnaryF32::Erf;  // float32: simd().unary
   template <typename C>
   C operator()(C x) const {
     return via_float(x, [](auto v) { return verf(v); });
   }
 };
 struct Exp {
+  static constexpr UnaryF32 kSimd = UnaryF32::Exp;  // float32: simd().unary
   template <typename C>
   C operator()(C x) const {
     return vexp(x);
@@ -312,6 +319,16 @@ template <typename Types, typename Op>
 void map_same_type(KernelContext& ctx, const Op& op, int64_t grain) {
   const Tensor& x = ctx.required_input(0);
   Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+  if constexpr (requires { Op::kSimd; }) {
+    if (x.dtype() == DataType::Float) {  // the active ISA's vectorised loop
+      const float* px = x.data<float>();
+      float* py = y.data<float>();
+      const auto unary = simd().unary;
+      parallel_for(x.numel(), ctx.threads(), grain,
+                   [&](int64_t b, int64_t e) { unary(Op::kSimd, px + b, py + b, e - b); });
+      return;
+    }
+  }
   dispatch<Types>(x.dtype(), ctx.label(), [&]<typename T>() {
     unary_map(x.data<T>(), y.data<T>(), x.numel(), ctx.threads(), grain,
               [&op](acc_t<T> v) { return op(v); });

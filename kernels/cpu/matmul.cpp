@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/simd/simd.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
@@ -131,46 +132,10 @@ void ref_matmul(const MatMulShape& s, const T* A, const T* B, T* C, int threads,
 void gemv_f32(int64_t K, int64_t N, const float* x, const float* B, bool trans_b, float* y,
               int threads) {
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, N / 64));
+  const auto gemv_cols = simd().gemv_cols;  // the active ISA's loops (simd/simd_body.inc)
   parallel_for(parts, threads, 1, [&](int64_t b, int64_t e) {
-    for (int64_t part = b; part < e; ++part) {
-      const int64_t j0 = N * part / parts, j1 = N * (part + 1) / parts;
-      if (trans_b) {
-        // Dot products: 16 independent partial sums, so the loop vectorises and the
-        // multiply-adds do not wait on each other.
-        constexpr int64_t kLanes = 16;
-        for (int64_t j = j0; j < j1; ++j) {
-          const float* __restrict row = B + j * K;
-          float lane[kLanes] = {};
-          int64_t k = 0;
-          for (; k + kLanes <= K; k += kLanes)
-            for (int64_t l = 0; l < kLanes; ++l) lane[l] += x[k + l] * row[k + l];
-          float sum = 0;
-          for (; k < K; ++k) sum += x[k] * row[k];
-          for (int64_t l = 0; l < kLanes; ++l) sum += lane[l];
-          y[j] = sum;
-        }
-        continue;
-      }
-      float* __restrict acc = y + j0;
-      const int64_t nj = j1 - j0;
-      std::fill(acc, acc + nj, 0.0f);
-      // Four rows of B per pass over the accumulators: a quarter of the load/store traffic.
-      int64_t k = 0;
-      for (; k + 4 <= K; k += 4) {
-        const float x0 = x[k], x1 = x[k + 1], x2 = x[k + 2], x3 = x[k + 3];
-        const float* __restrict r0 = B + k * N + j0;
-        const float* __restrict r1 = r0 + N;
-        const float* __restrict r2 = r1 + N;
-        const float* __restrict r3 = r2 + N;
-        for (int64_t j = 0; j < nj; ++j)
-          acc[j] += x0 * r0[j] + x1 * r1[j] + x2 * r2[j] + x3 * r3[j];
-      }
-      for (; k < K; ++k) {
-        const float xk = x[k];
-        const float* __restrict row = B + k * N + j0;
-        for (int64_t j = 0; j < nj; ++j) acc[j] += xk * row[j];
-      }
-    }
+    for (int64_t part = b; part < e; ++part)
+      gemv_cols(K, N, x, B, trans_b, y, N * part / parts, N * (part + 1) / parts);
   });
 }
 

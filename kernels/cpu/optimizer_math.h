@@ -7,75 +7,42 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/cpu/optimizer_coeffs.h"
+#include "kernels/cpu/simd/simd.h"
 
 namespace onyx::cpu {
 
-/// SGD with momentum (PyTorch SGD with dampening 0, and ONNX Momentum):
-///   g' = g + l2 * x;  v' = alpha * v + beta * g';
-///   x' = x - lr * v'                 (standard)
-///   x' = x - lr * (g' + alpha * v')  (nesterov)
-/// With alpha = 0 and beta = 1 this is plain SGD and v' is g' (v may then be x_out's scratch).
-template <typename T>
-struct MomentumCoeffs {
-  T lr, l2, alpha, beta;
-  bool nesterov;
-};
+namespace scalar {
+#include "kernels/cpu/optimizer_math_body.inc"
+}  // namespace scalar
 
+// float32 updates run the active ISA's SIMD table; other types the scalar loops.
 template <typename T>
 inline void momentum_update(const T* x, const T* g, const T* v, T* x_out, T* v_out, int64_t n,
                             const MomentumCoeffs<T>& c) {
-  const T lr = c.lr, l2 = c.l2, alpha = c.alpha, beta = c.beta;
-  if (c.nesterov) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      const T gr = g[i] + l2 * x[i];
-      const T vn = alpha * v[i] + beta * gr;
-      v_out[i] = vn;
-      x_out[i] = x[i] - lr * (gr + alpha * vn);
-    }
-  } else {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      const T gr = g[i] + l2 * x[i];
-      const T vn = alpha * v[i] + beta * gr;
-      v_out[i] = vn;
-      x_out[i] = x[i] - lr * vn;
-    }
-  }
+  if constexpr (std::is_same_v<T, float>)
+    simd().momentum(x, g, v, x_out, v_out, n, c);
+  else
+    scalar::momentum_update(x, g, v, x_out, v_out, n, c);
 }
 
-/// Plain SGD without momentum state: x' = x - lr * (g + l2 * x).
 template <typename T>
 inline void sgd_update(const T* x, const T* g, T* x_out, int64_t n, T lr, T l2) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) x_out[i] = x[i] - lr * (g[i] + l2 * x[i]);
+  if constexpr (std::is_same_v<T, float>)
+    simd().sgd(x, g, x_out, n, lr, l2);
+  else
+    scalar::sgd_update(x, g, x_out, n, lr, l2);
 }
-
-/// Adam family, one form covering PyTorch Adam/AdamW and ONNX Adam:
-///   g' = g + l2 * x;  m' = beta1 * m + (1 - beta1) * g';  v' = beta2 * v + (1 - beta2) * g'^2;
-///   x' = post * (pre * x - step * m' / (sqrt(v') * denom_scale + eps))
-/// PyTorch Adam: step = lr / bc1, denom_scale = 1 / sqrt(bc2), pre = post = 1.
-/// AdamW: additionally pre = 1 - lr * wd, l2 = 0. ONNX Adam: step = R * sqrt(bc2) / bc1,
-/// denom_scale = 1, post = 1 - norm_coefficient_post.
-template <typename T>
-struct AdamCoeffs {
-  T beta1, beta2, eps, l2, step, denom_scale, pre, post;
-};
 
 template <typename T>
 inline void adam_update(const T* x, const T* g, const T* m, const T* v, T* x_out, T* m_out,
                         T* v_out, int64_t n, const AdamCoeffs<T>& c) {
-  const T b1 = c.beta1, b2 = c.beta2, c1 = T(1) - c.beta1, c2 = T(1) - c.beta2;
-  const T eps = c.eps, l2 = c.l2, step = c.step, ds = c.denom_scale, pre = c.pre, post = c.post;
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const T gr = g[i] + l2 * x[i];
-    const T mn = b1 * m[i] + c1 * gr;
-    const T vn = b2 * v[i] + c2 * gr * gr;
-    m_out[i] = mn;
-    v_out[i] = vn;
-    x_out[i] = post * (pre * x[i] - step * mn / (std::sqrt(vn) * ds + eps));
-  }
+  if constexpr (std::is_same_v<T, float>)
+    simd().adam(x, g, m, v, x_out, m_out, v_out, n, c);
+  else
+    scalar::adam_update(x, g, m, v, x_out, m_out, v_out, n, c);
 }
 
 /// LAMB moments (no l2; weight decay is decoupled into the direction):
@@ -83,11 +50,6 @@ inline void adam_update(const T* x, const T* g, const T* m, const T* v, T* x_out
 ///   r = m' * inv_bc1 / (sqrt(v' * inv_bc2) + eps) + wd * x
 /// lamb_moments updates m, v in place and adds ||x||^2 and ||r||^2 (in double) to the sums;
 /// lamb_apply then does x -= scale * r, with scale = lr * trust ratio.
-template <typename T>
-struct LambCoeffs {
-  T beta1, beta2, eps, inv_bc1, inv_bc2, wd;
-};
-
 template <typename T>
 inline T lamb_direction(T x, T m, T v, const LambCoeffs<T>& c) {
   return m * c.inv_bc1 / (std::sqrt(v * c.inv_bc2) + c.eps) + c.wd * x;

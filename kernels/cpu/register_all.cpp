@@ -1,8 +1,12 @@
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
 
 namespace onyx::cpu {
 
 void register_cpu_kernels(KernelRegistry& r) {
+  // Decide the ISA (and cap oneDNN's to it) before any kernel can run: a bad ONYX_ISA is
+  // reported when the first session is built.
+  active_isa();
   register_unary_kernels(r);
   register_binary_kernels(r);
   register_cast_kernels(r);

@@ -1,12 +1,14 @@
 // Softmax, LogSoftmax, Hardmax. Opset < 13 coerces the input to 2-D at `axis` (default 1)
 // and normalises each row; opset >= 13 works along `axis` (default -1). Softmax subtracts the
-// maximum first, so large inputs do not overflow; float exp runs 8 lanes at a time.
+// maximum first, so large inputs do not overflow; float exp runs a vector
+// of the active ISA at a time (8 lanes with AVX2, 16 with AVX-512).
 #include <bit>
 #include <climits>
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_plan.h"
+#include "kernels/cpu/simd/simd.h"
 #include "kernels/dispatch.h"
 
 namespace onyx::cpu {
@@ -14,60 +16,10 @@ namespace {
 
 enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
 
-// GCC/Clang vector extensions: explicit SIMD that compiles to whatever the target has.
-using f32x8 = float __attribute__((vector_size(32)));
-using i32x8 = int32_t __attribute__((vector_size(32)));
-
-inline f32x8 load8(const float* p) {
-  f32x8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store8(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
-inline f32x8 splat8(float f) { return f32x8{} + f; }
-
-/// exp of 8 floats (Cephes polynomial, relative error ~1e-7; below -87 gives 0, above 88
-/// clamps; NaN stays NaN).
-inline f32x8 exp8(f32x8 x) {
-  const auto underflow = x < -87.0f;
-  x = underflow ? splat8(-87.0f) : x;
-  x = x > 88.0f ? splat8(88.0f) : x;
-  // Round to nearest by adding and removing 1.5 * 2^23.
-  const f32x8 n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const f32x8 r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  f32x8 p = splat8(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const f32x8 e = p * r * r + r + 1.0f;
-  const i32x8 bits = (__builtin_convertvector(n, i32x8) + 127) << 23;
-  return underflow ? f32x8{} : e * std::bit_cast<f32x8>(bits);
-}
-
 /// out[i] = exp(x[i] - m[i]) when `per_elem`, else exp(x[i] - m[0]); returns the sum of out.
+/// float32 runs the active ISA's vector loop (simd/simd_body.inc).
 inline float exp_minus(const float* x, const float* m, bool per_elem, float* out, int64_t n) {
-  int64_t i = 0;
-  f32x8 acc{};
-  if (per_elem) {
-    for (; i + 8 <= n; i += 8) {
-      const f32x8 e = exp8(load8(x + i) - load8(m + i));
-      store8(out + i, e);
-      acc += e;
-    }
-  } else {
-    const f32x8 mv = splat8(m[0]);
-    for (; i + 8 <= n; i += 8) {
-      const f32x8 e = exp8(load8(x + i) - mv);
-      store8(out + i, e);
-      acc += e;
-    }
-  }
-  float sum = 0.0f;
-  for (int l = 0; l < 8; ++l) sum += acc[l];
-  for (; i < n; ++i) sum += out[i] = std::exp(x[i] - m[per_elem ? i : 0]);
-  return sum;
+  return simd().exp_minus(x, m, per_elem, out, n);
 }
 inline double exp_minus(const double* x, const double* m, bool per_elem, double* out,
                         int64_t n) {
@@ -92,16 +44,7 @@ A row_max(const A* x, int64_t n) {
 }
 template <>
 float row_max<float>(const float* x, int64_t n) {
-  f32x8 mv = splat8(-std::numeric_limits<float>::infinity());
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const f32x8 v = load8(x + i);
-    mv = v > mv ? v : mv;
-  }
-  float m = -std::numeric_limits<float>::infinity();
-  for (int l = 0; l < 8; ++l) m = mv[l] > m ? mv[l] : m;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
+  return simd().row_max(x, n);
 }
 /// One contiguous row in the compute type A; `x` and `y` may alias.
 template <typename A>
