@@ -29,4 +29,6 @@ const KernelRegistry& cpu_kernel_registry() {
 
 std::shared_ptr<ExecutionProvider> make_cpu_provider() { return std::make_shared<CpuProvider>(); }
 
+std::vector<std::shared_ptr<ExecutionProvider>> available_providers() { return {make_cpu_provider()}; }
+
 }  // namespace onyx

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/kernel.h"
 
@@ -23,5 +24,8 @@ class ExecutionProvider {
 std::shared_ptr<ExecutionProvider> make_cpu_provider();
 /// The CPU kernels, registered once per process.
 const KernelRegistry& cpu_kernel_registry();
+/// Every provider this build has, in placement priority order (CPU last, the fallback).
+/// A new provider joins this list; op_support() (`onyx ops`) reads it.
+std::vector<std::shared_ptr<ExecutionProvider>> available_providers();
 
 }  // namespace onyx

@@ -29,5 +29,7 @@ Command add_bench_command(CLI::App& parent, const CommonOptions& common);
 Command add_train_command(CLI::App& parent, const CommonOptions& common);
 /// onyx launch -n N [--hosts ... | --hostfile F] -- onyx train ...: mpirun wrapper.
 Command add_launch_command(CLI::App& parent, const CommonOptions& common);
+/// onyx ops [--provider P] [--domain D] [--gradients] [--json]: the op support matrix.
+Command add_ops_command(CLI::App& parent, const CommonOptions& common);
 
 }  // namespace onyx::cli
