@@ -94,15 +94,38 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
   bool classify = spec.kind == "softmax_cross_entropy" || spec.kind == "nll";
   if (classify) {
     std::optional<SymShape> ls;
+    Value* scores = pred;
     if (ps) {
       ONYX_CHECK(ps->size() >= 2,
                  "[loss] {} needs scores of shape [N, C, ...] but '{}' has shape {}", spec.kind,
                  pred->name, sym_shape_str(*ps));
+      const int64_t r = static_cast<int64_t>(ps->size());
+      const int64_t axis = spec.class_axis < 0 ? spec.class_axis + r : spec.class_axis;
+      ONYX_CHECK(axis >= 1 && axis < r,
+                 "[loss] class axis {} is out of range for scores '{}' of shape {} (expected 1 "
+                 "to {}, or -1 for the last)",
+                 spec.class_axis, pred->name, sym_shape_str(*ps), r - 1);
       ls = *ps;
-      ls->erase(ls->begin() + 1);
+      ls->erase(ls->begin() + axis);
+      if (axis != 1) {  // move the classes to axis 1, where the ONNX loss ops read them
+        std::vector<int64_t> perm = {0, axis};
+        for (int64_t i = 1; i < r; ++i)
+          if (i != axis) perm.push_back(i);
+        Node* t = e.add("Transpose", {pred});
+        t->attrs["perm"] = Attribute::of_ints("perm", perm);
+        SymShape moved;
+        for (int64_t p : perm) moved.push_back((*ps)[static_cast<size_t>(p)]);
+        scores = t->outputs[0];
+        scores->type = ValueType::tensor(pred->type.elem, moved);
+      }
+    } else {
+      ONYX_CHECK(spec.class_axis == 1,
+                 "[loss] class axis {} needs the rank of '{}', which shape inference could not "
+                 "tell",
+                 spec.class_axis, pred->name);
     }
     labels->type = ValueType::tensor(DataType::Int64, ls);
-    std::vector<Value*> ins = {pred, labels};
+    std::vector<Value*> ins = {scores, labels};
     if (!spec.weight.empty()) {
       Value* w = g.find_value(spec.weight);
       ONYX_CHECK(w && g.is_initializer(w),

@@ -20,6 +20,10 @@ struct LossSpec {
   std::string labels = "labels";
   /// "mean", "sum" or "none" (none: the per-element losses are summed for training).
   std::string reduction = "mean";
+  /// Cross-entropy / NLL: the axis of the scores that holds the classes. 1 is ONNX's and
+  /// torch.nn.CrossEntropyLoss's layout ([N, C, d...], labels [N, d...]); -1 (or rank - 1)
+  /// takes language-model logits [N, S, C] with labels [N, S] as they come.
+  int64_t class_axis = 1;
   /// Cross-entropy / NLL: targets equal to this are ignored (as in ONNX).
   std::optional<int64_t> ignore_index;
   /// Cross-entropy / NLL: an initializer of per-class weights (optional).

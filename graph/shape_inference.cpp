@@ -1,9 +1,12 @@
 #include "graph/shape_inference.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <unordered_map>
 
 #include "graph/schema.h"
+#include "graph/shape_values.h"
 
 namespace onyx {
 namespace {
@@ -39,6 +42,7 @@ struct Ctx {
   const Node& node;
   const Graph& graph;
   std::vector<ValueType> out;  // proposed output types (kind Unknown = no opinion)
+  const shape_values::Known& known;  // propagated contents of shape tensors
 
   const ValueType* in(int i) const {
     return node.has_input(i) ? &node.inputs[i]->type : nullptr;
@@ -47,12 +51,15 @@ struct Ctx {
     const ValueType* t = in(i);
     return t && t->is_tensor() && t->shape ? &*t->shape : nullptr;
   }
-  // A constant input's values (initializer), when there is one.
-  const Tensor* const_in(int i) const {
-    if (!node.has_input(i)) return nullptr;
-    for (const Graph* g = &graph; g; g = g->parent)
-      if (const Tensor* t = g->initializer(node.inputs[i])) return t;
-    return nullptr;
+  // The contents of integer input i (a constant or a propagated shape computation).
+  std::optional<shape_values::Ints> ints_in(int i) const {
+    return node.has_input(i) ? shape_values::lookup(known, graph, node.inputs[i]) : std::nullopt;
+  }
+  // The length of 1-D input i when its shape is known (a shape tensor's length is a rank).
+  std::optional<int64_t> length_of(int i) const {
+    auto s = in_shape(i);
+    if (!s || s->size() != 1 || !(*s)[0].is_fixed()) return std::nullopt;
+    return (*s)[0].value;
   }
   void set_shape(int o, SymShape s) {
     if (o < static_cast<int>(out.size())) out[o].shape = std::move(s);
@@ -125,23 +132,30 @@ void shape_op(Ctx& c) {
   c.set_shape(0, {Dim::fixed(std::max<int64_t>(0, end - start))});
 }
 
+SymShape unknown_dims(int64_t rank) { return SymShape(static_cast<size_t>(rank), Dim{}); }
+
+// Reshape's target from the shape input's contents (0 copies the input dim unless allowzero,
+// -1 is inferred from the element count when every other dim is known); with the contents
+// unknown, the shape input's length still gives the rank.
 void reshape(Ctx& c) {
-  const Tensor* t = c.const_in(1);
-  if (!t) return;
-  auto target = t->to_int64_vector();
+  auto target = c.ints_in(1);
+  if (!target || target->scalar) {
+    if (auto n = c.length_of(1)) c.set_shape(0, unknown_dims(*n));
+    return;
+  }
   auto s = c.in_shape(0);
   bool allowzero = c.node.attr_int("allowzero", 0) != 0;
   SymShape r;
   int infer = -1;
-  for (size_t i = 0; i < target.size(); ++i) {
-    if (target[i] == 0 && !allowzero) {
-      if (!s || i >= s->size()) return;
-      r.push_back((*s)[i]);
-    } else if (target[i] == -1) {
+  for (size_t i = 0; i < target->v.size(); ++i) {
+    const auto& t = target->v[i];
+    if (t.known() && *t.value == 0 && !allowzero) {
+      r.push_back(s && i < s->size() ? (*s)[i] : Dim{});
+    } else if (t.known() && *t.value == -1) {
       infer = static_cast<int>(i);
       r.push_back(Dim{});
     } else {
-      r.push_back(Dim::fixed(target[i]));
+      r.push_back(t.dim());
     }
   }
   if (infer >= 0 && s) {
@@ -150,11 +164,171 @@ void reshape(Ctx& c) {
       if (!d.is_fixed()) return c.set_shape(0, r);
       total *= d.value;
     }
-    for (const auto& d : r)
-      if (d.is_fixed()) known *= d.value;
+    for (const auto& d : r) {
+      if (&d == &r[infer]) continue;
+      if (!d.is_fixed()) return c.set_shape(0, r);
+      known *= d.value;
+    }
     if (known > 0) r[infer] = Dim::fixed(total / known);
   }
   c.set_shape(0, r);
+}
+
+// Expand: numpy broadcast of the input's shape and the target shape's contents (its length
+// at least gives the rank).
+void expand(Ctx& c) {
+  auto s = c.in_shape(0);
+  auto target = c.ints_in(1);
+  if (target && !target->scalar) {
+    SymShape t;
+    for (const auto& x : target->v) t.push_back(x.dim());
+    if (!s) return;
+    // A 1 in the target keeps the input's dim: broadcast_shapes does exactly that.
+    if (auto r = broadcast_shapes(*s, t)) c.set_shape(0, *r);
+    return;
+  }
+  if (auto n = c.length_of(1); n && s)
+    c.set_shape(0, unknown_dims(std::max<int64_t>(*n, static_cast<int64_t>(s->size()))));
+}
+
+void tile(Ctx& c) {
+  auto s = c.in_shape(0);
+  if (!s) return;
+  SymShape r(s->size());
+  auto reps = c.ints_in(1);
+  for (size_t i = 0; i < s->size(); ++i) {
+    const auto rep = reps && reps->v.size() == s->size() ? reps->v[i].value : std::nullopt;
+    if (rep && *rep == 1) r[i] = (*s)[i];
+    else if (rep && (*s)[i].is_fixed()) r[i] = Dim::fixed((*s)[i].value * *rep);
+  }
+  c.set_shape(0, r);
+}
+
+// Squeeze: the axes (input 1, or the attribute before opset 13), else every fixed 1.
+void squeeze(Ctx& c) {
+  auto s = c.in_shape(0);
+  if (!s) return;
+  std::vector<int64_t> axes = c.node.attr_ints("axes");
+  if (c.node.has_input(1)) {
+    auto a = c.ints_in(1);
+    auto v = a ? a->values() : std::nullopt;
+    if (!v) return;
+    axes = *v;
+  }
+  const int64_t rank = static_cast<int64_t>(s->size());
+  std::vector<bool> drop(s->size(), false);
+  if (axes.empty()) {
+    for (size_t i = 0; i < s->size(); ++i) {
+      if (!(*s)[i].is_fixed()) return;  // might be 1 at run time
+      drop[i] = (*s)[i].value == 1;
+    }
+  }
+  for (int64_t a : axes) {
+    a = norm_axis(a, s->size());
+    if (a < 0 || a >= rank) return;
+    drop[static_cast<size_t>(a)] = true;
+  }
+  SymShape r;
+  for (size_t i = 0; i < s->size(); ++i)
+    if (!drop[i]) r.push_back((*s)[i]);
+  c.set_shape(0, r);
+}
+
+// Slice (opset >= 10: starts/ends/axes/steps as inputs): dims of sliced axes when the input
+// dim and the bounds are known, unknown otherwise; the rank is always the input's.
+void slice(Ctx& c) {
+  auto s = c.in_shape(0);
+  if (!s) return;
+  SymShape r = *s;
+  const int64_t rank = static_cast<int64_t>(s->size());
+  if (c.node.num_inputs() < 3) return c.set_shape(0, unknown_dims(rank));  // opset < 10
+  auto starts = c.ints_in(1), ends = c.ints_in(2);
+  auto st = starts ? starts->values() : std::nullopt, en = ends ? ends->values() : std::nullopt;
+  std::optional<std::vector<int64_t>> axes, steps;
+  if (c.node.has_input(3)) {
+    auto a = c.ints_in(3);
+    axes = a ? a->values() : std::nullopt;
+  } else if (st) {
+    axes = std::vector<int64_t>(st->size());
+    for (size_t i = 0; i < axes->size(); ++i) (*axes)[i] = static_cast<int64_t>(i);
+  }
+  if (c.node.has_input(4)) {
+    auto a = c.ints_in(4);
+    steps = a ? a->values() : std::nullopt;
+  } else if (st) {
+    steps = std::vector<int64_t>(st->size(), 1);
+  }
+  if (!st || !en || !axes || !steps || st->size() != en->size() || axes->size() != st->size() ||
+      steps->size() != st->size()) {
+    // Which axes are sliced is unknown without the axes: every dim may change.
+    if (!axes) return c.set_shape(0, unknown_dims(rank));
+    for (int64_t a : *axes) {
+      a = norm_axis(a, s->size());
+      if (a < 0 || a >= rank) return;
+      r[static_cast<size_t>(a)] = Dim{};
+    }
+    return c.set_shape(0, r);
+  }
+  for (size_t i = 0; i < axes->size(); ++i) {
+    int64_t a = norm_axis((*axes)[i], s->size());
+    if (a < 0 || a >= rank || (*steps)[i] == 0) return;
+    const Dim& d = (*s)[static_cast<size_t>(a)];
+    if (!d.is_fixed()) {
+      r[static_cast<size_t>(a)] = Dim{};
+      continue;
+    }
+    const int64_t n = d.value, step = (*steps)[i];
+    int64_t b = (*st)[i] < 0 ? (*st)[i] + n : (*st)[i];
+    int64_t e = (*en)[i] < 0 ? (*en)[i] + n : (*en)[i];
+    int64_t len;
+    if (step > 0) {
+      b = std::clamp<int64_t>(b, 0, n), e = std::clamp<int64_t>(e, 0, n);
+      len = e > b ? (e - b + step - 1) / step : 0;
+    } else {
+      b = std::clamp<int64_t>(b, -1, n - 1), e = std::clamp<int64_t>(e, -1, n - 1);
+      len = b > e ? (b - e - step - 1) / -step : 0;
+    }
+    r[static_cast<size_t>(a)] = Dim::fixed(len);
+  }
+  c.set_shape(0, r);
+}
+
+void range(Ctx& c) {
+  auto start = c.ints_in(0), limit = c.ints_in(1), delta = c.ints_in(2);
+  auto s = start ? start->values() : std::nullopt, l = limit ? limit->values() : std::nullopt,
+       d = delta ? delta->values() : std::nullopt;
+  if (s && l && d && s->size() == 1 && l->size() == 1 && d->size() == 1 && (*d)[0] != 0) {
+    const double n = std::ceil(double((*l)[0] - (*s)[0]) / double((*d)[0]));
+    return c.set_shape(0, {Dim::fixed(std::max<int64_t>(0, static_cast<int64_t>(n)))});
+  }
+  c.set_shape(0, {Dim{}});
+}
+
+// Split: the rank survives; the split axis has unknown dims unless the sizes are constant.
+void split(Ctx& c) {
+  auto s = c.in_shape(0);
+  if (!s) return;
+  int64_t axis = norm_axis(c.node.attr_int("axis", 0), s->size());
+  if (axis < 0 || axis >= static_cast<int64_t>(s->size())) return;
+  std::optional<std::vector<int64_t>> sizes;
+  if (c.node.has_input(1)) {
+    auto v = c.ints_in(1);
+    sizes = v ? v->values() : std::nullopt;
+  } else if (c.node.has_attr("split")) {
+    sizes = c.node.attr_ints("split");
+  }
+  const Dim& d = (*s)[static_cast<size_t>(axis)];
+  const int64_t n = static_cast<int64_t>(c.out.size());
+  for (int64_t o = 0; o < n; ++o) {
+    SymShape r = *s;
+    if (sizes && static_cast<int64_t>(sizes->size()) == n)
+      r[static_cast<size_t>(axis)] = Dim::fixed((*sizes)[static_cast<size_t>(o)]);
+    else if (!sizes && d.is_fixed() && !c.node.has_attr("num_outputs") && d.value % n == 0)
+      r[static_cast<size_t>(axis)] = Dim::fixed(d.value / n);
+    else
+      r[static_cast<size_t>(axis)] = Dim{};
+    c.set_shape(static_cast<int>(o), r);
+  }
 }
 
 void gemm(Ctx& c) {
@@ -198,6 +372,7 @@ void gather(Ctx& c) {
   auto d = c.in_shape(0), i = c.in_shape(1);
   if (!d || !i) return;
   int64_t axis = norm_axis(c.node.attr_int("axis", 0), d->size());
+  if (axis < 0 || axis >= static_cast<int64_t>(d->size())) return;  // the kernel reports it
   SymShape r(d->begin(), d->begin() + axis);
   r.insert(r.end(), i->begin(), i->end());
   r.insert(r.end(), d->begin() + axis + 1, d->end());
@@ -206,8 +381,13 @@ void gather(Ctx& c) {
 
 void unsqueeze(Ctx& c) {
   auto s = c.in_shape(0);
-  const Tensor* t = c.const_in(1);
-  std::vector<int64_t> axes = t ? t->to_int64_vector() : c.node.attr_ints("axes");
+  std::vector<int64_t> axes = c.node.attr_ints("axes");
+  if (c.node.has_input(1)) {
+    auto a = c.ints_in(1);
+    auto v = a ? a->values() : std::nullopt;
+    if (!v) return;
+    axes = *v;
+  }
   if (!s || axes.empty()) return;
   size_t out_rank = s->size() + axes.size();
   std::vector<bool> inserted(out_rank, false);
@@ -225,9 +405,13 @@ void unsqueeze(Ctx& c) {
 void reduce(Ctx& c) {
   auto s = c.in_shape(0);
   if (!s) return;
-  const Tensor* t = c.const_in(1);
-  std::vector<int64_t> axes = t ? t->to_int64_vector() : c.node.attr_ints("axes");
-  if (c.node.has_input(1) && !t) return;
+  std::vector<int64_t> axes = c.node.attr_ints("axes");
+  if (c.node.has_input(1)) {
+    auto a = c.ints_in(1);
+    auto v = a ? a->values() : std::nullopt;
+    if (!v) return;
+    axes = *v;
+  }
   bool keep = c.node.attr_int("keepdims", 1) != 0;
   if (axes.empty() && c.node.attr_int("noop_with_empty_axes", 0)) return same_shape(c);
   std::vector<bool> red(s->size(), axes.empty());
@@ -275,7 +459,13 @@ void constant_of_shape(Ctx& c) {
   DataType dt = DataType::Float;
   if (const Attribute* a = c.node.attr("value"); a && a->type == Attribute::Type::Tensor) dt = a->t.dtype();
   c.out[0] = ValueType::tensor(dt);
-  if (const Tensor* t = c.const_in(0)) c.out[0].shape = fixed(t->to_int64_vector());
+  if (auto shape = c.ints_in(0); shape && !shape->scalar) {
+    SymShape r;
+    for (const auto& x : shape->v) r.push_back(x.dim());
+    c.out[0].shape = r;
+  } else if (auto n = c.length_of(0)) {
+    c.out[0].shape = unknown_dims(*n);
+  }
 }
 
 const std::unordered_map<std::string, Rule>& rules() {
@@ -314,13 +504,19 @@ const std::unordered_map<std::string, Rule>& rules() {
     t["Cast"] = cast;
     t["CastLike"] = cast_like;
     t["ConstantOfShape"] = constant_of_shape;
+    t["Expand"] = expand;
+    t["Tile"] = tile;
+    t["Squeeze"] = squeeze;
+    t["Slice"] = slice;
+    t["Range"] = range;
+    t["Split"] = split;
     return t;
   }();
   return table;
 }
 
-void infer_node(const Model& model, const Graph& g, Node& node) {
-  Ctx c{node, g, std::vector<ValueType>(node.outputs.size())};
+void infer_node(const Model& model, const Graph& g, Node& node, shape_values::Known& known) {
+  Ctx c{node, g, std::vector<ValueType>(node.outputs.size()), known};
   const OpSchema* s = find_schema(node.op_type, node.domain, model.opset(node.domain));
   if (s) {
     // Bind each type parameter to the first known input type; a homogeneous parameter
@@ -377,15 +573,16 @@ void infer_node(const Model& model, const Graph& g, Node& node) {
       if (!t.shape && p.shape) t.shape = p.shape;
     }
   }
+  shape_values::propagate(node, g, known);
 }
 
-void infer_graph(const Model& model, Graph& g) {
+void infer_graph(const Model& model, Graph& g, shape_values::Known& known) {
   for (Node* n : g.topological_order()) {
     for (auto& [an, a] : n->attrs) {
-      if (a.g) infer_graph(model, *a.g);
-      for (auto& sg : a.graphs) infer_graph(model, *sg);
+      if (a.g) infer_graph(model, *a.g, known);
+      for (auto& sg : a.graphs) infer_graph(model, *sg, known);
     }
-    infer_node(model, g, *n);
+    infer_node(model, g, *n, known);
   }
 }
 
@@ -410,6 +607,9 @@ std::optional<SymShape> broadcast_shapes(const SymShape& a, const SymShape& b) {
   return r;
 }
 
-void infer_types_and_shapes(Model& model) { infer_graph(model, *model.graph); }
+void infer_types_and_shapes(Model& model) {
+  shape_values::Known known;
+  infer_graph(model, *model.graph, known);
+}
 
 }  // namespace onyx

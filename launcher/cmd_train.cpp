@@ -79,13 +79,18 @@ Evaluation evaluate(const TrainingSession& ts, const Dataset& data, int64_t batc
     NamedTensors out = ts.eval_step(b);
     loss_sum += out.at("loss").to_double_vector().at(0) * static_cast<double>(end - begin);
     if (!classify) continue;
-    // Scores [N, C, d...] against labels [N, d...]: the class axis is 1, as in ONNX.
+    // Scores [N, ..., C, d...] against labels [N, ..., d...]: classes on loss.class_axis
+    // (1, as in ONNX, unless the loss says otherwise).
     const Tensor& scores = out.at(prediction);
     std::vector<double> s = scores.to_double_vector();
     std::vector<int64_t> labels = b.at(loss.labels).to_int64_vector();
-    int64_t classes = scores.rank() >= 2 ? scores.shape()[1] : 1;
-    int64_t inner = static_cast<int64_t>(labels.size()) / std::max<int64_t>(end - begin, 1);
-    for (int64_t n = 0; n < end - begin; ++n)
+    const int64_t rank = scores.rank();
+    const int64_t axis = loss.class_axis < 0 ? loss.class_axis + rank : loss.class_axis;
+    const int64_t classes = rank >= 2 ? scores.shape()[static_cast<size_t>(axis)] : 1;
+    int64_t inner = 1;  // elements after the class axis
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= scores.shape()[static_cast<size_t>(d)];
+    const int64_t outer = static_cast<int64_t>(labels.size()) / std::max<int64_t>(inner, 1);
+    for (int64_t n = 0; n < outer; ++n)
       for (int64_t i = 0; i < inner; ++i) {
         int64_t label = labels[static_cast<size_t>(n * inner + i)];
         if (loss.ignore_index && label == *loss.ignore_index) continue;

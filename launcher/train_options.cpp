@@ -91,6 +91,11 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--labels", o.labels, "Name of the labels input (and of its .npy file)")
       ->capture_default_str()
       ->group(loss_group);
+  app->add_option("--class-axis", o.class_axis,
+                  "Cross-entropy/NLL: the scores' class axis, 1 for [N, C, ...] (ONNX, torch) or "
+                  "-1 for language-model logits [N, S, C]")
+      ->capture_default_str()
+      ->group(loss_group);
 
   const std::string opt_group = "Optimizer";
   app->add_option("--optimizer", o.optimizer, "Optimizer")
@@ -219,6 +224,7 @@ TrainingConfig training_config(const TrainOptions& o, int64_t total_steps) {
   c.loss.kind = o.loss;
   c.loss.output = o.loss_output;
   c.loss.labels = o.labels;
+  c.loss.class_axis = o.class_axis;
   c.optimizer.name = o.optimizer;
   c.optimizer.lr = o.lr;
   c.optimizer.momentum = o.momentum;

@@ -22,6 +22,7 @@ struct TrainOptions {
   std::string model, data, val_data;
   // Loss.
   std::string loss = "softmax_cross_entropy", loss_output, labels = "labels";
+  int64_t class_axis = 1;  // cross-entropy/NLL: 1 ([N, C, ...]) or -1 ([N, S, C] logits)
   // Optimizer and learning-rate schedule.
   std::string optimizer = "adamw";
   double lr = 1e-3, momentum = 0, weight_decay = 0, eps = 1e-8;

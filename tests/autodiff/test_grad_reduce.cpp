@@ -145,9 +145,13 @@ TEST(GradReduce, NegativeAxesOnUnknownRankAreAnError) {
   m->graph = std::make_unique<Graph>("reduce");
   Graph& g = *m->graph;
   g.add_initializer("w", Tensor::from_vector<double>({2, 3}, {1, 2, 3, 4, 5, 6}));
-  g.add_initializer("s0", Tensor::from_vector<int64_t>({2}, {3, 2}));
+  // The target shape is fed at run time with no declared length: no rank to infer (shape
+  // inference propagates constant shapes, so an initializer would give it away).
+  Value* s0 = g.get_or_add_value("s0");
+  s0->type = ValueType::tensor(DataType::Int64);
+  g.inputs.push_back(s0);
   g.add_initializer("axes", Tensor::from_vector<int64_t>({1}, {-1}));
-  Value* shape = add(g, "Identity", {g.find_value("s0")});
+  Value* shape = add(g, "Identity", {s0});
   Value* r = add(g, "Reshape", {g.find_value("w"), shape});
   Value* y = add(g, "ReduceMax", {r, g.find_value("axes")}, {attr_int("keepdims", 0)});
   g.outputs = {add(g, "ReduceSum", {y}, {attr_int("keepdims", 0)})};

@@ -207,6 +207,49 @@ TEST(Losses, OutputKind) {
     }
 }
 
+// Language-model logits [N, S, C] with labels [N, S]: class_axis -1 reads the classes from the
+// last axis. The same 4 rows as the flat [4, C] Gemm, so loss and gradients equal the flat
+// reference; class axis 1 would read S as the classes, and 3 is out of range.
+TEST(Losses, ClassAxisLastForSequenceLogits) {
+  Data d = make_data();
+  auto m = gemm_model(d);
+  Graph& g = *m->graph;
+  g.add_initializer("seq_shape", Tensor::from_vector<int64_t>({3}, {2, 2, kC}));
+  Value* z3 = g.get_or_add_value("logits3");
+  g.add_node("Reshape", {g.outputs[0], g.find_value("seq_shape")}, {z3}, "", "to_seq");
+  g.outputs = {z3};
+  for (const char* red : {"mean", "sum"}) {
+    SCOPED_TRACE(red);
+    autodiff::LossSpec spec{.kind = "softmax_cross_entropy", .reduction = red, .class_axis = -1};
+    auto tg = autodiff::build_training_graph(*m, spec, {});
+    ASSERT_EQ(tg.params, (std::vector<std::string>{"B", "W"}));
+    NamedTensors feeds = {{"x", Tensor::from_vector<double>({kN, kIn}, d.x)},
+                          {"labels", Tensor::from_vector<int64_t>({2, 2}, d.t)}};
+    SessionOptions so;
+    so.opt_level = OptLevel::None;
+    auto out = Session(std::move(tg.model), so).run(feeds);
+    autodiff::LossSpec flat{.kind = "softmax_cross_entropy", .reduction = red};
+    EXPECT_NEAR(out.at(tg.loss).to_double_vector()[0], reference_loss(flat, d, d.w, d.b), 1e-12);
+    auto gb = out.at(tg.grads[0]).to_double_vector();
+    const double eps = 1e-6;
+    for (size_t i = 0; i < d.b.size(); ++i) {
+      auto at = [&](double delta) {
+        std::vector<double> v = d.b;
+        v[i] += delta;
+        return reference_loss(flat, d, d.w, v);
+      };
+      EXPECT_NEAR(gb[i], (at(eps) - at(-eps)) / (2 * eps), 1e-7) << "B[" << i << "]";
+    }
+  }
+  try {
+    autodiff::build_training_graph(*m, {.kind = "nll", .class_axis = 3}, {});
+    ADD_FAILURE() << "class axis 3 of a rank-3 output must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("class axis 3 is out of range"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Losses, BadSpecsThrow) {
   auto m = gemm_model(make_data());
   auto expect_error = [&](const autodiff::LossSpec& spec, const std::string& needle) {

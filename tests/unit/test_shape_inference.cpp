@@ -1,0 +1,159 @@
+// Shape inference with data propagation (graph/shape_values.h): the run-time shape
+// computations exporters write (Shape -> Gather -> Unsqueeze -> Concat -> Reshape, Expand's
+// Equal/Where, Slice of a shape) keep ranks and symbolic dims.
+#include <gtest/gtest.h>
+
+#include "graph/shape_inference.h"
+#include "test_util.h"
+
+namespace onyx {
+namespace {
+
+using test::attr_int;
+using test::attr_ints;
+
+Tensor ints(std::vector<int64_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return Tensor::from_vector<int64_t>({n}, std::move(v));
+}
+Tensor scalar(int64_t v) { return Tensor::from_vector<int64_t>({}, {v}); }
+
+SymShape sym(std::initializer_list<Dim> d) { return SymShape(d); }
+Dim S(const char* p) { return Dim::symbol(p); }
+Dim F(int64_t v) { return Dim::fixed(v); }
+
+std::optional<SymShape> shape_of(Model& m, const std::string& name) {
+  infer_types_and_shapes(m);
+  const Value* v = m.graph->find_value(name);
+  EXPECT_TRUE(v) << name;
+  return v ? v->type.shape : std::nullopt;
+}
+
+// torch's view(B, S, heads, head_dim) of x [batch, seq, 32]: dims read from Shape(x).
+TEST(ShapeDataPropagation, TorchViewKeepsSymbolicDims) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, sym({S("batch"), S("seq"), F(32)}));
+  b.initializer("i0", scalar(0)).initializer("i1", scalar(1)).initializer("ax", ints({0}));
+  b.initializer("heads", ints({4})).initializer("hd", ints({8}));
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i0"}, {"b"});
+  b.node("Gather", {"s", "i1"}, {"q"});
+  b.node("Unsqueeze", {"b", "ax"}, {"bu"});
+  b.node("Unsqueeze", {"q", "ax"}, {"qu"});
+  b.node("Concat", {"bu", "qu", "heads", "hd"}, {"target"}).attrs["axis"] = attr_int("axis", 0);
+  b.node("Reshape", {"x", "target"}, {"y"});
+  b.node("Transpose", {"y"}, {"t"}).attrs["perm"] = attr_ints("perm", {0, 2, 1, 3});
+  b.output("t");
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "y"), sym({S("batch"), S("seq"), F(4), F(8)}));
+  EXPECT_EQ(shape_of(*m, "t"), sym({S("batch"), F(4), S("seq"), F(8)}));
+}
+
+// Reshape with 0 (copy) and -1 (inferred), and arithmetic on dims (batch * 4 is unknown but
+// the rank survives).
+TEST(ShapeDataPropagation, ZeroMinusOneAndArithmetic) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, sym({F(2), F(6), F(4)}));
+  b.input("z", DataType::Float, sym({S("n"), F(6), F(4)}));
+  b.initializer("t1", ints({0, -1}));
+  b.initializer("i0", ints({0})).initializer("four", ints({4})).initializer("m1", ints({-1}));
+  b.node("Reshape", {"x", "t1"}, {"y1"});
+  b.node("Shape", {"z"}, {"sz"});
+  b.node("Gather", {"sz", "i0"}, {"n"});
+  b.node("Mul", {"n", "four"}, {"n4"});
+  b.node("Concat", {"n4", "m1"}, {"t2"}).attrs["axis"] = attr_int("axis", 0);
+  b.node("Reshape", {"z", "t2"}, {"y2"});
+  b.output("y1").output("y2");
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "y1"), sym({F(2), F(24)}));
+  auto y2 = shape_of(*m, "y2");
+  ASSERT_TRUE(y2);
+  EXPECT_EQ(y2->size(), 2u);
+}
+
+// Expand as torch exports expand_as: Where(Equal(shape, -1), ones, shape).
+TEST(ShapeDataPropagation, ExpandThroughEqualWhere) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, sym({F(1), F(5)}));
+  b.input("like", DataType::Float, sym({S("batch"), F(5)}));
+  b.initializer("minus1", ints({-1, -1})).initializer("ones", ints({1, 1}));
+  b.node("Shape", {"like"}, {"s"});
+  b.node("Equal", {"s", "minus1"}, {"eq"});
+  b.node("Where", {"eq", "ones", "s"}, {"target"});
+  b.node("Expand", {"x", "target"}, {"y"});
+  b.output("y");
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "y"), sym({S("batch"), F(5)}));
+}
+
+// Slice of a shape, Squeeze/Unsqueeze round trips, Mod and ConstantOfShape.
+TEST(ShapeDataPropagation, SliceModConstantOfShape) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, sym({S("b"), F(3), F(7)}));
+  b.initializer("st", ints({1})).initializer("en", ints({3})).initializer("ax", ints({0}));
+  b.initializer("seven", scalar(7)).initializer("five", scalar(5));
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Slice", {"s", "st", "en", "ax"}, {"tail"});
+  b.node("ConstantOfShape", {"tail"}, {"zeros"});
+  b.node("Mod", {"seven", "five"}, {"two"});
+  b.node("Unsqueeze", {"two", "ax"}, {"two1"});
+  b.node("ConstantOfShape", {"two1"}, {"v"});
+  b.output("zeros").output("v");
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "zeros"), sym({F(3), F(7)}));
+  EXPECT_EQ(shape_of(*m, "v"), sym({F(2)}));
+}
+
+// Unknown contents still give the rank: a shape input of known length.
+TEST(ShapeDataPropagation, UnknownContentsKnownRank) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, sym({S("b"), F(12)}));
+  b.input("target", DataType::Int64, sym({F(3)}));
+  b.node("Reshape", {"x", "target"}, {"y"});
+  b.node("Expand", {"x", "target"}, {"e"});
+  b.output("y").output("e");
+  auto m = b.build();
+  auto y = shape_of(*m, "y");
+  ASSERT_TRUE(y);
+  EXPECT_EQ(y->size(), 3u);
+  auto e = shape_of(*m, "e");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->size(), 3u);
+}
+
+// Static rules added with it: Squeeze, Slice, Split, Tile, Range.
+TEST(ShapeInference, SqueezeSliceSplitTileRange) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, sym({S("b"), F(1), F(10)}));
+  b.initializer("ax1", ints({1})).initializer("st", ints({2})).initializer("en", ints({-1}));
+  b.initializer("ax2", ints({2})).initializer("step", ints({3}));
+  b.initializer("sizes", ints({4, 6})).initializer("reps", ints({1, 2, 3}));
+  b.initializer("r0", scalar(0)).initializer("r1", scalar(10)).initializer("r2", scalar(3));
+  b.node("Squeeze", {"x", "ax1"}, {"sq"});
+  b.node("Slice", {"x", "st", "en", "ax2", "step"}, {"sl"});
+  b.node("Split", {"x", "sizes"}, {"p0", "p1"}).attrs["axis"] = attr_int("axis", 2);
+  b.node("Tile", {"x", "reps"}, {"ti"});
+  b.node("Range", {"r0", "r1", "r2"}, {"ra"});
+  for (const char* o : {"sq", "sl", "p0", "p1", "ti", "ra"}) b.output(o);
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "sq"), sym({S("b"), F(10)}));
+  EXPECT_EQ(shape_of(*m, "sl"), sym({S("b"), F(1), F(3)}));  // 2, 5, 8
+  EXPECT_EQ(shape_of(*m, "p0"), sym({S("b"), F(1), F(4)}));
+  EXPECT_EQ(shape_of(*m, "p1"), sym({S("b"), F(1), F(6)}));
+  EXPECT_EQ(shape_of(*m, "ti"), sym({S("b"), F(2), F(30)}));
+  EXPECT_EQ(shape_of(*m, "ra"), sym({F(4)}));
+}
+
+// A Gather axis outside the data's rank is left to the kernel's check (it read out of bounds).
+TEST(ShapeInference, GatherAxisOutOfRangeIsNotInferred) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, sym({F(2), F(3)}));
+  b.initializer("i", ints({0}));
+  b.node("Gather", {"x", "i"}, {"y"}).attrs["axis"] = attr_int("axis", 5);
+  b.output("y");
+  auto m = b.build();
+  EXPECT_FALSE(shape_of(*m, "y").has_value());
+}
+
+}  // namespace
+}  // namespace onyx
