@@ -6,6 +6,7 @@
 
 #include "autodiff/gradient_rules.h"
 #include "graph/error.h"
+#include "graph/opset_upgrade.h"
 #include "graph/onnx_io.h"
 #include "graph/shape_inference.h"
 
@@ -25,9 +26,8 @@ bool non_differentiable_input(const Node& n, int i) {
 }
 
 void check_opset(Model& m) {
-  int64_t v = m.opset("");
-  ONYX_CHECK(v >= 13, "[autodiff] training needs ai.onnx opset 13 or later but the model imports "
-             "opset {}; re-export it with a newer opset (e.g. torch.onnx.export(..., opset_version=17))", v);
+  // Opset 7-12 models are rewritten to opset-13 meanings first (the rules emit opset-13 ops).
+  upgrade_to_opset13(m);
   // No ai.onnx op changed meaning from 13 to 14; 14 lets BatchNormalization train.
   for (auto& o : m.opsets)
     if (canonical_domain(o.domain).empty() && o.version == 13) o.version = 14;

@@ -80,6 +80,28 @@ TEST(TrainingSession, MlpLearnsAClassificationTask) {
   EXPECT_GT(correct, 256 * 0.85);
 }
 
+// Models importing ai.onnx opset 7-12 are upgraded to opset-13 meanings and train (they used
+// to be refused): the same MLP imported as opset 9, with a LogSoftmax-9 head over axis 1 (the
+// old flattened meaning), learns as well.
+TEST(TrainingSession, Opset9ModelTrains) {
+  auto m = mlp_model(8, 32, 4);
+  m->opsets = {{"", 9}};
+  Graph& g = *m->graph;
+  Value* logp = g.get_or_add_value("logp");
+  g.add_node("LogSoftmax", {g.outputs[0]}, {logp}, "", "logsoftmax9");
+  g.outputs = {logp};
+  TrainingConfig c;
+  c.loss.kind = "nll";
+  c.optimizer = {.name = "adamw", .lr = 0.01, .weight_decay = 0.01};
+  c.threads = 2;
+  TrainingSession ts(std::move(m), c);
+  auto eval = class_batch(256, 8, 4, 1000);
+  double before = ts.eval_step(eval).at("loss").to_double_vector()[0];
+  for (int s = 0; s < 150; ++s) ts.train_step(class_batch(32, 8, 4, static_cast<uint32_t>(s)));
+  double after = ts.eval_step(eval).at("loss").to_double_vector()[0];
+  EXPECT_LT(after, 0.5 * before) << "before " << before << " after " << after;
+}
+
 TEST(TrainingSession, DeterministicForSeedAndThreads) {
   TrainingConfig c;
   c.optimizer = {.name = "adam", .lr = 0.01};
