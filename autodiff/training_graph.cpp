@@ -278,6 +278,38 @@ TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
   return tg;
 }
 
+std::vector<MissingGradient> missing_gradients(const Model& forward) {
+  auto m = clone_model(forward);
+  check_opset(*m);
+  infer_types_and_shapes(*m);
+  Graph& g = *m->graph;
+  std::vector<Value*> cands;
+  for (const auto& [name, t] : g.initializers)
+    if (is_float(t.dtype())) cands.push_back(g.find_value(name));
+  std::map<Value*, Value*> seeds;
+  for (Value* o : g.outputs)
+    if (o) seeds[o] = o;
+  const std::vector<Node*> order = g.topological_order();
+  Reach r = analyze(order, seeds, cands);
+  std::vector<MissingGradient> out;
+  for (Node* n : order) {
+    bool out_rel = std::any_of(n->outputs.begin(), n->outputs.end(),
+                               [&](Value* o) { return o && r.rel.count(o); });
+    if (!out_rel) continue;
+    bool wanted = false;
+    for (int i = 0; i < n->num_inputs(); ++i)
+      wanted = wanted || (n->inputs[i] && r.rel.count(n->inputs[i]) && !non_differentiable_input(*n, i));
+    bool implicit = std::any_of(n->implicit_inputs.begin(), n->implicit_inputs.end(),
+                                [&](Value* v) { return r.rel.count(v) > 0; });
+    if (implicit)
+      out.push_back({n->name, n->op_type, canonical_domain(n->domain),
+                     "a subgraph reads a trained value (control flow)"});
+    else if (wanted && (!gradient_rules().find(n->op_type) || !canonical_domain(n->domain).empty()))
+      out.push_back({n->name, n->op_type, canonical_domain(n->domain), "no gradient rule"});
+  }
+  return out;
+}
+
 std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& loss,
                                         const std::vector<std::string>& params) {
   auto m = clone_model(forward);

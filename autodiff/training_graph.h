@@ -46,6 +46,17 @@ TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
 std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& loss,
                                         const std::vector<std::string>& params);
 
+/// A node that training would need a gradient through but cannot differentiate.
+struct MissingGradient {
+  std::string node, op_type, domain;
+  std::string why;  // "no gradient rule", or "control flow reads a trained value"
+};
+
+/// Every node on a differentiable path from a float initializer to an output of `forward`
+/// that has no gradient rule (or reads such a path inside a subgraph), in graph order:
+/// what `onyx gradcheck` and the front doors report before anything runs. Empty: trainable.
+std::vector<MissingGradient> missing_gradients(const Model& forward);
+
 /// Forward/backward split for callers that own the loss.
 struct BackwardGraphs {
   /// The forward model plus extra outputs: the activations the backward needs (`saved`).

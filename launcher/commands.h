@@ -31,5 +31,7 @@ Command add_train_command(CLI::App& parent, const CommonOptions& common);
 Command add_launch_command(CLI::App& parent, const CommonOptions& common);
 /// onyx ops [--provider P] [--domain D] [--gradients] [--json]: the op support matrix.
 Command add_ops_command(CLI::App& parent, const CommonOptions& common);
+/// onyx gradcheck MODEL [--ops] [--input ...]: missing gradient rules, then FD-checked gradients.
+Command add_gradcheck_command(CLI::App& parent, const CommonOptions& common);
 
 }  // namespace onyx::cli

@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   // One file per command; `launch` joins here.
   std::vector<Command> commands = {add_run_command(app, common), add_inspect_command(app, common),
                                    add_bench_command(app, common), add_train_command(app, common),
-                                   add_launch_command(app, common), add_ops_command(app, common)};
+                                   add_launch_command(app, common), add_ops_command(app, common),
+                                   add_gradcheck_command(app, common)};
   // CLI11 would only say a subcommand is required; name the word it did not know.
   if (argc > 1 && argv[1][0] != '-' &&
       app.get_subcommands([&](CLI::App* c) { return c->get_name() == argv[1]; }).empty()) {

@@ -1,0 +1,119 @@
+// Whole-model gradient checks (training/gradient_check.h) and `onyx gradcheck`: a correct
+// model passes, a gradient that disagrees with finite differences fails by name, and nodes
+// without a rule are listed before anything runs.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "autodiff/training_graph.h"
+#include "cli_process.h"
+#include "graph/onnx_io.h"
+#include "test_util.h"
+#include "training/gradient_check.h"
+
+namespace onyx {
+namespace {
+
+Tensor randn(const Shape& s, uint32_t seed, float scale = 0.5f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0, scale);
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+  for (float& x : v) x = nd(rng);
+  return Tensor::from_vector<float>(s, v);
+}
+
+// x [N, 6] -> Gemm(w1, b1) -> Tanh -> MatMul(w2) -> Softmax: float32, as users have them.
+std::unique_ptr<Model> small_net() {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::symbol("N"), Dim::fixed(6)});
+  b.initializer("w1", randn({6, 5}, 1)).initializer("b1", randn({5}, 2));
+  b.initializer("w2", randn({5, 3}, 3));
+  b.node("Gemm", {"x", "w1", "b1"}, {"h"});
+  b.node("Tanh", {"h"}, {"t"});
+  b.node("MatMul", {"t", "w2"}, {"z"});
+  b.node("Softmax", {"z"}, {"p"});
+  b.output("p");
+  return b.build();
+}
+
+TEST(GradCheck, CorrectModelPasses) {
+  auto m = small_net();
+  NamedTensors feeds{{"x", randn({4, 6}, 9, 1.0f)}};
+  GradCheckReport r = check_model_gradients(*m, feeds, {.elements_per_param = 100});
+  ASSERT_EQ(r.params.size(), 3u);
+  EXPECT_EQ(r.params[0].name, "b1");
+  EXPECT_EQ(r.params[1].checked, 30);  // every element of w1 [6, 5]
+  EXPECT_TRUE(r.passed());
+  EXPECT_LT(r.worst()->relative_error, 1e-6) << r.worst()->name;
+}
+
+// Relu at exactly 0: the rule's subgradient (0) is not what a central difference sees (1/2),
+// so the check must fail and name the parameter.
+TEST(GradCheck, DisagreementFailsByName) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::fixed(2)});
+  b.initializer("w", Tensor::from_vector<float>({2}, {0.0f, 0.0f}));
+  b.node("Relu", {"w"}, {"r"});
+  b.node("Add", {"r", "x"}, {"y"});
+  b.output("y");
+  auto m = b.build();
+  GradCheckReport r =
+      check_model_gradients(*m, {{"x", Tensor::from_vector<float>({2}, {1, 2})}}, {});
+  ASSERT_EQ(r.params.size(), 1u);
+  EXPECT_FALSE(r.passed());
+  EXPECT_EQ(r.worst()->name, "w");
+  EXPECT_GT(r.worst()->relative_error, 0.1);
+}
+
+TEST(GradCheck, MissingRulesAreListedAndRefused) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::fixed(3), Dim::fixed(3)});
+  b.initializer("w", randn({3, 3}, 4));
+  b.node("Add", {"x", "w"}, {"s"});
+  b.node("Det", {"s"}, {"d"});
+  b.output("d");
+  auto m = b.build();
+  auto missing = autodiff::missing_gradients(*m);
+  ASSERT_EQ(missing.size(), 1u);
+  EXPECT_EQ(missing[0].op_type, "Det");
+  EXPECT_EQ(missing[0].why, "no gradient rule");
+  EXPECT_TRUE(autodiff::missing_gradients(*small_net()).empty());
+  try {
+    check_model_gradients(*m, {{"x", randn({3, 3}, 5)}}, {});
+    ADD_FAILURE() << "a model with a missing rule must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Det"), std::string::npos) << e.what();
+  }
+}
+
+class CliGradcheck : public test::CliProcessTest {};
+
+TEST_F(CliGradcheck, PassesListsAndFails) {
+  const std::string good = (dir_ / "net.onnx").string();
+  save_model(*small_net(), good);
+  auto r = onyx("gradcheck " + test::quote(good) + " --dim N=3");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("every node on the path"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gradcheck: PASS: 3 parameters"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("w2"), std::string::npos) << r.out;
+
+  r = onyx("gradcheck " + test::quote(good) + " --ops");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("PASS"), std::string::npos) << "--ops runs nothing: " << r.out;
+
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::fixed(3), Dim::fixed(3)});
+  b.initializer("w", randn({3, 3}, 4));
+  b.node("Add", {"x", "w"}, {"s"}).name = "add_w";
+  b.node("Det", {"s"}, {"d"}).name = "the_det";
+  b.output("d");
+  const std::string bad = (dir_ / "det.onnx").string();
+  save_model(*b.build(), bad);
+  r = onyx("gradcheck " + test::quote(bad) + " --ops");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("the_det (Det): no gradient rule"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gradcheck: FAIL"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace onyx
