@@ -55,6 +55,16 @@ struct Ctx {
   std::optional<shape_values::Ints> ints_in(int i) const {
     return node.has_input(i) ? shape_values::lookup(known, graph, node.inputs[i]) : std::nullopt;
   }
+  // The values of integer input i when every element is known.
+  std::optional<std::vector<int64_t>> values_in(int i) const {
+    auto v = ints_in(i);
+    return v ? v->values() : std::nullopt;
+  }
+  // Axes as input 1 (opset >= 13 forms; nullopt when its values are unknown) or attribute.
+  std::optional<std::vector<int64_t>> axes() const {
+    if (node.has_input(1)) return values_in(1);
+    return node.attr_ints("axes");
+  }
   // The length of 1-D input i when its shape is known (a shape tensor's length is a rank).
   std::optional<int64_t> length_of(int i) const {
     auto s = in_shape(i);
@@ -208,13 +218,9 @@ void tile(Ctx& c) {
 void squeeze(Ctx& c) {
   auto s = c.in_shape(0);
   if (!s) return;
-  std::vector<int64_t> axes = c.node.attr_ints("axes");
-  if (c.node.has_input(1)) {
-    auto a = c.ints_in(1);
-    auto v = a ? a->values() : std::nullopt;
-    if (!v) return;
-    axes = *v;
-  }
+  auto known_axes = c.axes();
+  if (!known_axes) return;
+  const std::vector<int64_t>& axes = *known_axes;
   const int64_t rank = static_cast<int64_t>(s->size());
   std::vector<bool> drop(s->size(), false);
   if (axes.empty()) {
@@ -242,19 +248,16 @@ void slice(Ctx& c) {
   SymShape r = *s;
   const int64_t rank = static_cast<int64_t>(s->size());
   if (c.node.num_inputs() < 3) return c.set_shape(0, unknown_dims(rank));  // opset < 10
-  auto starts = c.ints_in(1), ends = c.ints_in(2);
-  auto st = starts ? starts->values() : std::nullopt, en = ends ? ends->values() : std::nullopt;
+  auto st = c.values_in(1), en = c.values_in(2);
   std::optional<std::vector<int64_t>> axes, steps;
   if (c.node.has_input(3)) {
-    auto a = c.ints_in(3);
-    axes = a ? a->values() : std::nullopt;
+    axes = c.values_in(3);
   } else if (st) {
     axes = std::vector<int64_t>(st->size());
     for (size_t i = 0; i < axes->size(); ++i) (*axes)[i] = static_cast<int64_t>(i);
   }
   if (c.node.has_input(4)) {
-    auto a = c.ints_in(4);
-    steps = a ? a->values() : std::nullopt;
+    steps = c.values_in(4);
   } else if (st) {
     steps = std::vector<int64_t>(st->size(), 1);
   }
@@ -294,9 +297,7 @@ void slice(Ctx& c) {
 }
 
 void range(Ctx& c) {
-  auto start = c.ints_in(0), limit = c.ints_in(1), delta = c.ints_in(2);
-  auto s = start ? start->values() : std::nullopt, l = limit ? limit->values() : std::nullopt,
-       d = delta ? delta->values() : std::nullopt;
+  auto s = c.values_in(0), l = c.values_in(1), d = c.values_in(2);
   if (s && l && d && s->size() == 1 && l->size() == 1 && d->size() == 1 && (*d)[0] != 0) {
     const double n = std::ceil(double((*l)[0] - (*s)[0]) / double((*d)[0]));
     return c.set_shape(0, {Dim::fixed(std::max<int64_t>(0, static_cast<int64_t>(n)))});
@@ -312,8 +313,7 @@ void split(Ctx& c) {
   if (axis < 0 || axis >= static_cast<int64_t>(s->size())) return;
   std::optional<std::vector<int64_t>> sizes;
   if (c.node.has_input(1)) {
-    auto v = c.ints_in(1);
-    sizes = v ? v->values() : std::nullopt;
+    sizes = c.values_in(1);
   } else if (c.node.has_attr("split")) {
     sizes = c.node.attr_ints("split");
   }
@@ -381,13 +381,9 @@ void gather(Ctx& c) {
 
 void unsqueeze(Ctx& c) {
   auto s = c.in_shape(0);
-  std::vector<int64_t> axes = c.node.attr_ints("axes");
-  if (c.node.has_input(1)) {
-    auto a = c.ints_in(1);
-    auto v = a ? a->values() : std::nullopt;
-    if (!v) return;
-    axes = *v;
-  }
+  auto known_axes = c.axes();
+  if (!known_axes) return;
+  const std::vector<int64_t>& axes = *known_axes;
   if (!s || axes.empty()) return;
   size_t out_rank = s->size() + axes.size();
   std::vector<bool> inserted(out_rank, false);
@@ -405,13 +401,9 @@ void unsqueeze(Ctx& c) {
 void reduce(Ctx& c) {
   auto s = c.in_shape(0);
   if (!s) return;
-  std::vector<int64_t> axes = c.node.attr_ints("axes");
-  if (c.node.has_input(1)) {
-    auto a = c.ints_in(1);
-    auto v = a ? a->values() : std::nullopt;
-    if (!v) return;
-    axes = *v;
-  }
+  auto known_axes = c.axes();
+  if (!known_axes) return;
+  const std::vector<int64_t>& axes = *known_axes;
   bool keep = c.node.attr_int("keepdims", 1) != 0;
   if (axes.empty() && c.node.attr_int("noop_with_empty_axes", 0)) return same_shape(c);
   std::vector<bool> red(s->size(), axes.empty());
