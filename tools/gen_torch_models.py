@@ -2,9 +2,11 @@
 """Writes the torch-exported models, batches and PyTorch reference results that
 tests/training/test_torch_trajectories.cpp compares onyx's training against.
 
-Regenerate (needs torch; CI does not have it, so the outputs are checked in):
+Regenerate (needs torch, and onnxscript for the dynamo exports, see below; CI has neither, so
+the outputs are checked in):
 
-    .venv/bin/python tools/gen_torch_models.py --out tests/data/torch
+    pip install --no-deps --target /tmp/dynamo onnxscript onnx-ir
+    PYTHONPATH=/tmp/dynamo .venv/bin/python tools/gen_torch_models.py --out tests/data/torch
 
 Deterministic: every model and batch comes from a fixed seed, torch runs float32 on one
 thread with deterministic algorithms, so a rerun with the same torch writes the same numbers.
@@ -24,10 +26,6 @@ losses.json):
     gpt2    tokens [B, T] -> token + position embedding -> 2 pre-LN blocks (causal
             self-attention with view/transpose/matmul/softmax and a registered tril mask
             buffer, tanh-GELU MLP) -> LayerNorm -> LM head              logits [B, T, 50]
-            gpt2/model_dynamo.onnx is the same model and weights through the dynamo exporter
-            (torch.onnx.export(..., dynamo=True)); it is written only when onnxscript is
-            importable, e.g. after `pip install --target /tmp/dynamo onnxscript onnx-ir
-            --no-deps` and with PYTHONPATH=/tmp/dynamo.
 
 The batch files hold NB = 10 distinct batches stacked on a leading axis (x.npy [10, B, ...],
 labels.npy [10, B] or [10, B, T]); step s (0-based) uses batch s % 10, so 100 steps are 10
@@ -53,6 +51,15 @@ losses of 5 plain SGD steps, lr 0.1, on that one batch):
                 as (1 - mask) * -1e4, erf GELU, post-LN) -> Linear         logits [B, S, 7]
 
 All logits are trained with mean cross-entropy over the last axis against labels [B, S].
+
+gpt2 and the shape-coverage models also get model_dynamo.onnx: the same model and weights
+through the torch.export-based exporter (torch.onnx.export(..., dynamo=True)), which writes
+other spellings (and 0-d float initializers for scalar constants). It needs onnxscript, which
+is not a dependency of the project (hence the --target install above, which leaves the venv
+alone).
+
+losses.json and meta.json also hold "params": for each model file, the initializers that
+hold torch's parameters (the dynamo exporter renames transposed Linear weights).
 """
 import argparse
 import copy
@@ -266,12 +273,13 @@ def export(model, args, names, dynamic, path, training=False):
     torch.onnx.export(model, args, path, input_names=names, output_names=["logits"],
                       dynamic_axes=dynamic, opset_version=OPSET, dynamo=False, **kw)
     model.load_state_dict(state)
-    check_initializers(model, path)
+    return check_initializers(model, path)
 
 
 def check_initializers(model, path):
     """Every torch parameter must be its own initializer (transposed copies allowed), so
-    training the file starts from torch's weights with torch's parameter count."""
+    training the file starts from torch's weights with torch's parameter count. Returns the
+    initializers that hold the parameters, sorted."""
     m = onnx.load(path)
     inits = {i.name: onnx.numpy_helper.to_array(i) for i in m.graph.initializer}
     used = set()
@@ -282,21 +290,37 @@ def check_initializers(model, path):
                 (v.ndim == 2 and v.shape == a.T.shape and np.array_equal(v, a.T)))]
         assert hit, f"{path}: parameter {name} has no initializer of its own"
         used.add(name if name in hit else hit[0])
+    return sorted(used)
 
 
 def export_dynamo(model, args, names, dynamic_shapes, path):
     """The same model through the torch.export-based exporter (needs onnxscript). It has no
     opset 17 translations of its own: it writes opset 18 and converts down with onnx's
     version converter."""
-    try:
-        import onnxscript  # noqa: F401
-    except ImportError:
-        print(f"onnxscript is not installed: {path} not written")
-        return
     torch.onnx.export(model, args, path, input_names=names, output_names=["logits"],
                       dynamic_shapes=dynamic_shapes, opset_version=OPSET, dynamo=True,
                       external_data=False, verbose=False)
-    check_initializers(model, path)
+    return check_initializers(model, path)
+
+
+def dynamo_dims(dynamic):
+    """dynamic_axes names -> torch.export dims (sequence axes at most 16 long)."""
+    dims = {}
+    for input_name, axes in dynamic.items():
+        if input_name != "logits":
+            dims[input_name] = {a: torch.export.Dim(n, **({} if a == 0 else {"max": 16}))
+                                for a, n in axes.items()}
+    return dims
+
+
+def export_both(model, args, names, dynamic, folder, training=False, dynamo=True):
+    """model.onnx (TorchScript) and model_dynamo.onnx; {file: parameter initializers}."""
+    params = {"model.onnx": export(model, args, names, dynamic, os.path.join(folder, "model.onnx"),
+                                   training)}
+    if dynamo:
+        path = os.path.join(folder, "model_dynamo.onnx")
+        params["model_dynamo.onnx"] = export_dynamo(model, args, names, dynamo_dims(dynamic), path)
+    return params
 
 
 def cross_entropy(logits, labels):
@@ -327,12 +351,12 @@ def save_npy(folder, name, array):
 
 
 def trajectory(out, name, model, inputs, labels, input_names, dynamic, sgd_lr, adamw_lr,
-               training_export=False):
+               training_export=False, dynamo=False):
     """inputs/labels: lists (one per input) of stacked batch tensors [NB, B, ...]."""
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
     first = tuple(t[0] for t in inputs)
-    export(model, first, input_names, dynamic, os.path.join(folder, "model.onnx"), training_export)
+    params = export_both(model, first, input_names, dynamic, folder, training_export, dynamo)
     for n, t in zip(input_names, inputs):
         save_npy(folder, n, t.numpy())
     save_npy(folder, "labels", labels.numpy())
@@ -340,6 +364,7 @@ def trajectory(out, name, model, inputs, labels, input_names, dynamic, sgd_lr, a
     sgd = dict(lr=sgd_lr, momentum=0.9, dampening=0.0, nesterov=False, weight_decay=0.0)
     adamw = dict(lr=adamw_lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     result = {"steps": STEPS, "num_batches": NUM_BATCHES, "torch": torch.__version__,
+              "params": params,
               "sgd": {"config": sgd, "losses": reference_losses(model, batches, "sgd", sgd)},
               "adamw": {"config": adamw, "losses": reference_losses(model, batches, "adamw", adamw)}}
     with open(os.path.join(folder, "losses.json"), "w") as f:
@@ -353,7 +378,7 @@ def coverage(out, name, model, inputs, input_names, dynamic, labels):
     """One batch: the inputs, labels and torch's forward output with the exported weights."""
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
-    export(model, tuple(inputs), input_names, dynamic, os.path.join(folder, "model.onnx"))
+    params = export_both(model, tuple(inputs), input_names, dynamic, folder)
     for n, t in zip(input_names, inputs):
         save_npy(folder, n, t.numpy())
     save_npy(folder, "labels", labels.numpy())
@@ -364,7 +389,7 @@ def coverage(out, name, model, inputs, input_names, dynamic, labels):
     sgd = dict(lr=0.1, momentum=0.0, weight_decay=0.0)
     losses = reference_losses(model, [tuple(inputs) + (labels,)], "sgd", sgd, steps=COVERAGE_STEPS)
     with open(os.path.join(folder, "meta.json"), "w") as f:
-        json.dump({"inputs": input_names, "torch": torch.__version__,
+        json.dump({"inputs": input_names, "torch": torch.__version__, "params": params,
                    "sgd": {"config": sgd, "losses": losses}}, f, indent=1)
     print(f"{name:10s} output {tuple(y.shape)} sgd loss {losses[0]:.4f} -> {losses[-1]:.4f}")
 
@@ -373,6 +398,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="tests/data/torch", help="folder for the model folders")
     args = ap.parse_args()
+    try:
+        import onnxscript  # noqa: F401
+    except ImportError:
+        raise SystemExit("the dynamo exporter needs onnxscript: pip install --no-deps --target "
+                         "/tmp/dynamo onnxscript onnx-ir, then rerun with PYTHONPATH=/tmp/dynamo")
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)
@@ -408,10 +438,8 @@ def main():
     seq_axes = {0: "batch", 1: "seq"}
     tokens = seq[..., :-1].contiguous()
     trajectory(args.out, "gpt2", model, [tokens], seq[..., 1:].contiguous(),
-               ["tokens"], {"tokens": seq_axes, "logits": seq_axes}, sgd_lr=0.1, adamw_lr=3e-3)
-    dims = {0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=16)}
-    export_dynamo(model, (tokens[0],), ["tokens"], {"tokens": dims},
-                  os.path.join(args.out, "gpt2", "model_dynamo.onnx"))
+               ["tokens"], {"tokens": seq_axes, "logits": seq_axes}, sgd_lr=0.1, adamw_lr=3e-3,
+               dynamo=True)
 
     # Shape coverage: one batch each.
     torch.manual_seed(4)
