@@ -181,12 +181,15 @@ std::map<Value*, Value*> differentiate(Model& model, const std::map<Value*, Valu
 
 namespace {
 
-/// Default trainable set: float initializers that reach the loss through a differentiable input.
+/// Default trainable set: float initializers of rank >= 1 that reach the loss through a
+/// differentiable input. Rank-0 ones are left out: exporters (torch.onnx's dynamo exporter)
+/// store constants such as an attention scale, a Pow exponent or a -inf mask fill as 0-d
+/// initializers, and training them is never meant (a scalar parameter is named explicitly).
 std::vector<std::string> default_params(Model& m, Value* loss) {
   Graph& g = *m.graph;
   std::vector<Value*> cands;
   for (const auto& [name, t] : g.initializers)
-    if (is_float(t.dtype())) cands.push_back(g.find_value(name));
+    if (is_float(t.dtype()) && t.rank() > 0) cands.push_back(g.find_value(name));
   std::sort(cands.begin(), cands.end(), [](Value* a, Value* b) { return a->name < b->name; });
   std::map<Value*, Value*> seeds = {{loss, loss}};
   Reach r = analyze(g.topological_order(), seeds, cands);

@@ -242,5 +242,23 @@ TEST(SimdTables, OptimizerUpdatesMatchTheScalarLoops) {
   }
 }
 
+// Without weight decay (l2 = 0) a parameter's update must not read it: 0 * inf would turn a
+// -inf constant that ends up in the trained set into NaN.
+TEST(SimdTables, NoDecayLeavesInfiniteParametersAlone) {
+  for (Isa isa : supported_isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    const SimdTable& t = simd_for(isa);
+    std::vector<float> x(17, -INFINITY), g(17, 0.5f), v(17, 0.f), m(17, 0.f), xo(17), vo(17),
+        mo(17);
+    t.sgd(x.data(), g.data(), xo.data(), 17, 0.1f, 0.f);
+    for (float f : xo) EXPECT_EQ(f, -INFINITY);
+    t.momentum(x.data(), g.data(), v.data(), xo.data(), vo.data(), 17, {0.1f, 0.f, 0.9f, 1.f, false});
+    for (size_t i = 0; i < 17; ++i) EXPECT_EQ(vo[i], 0.5f);
+    t.adam(x.data(), g.data(), m.data(), v.data(), xo.data(), mo.data(), vo.data(), 17,
+           {0.9f, 0.999f, 1e-8f, 0.f, 1e-3f, 1.f, 1.f, 1.f});
+    for (size_t i = 0; i < 17; ++i) EXPECT_FALSE(std::isnan(mo[i]) || std::isnan(vo[i]));
+  }
+}
+
 }  // namespace
 }  // namespace onyx::cpu
