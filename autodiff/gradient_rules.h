@@ -71,6 +71,10 @@ class GradContext {
   Value* sum_to(Value* g, Value* like);
   /// Shape(v) as a value.
   Value* shape_of(Value* v);
+  /// `op` (ReduceSum, ReduceMean, ReduceProd, ...) of v over `axes` (empty: every axis), with
+  /// axes in the form the model's opset takes: an input (ReduceSum from 13, the rest from 18)
+  /// or the older attribute.
+  Value* reduce(const std::string& op, Value* v, const std::vector<int64_t>& axes, bool keepdims);
 
   // ---- static facts about values (from shape inference) ----
   DataType dtype(const Value* v) const;
@@ -112,6 +116,7 @@ const RuleTable& gradient_rules();
 // Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Reciprocal Sin Cos Min Max Sum Mean Clip Where Cast Identity
 void add_elementwise_rules(RuleTable& t);
 // Relu LeakyRelu Sigmoid Tanh Erf Gelu Softplus Softmax LogSoftmax HardSigmoid Elu Selu Dropout
+// HardSwish Mish PRelu Softsign ThresholdedRelu Celu Shrink
 void add_activation_rules(RuleTable& t);
 // Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements Expand Tile Pad
 void add_shape_rules(RuleTable& t);
