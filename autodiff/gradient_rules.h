@@ -114,6 +114,7 @@ const RuleTable& gradient_rules();
 
 // One registration function per op family (rules_<family>.cpp).
 // Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Reciprocal Sin Cos Min Max Sum Mean Clip Where Cast Identity
+// Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh
 void add_elementwise_rules(RuleTable& t);
 // Relu LeakyRelu Sigmoid Tanh Erf Gelu Softplus Softmax LogSoftmax HardSigmoid Elu Selu Dropout
 // HardSwish Mish PRelu Softsign ThresholdedRelu Celu Shrink

@@ -65,6 +65,21 @@ TEST(GradElementwise, UnaryMath) {
   check_gradient({.op = "Cos", .inputs = {P("x", {2, 3}, -3, 3)}});
 }
 
+TEST(GradElementwise, TrigAndHyperbolicInsideTheirDomains) {
+  // Tan away from its poles; Asin/Acos/Atanh inside (-1, 1) and away from the ends, where the
+  // derivative blows up; Acosh above 1.
+  struct Case {
+    const char* op;
+    double lo, hi;
+  };
+  for (Case k : {Case{"Tan", -1.3, 1.3}, Case{"Asin", -0.9, 0.9}, Case{"Acos", -0.9, 0.9},
+                 Case{"Atan", -4, 4}, Case{"Sinh", -2.5, 2.5}, Case{"Cosh", -2.5, 2.5},
+                 Case{"Asinh", -4, 4}, Case{"Acosh", 1.1, 5}, Case{"Atanh", -0.9, 0.9}}) {
+    SCOPED_TRACE(k.op);
+    check_gradient({.op = k.op, .inputs = {P("x", {2, 3, 2}, k.lo, k.hi)}});
+  }
+}
+
 TEST(GradElementwise, MaxMinVariadicWithBroadcasting) {
   for (const char* op : {"Max", "Min"}) {
     SCOPED_TRACE(op);
