@@ -122,6 +122,7 @@ void add_activation_rules(RuleTable& t);
 // Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements Expand Tile Pad
 void add_shape_rules(RuleTable& t);
 // ReduceSum ReduceMean ReduceMax ReduceMin CumSum
+// ReduceProd ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum ReduceLogSumExp
 void add_reduce_rules(RuleTable& t);
 // MatMul Gemm Einsum
 void add_linalg_rules(RuleTable& t);
