@@ -126,8 +126,11 @@ void add_shape_rules(RuleTable& t);
 void add_reduce_rules(RuleTable& t);
 // MatMul Gemm Einsum
 void add_linalg_rules(RuleTable& t);
-// Conv ConvTranspose MaxPool AveragePool GlobalAveragePool BatchNormalization LayerNormalization
+// Conv ConvTranspose MaxPool AveragePool GlobalAveragePool
 void add_nn_rules(RuleTable& t);
+// BatchNormalization LayerNormalization RMSNormalization GroupNormalization InstanceNormalization
+// LpNormalization MeanVarianceNormalization LRN
+void add_norm_rules(RuleTable& t);
 // SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
 void add_loss_rules(RuleTable& t);
 
