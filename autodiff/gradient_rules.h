@@ -120,6 +120,7 @@ void add_elementwise_rules(RuleTable& t);
 // HardSwish Mish PRelu Softsign ThresholdedRelu Celu Shrink
 void add_activation_rules(RuleTable& t);
 // Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements Expand Tile Pad
+// DepthToSpace SpaceToDepth Trilu GatherND ScatterND ScatterElements TopK
 void add_shape_rules(RuleTable& t);
 // ReduceSum ReduceMean ReduceMax ReduceMin CumSum
 // ReduceProd ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum ReduceLogSumExp
