@@ -114,20 +114,21 @@ const RuleTable& gradient_rules();
 
 // One registration function per op family (rules_<family>.cpp).
 // Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Reciprocal Sin Cos Min Max Sum Mean Clip Where Cast Identity
-// Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh
+// Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh CastLike Mod Sign Floor Ceil Round
 void add_elementwise_rules(RuleTable& t);
 // Relu LeakyRelu Sigmoid Tanh Erf Gelu Softplus Softmax LogSoftmax HardSigmoid Elu Selu Dropout
-// HardSwish Mish PRelu Softsign ThresholdedRelu Celu Shrink
+// HardSwish Mish PRelu Softsign ThresholdedRelu Celu Shrink Swish SwiGLU Hardmax
 void add_activation_rules(RuleTable& t);
 // Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements Expand Tile Pad
-// DepthToSpace SpaceToDepth Trilu GatherND ScatterND ScatterElements TopK
+// DepthToSpace SpaceToDepth Trilu GatherND ScatterND ScatterElements TopK ReverseSequence
+// CenterCropPad
 void add_shape_rules(RuleTable& t);
 // ReduceSum ReduceMean ReduceMax ReduceMin CumSum
 // ReduceProd ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum ReduceLogSumExp
 void add_reduce_rules(RuleTable& t);
 // MatMul Gemm Einsum
 void add_linalg_rules(RuleTable& t);
-// Conv ConvTranspose MaxPool AveragePool GlobalAveragePool
+// Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool
 void add_nn_rules(RuleTable& t);
 // BatchNormalization LayerNormalization RMSNormalization GroupNormalization InstanceNormalization
 // LpNormalization MeanVarianceNormalization LRN

@@ -208,6 +208,34 @@ void shrink_grad(GradContext& c) {
   c.set_din(0, select(c, out, c.dout(0), c.scalar(0.0, x)));
 }
 
+/// swish(x) = x * sigmoid(alpha x) and its derivative s + alpha x s (1 - s), s = sigmoid(alpha x).
+std::pair<Value*, Value*> swish_and_slope(GradContext& c, Value* x) {
+  double alpha = attr_as_kernel(c, "alpha", 1.0f);
+  Value* s = c.op("Sigmoid", {c.op("Mul", {x, c.scalar(alpha, x)})});
+  Value* ax = c.op("Mul", {x, c.scalar(alpha, x)});
+  Value* slope = c.op("Add", {s, c.op("Mul", {c.op("Mul", {ax, s}), one_minus(c, s, x)})});
+  return {c.op("Mul", {x, s}), slope};
+}
+
+// d swish(x) = dy * (s + alpha x s (1 - s)), s = sigmoid(alpha x)
+void swish_grad(GradContext& c) {
+  c.set_din(0, c.op("Mul", {c.dout(0), swish_and_slope(c, c.in(0)).second}));
+}
+
+// d SwiGLU(a, b) = swish(a) * b: da = dy * b * swish'(a), db = dy * swish(a)
+void swiglu_grad(GradContext& c) {
+  auto [sw, slope] = swish_and_slope(c, c.in(0));
+  Value* dy = c.dout(0);
+  if (c.wants(0)) c.set_din(0, c.op("Mul", {c.op("Mul", {dy, c.in(1)}), slope}));
+  if (c.wants(1)) c.set_din(1, c.op("Mul", {dy, sw}));
+}
+
+// d hardmax(x) = 0: the one-hot of the row maximum is piecewise constant (as PyTorch's argmax)
+void hardmax_grad(GradContext& c) {
+  Value* x = c.in(0);
+  c.set_din(0, c.op("Expand", {c.scalar(0.0, x), c.shape_of(x)}));
+}
+
 /// The constant value of optional input i, or nullopt when it is computed at run time.
 std::optional<double> const_scalar(const GradContext& c, int i) {
   const Tensor* t = c.node().owner->initializer(c.in(i));
@@ -265,6 +293,9 @@ void add_activation_rules(RuleTable& t) {
   t.add("ThresholdedRelu", thresholded_relu_grad);
   t.add("Celu", celu_grad);
   t.add("Shrink", shrink_grad);
+  t.add("Swish", swish_grad);
+  t.add("SwiGLU", swiglu_grad);
+  t.add("Hardmax", hardmax_grad);
 }
 
 }  // namespace onyx::autodiff

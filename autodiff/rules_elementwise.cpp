@@ -208,6 +208,29 @@ void where_grad(GradContext& c) {
 // d cast(x) = cast(dy) back to x's dtype
 void cast_grad(GradContext& c) { c.set_din(0, c.cast_like(c.dout(0), c.in(0))); }
 
+// d CastLike(x, like) = cast(dy) back to x's dtype (like only gives the dtype)
+void cast_like_grad(GradContext& c) { c.set_din(0, c.cast_like(c.dout(0), c.in(0))); }
+
+// d mod(a, b) = dy, -dy * q with a = b q + mod(a, b): q = trunc(a / b) for fmod=1 (C fmod),
+// floor(a / b) otherwise (the remainder takes the divisor's sign)
+void mod_grad(GradContext& c) {
+  Value *a = c.in(0), *b = c.in(1), *y = c.out(0), *dy = c.dout(0);
+  if (c.wants(0)) c.set_din(0, c.sum_to(dy, a));
+  if (c.wants(1)) {
+    Value* r = c.op("Div", {a, b});
+    Value* q = c.node().attr_int("fmod", 0) != 0
+                   ? c.op("Mul", {c.op("Sign", {r}), c.op("Floor", {c.op("Abs", {r})})})
+                   : c.op("Floor", {r});
+    c.set_din(1, c.sum_to(typed_like(c.op("Neg", {c.op("Mul", {dy, q})}), y), b));
+  }
+}
+
+// d f(x) = 0 for the piecewise-constant Sign, Floor, Ceil, Round (as PyTorch)
+void zero_grad(GradContext& c) {
+  Value* x = c.in(0);
+  c.set_din(0, c.op("Expand", {c.scalar(0.0, x), c.shape_of(x)}));
+}
+
 }  // namespace
 
 void add_elementwise_rules(RuleTable& t) {
@@ -241,6 +264,9 @@ void add_elementwise_rules(RuleTable& t) {
   t.add("Clip", clip_grad);
   t.add("Where", where_grad);
   t.add("Cast", cast_grad);
+  t.add("CastLike", cast_like_grad);
+  t.add("Mod", mod_grad);
+  for (const char* op : {"Sign", "Floor", "Ceil", "Round"}) t.add(op, zero_grad);
 }
 
 }  // namespace onyx::autodiff

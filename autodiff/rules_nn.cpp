@@ -331,6 +331,17 @@ void global_average_pool_grad(GradContext& c) {
   c.set_din(0, c.op("Div", {c.op("Expand", {dy, c.shape_of(x)}), count}));
 }
 
+// dX = dY at the positions equal to their plane's maximum, split evenly among ties
+void global_max_pool_grad(GradContext& c) {
+  Value *x = c.in(0), *dy = c.dout(0);
+  Value* view = c.ints({0, 0, -1});
+  Value* hit = c.cast_like(
+      c.op("Equal", {c.op("Reshape", {x, view}), c.op("Reshape", {c.out(0), view})}), x);
+  Value* ties = c.op("ReduceSum", {hit, c.ints({2})}, {Attribute::of_int("keepdims", 1)});
+  Value* share = c.op("Div", {c.op("Reshape", {dy, view}), ties});
+  c.set_din(0, c.op("Reshape", {c.op("Mul", {hit, share}), c.shape_of(x)}));
+}
+
 }  // namespace
 
 void add_nn_rules(RuleTable& t) {
@@ -339,6 +350,7 @@ void add_nn_rules(RuleTable& t) {
   t.add("MaxPool", max_pool_grad);
   t.add("AveragePool", average_pool_grad);
   t.add("GlobalAveragePool", global_average_pool_grad);
+  t.add("GlobalMaxPool", global_max_pool_grad);
 }
 
 }  // namespace onyx::autodiff

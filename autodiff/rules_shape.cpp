@@ -380,6 +380,28 @@ void top_k_grad(GradContext& c) {
   c.set_din(0, c.op("ScatterElements", {zeros_like(c, x), c.ensure_out(1), c.dout(0)}, {axis}));
 }
 
+// d ReverseSequence(x, lens) = ReverseSequence(dy, lens): reversing a prefix is its own inverse
+void reverse_sequence_grad(GradContext& c) {
+  const Node& n = c.node();
+  c.set_din(0, c.op("ReverseSequence", {c.dout(0), c.in(1)},
+                    {Attribute::of_int("batch_axis", n.attr_int("batch_axis", 1)),
+                     Attribute::of_int("time_axis", n.attr_int("time_axis", 0))}));
+}
+
+// d CenterCropPad(x, shape) = CenterCropPad(dy, x's extent on the same axes): the crop offset
+// (in - out) / 2 and the pad offset (out - in) / 2 undo each other
+void center_crop_pad_grad(GradContext& c) {
+  Value* x = c.in(0);
+  Attrs attrs;
+  Value* extent = shape_value(c, x);
+  if (c.node().has_attr("axes")) {
+    std::vector<int64_t> axes = c.node().attr_ints("axes");
+    attrs.push_back(Attribute::of_ints("axes", axes));
+    extent = c.op("Gather", {extent, c.ints(axes)});
+  }
+  c.set_din(0, c.op("CenterCropPad", {c.dout(0), extent}, attrs));
+}
+
 }  // namespace
 
 void add_shape_rules(RuleTable& t) {
@@ -400,6 +422,8 @@ void add_shape_rules(RuleTable& t) {
   t.add("ScatterND", scatter_nd_grad);
   t.add("ScatterElements", scatter_elements_grad);
   t.add("TopK", top_k_grad);
+  t.add("ReverseSequence", reverse_sequence_grad);
+  t.add("CenterCropPad", center_crop_pad_grad);
 }
 
 }  // namespace onyx::autodiff

@@ -141,6 +141,32 @@ TEST(GradActivation, PReluSlopeBroadcasting) {
   check_gradient({.op = "PRelu", .inputs = {xc, P("slope", {3, 1, 1}, 0.1, 0.4)}});
 }
 
+TEST(GradActivation, SwishAndSwiGLU) {
+  auto a = P("a", {2, 3, 2}, -3, 3);
+  for (std::optional<double> alpha : {std::optional<double>(), {0.5}, {1.7}}) {
+    SCOPED_TRACE(alpha.value_or(-1));
+    Attrs at;
+    if (alpha) at.push_back(attr_float("alpha", *alpha));
+    check_gradient({.op = "Swish", .inputs = {a}, .attrs = at, .opset = 24});
+    check_gradient({.op = "SwiGLU", .inputs = {a, P("b", {2, 3, 2})}, .attrs = at, .opset = 28});
+  }
+}
+
+TEST(GradActivation, HardmaxIsPiecewiseConstant) {
+  // Random values (no ties): the one-hot does not move under small steps, so the gradient is 0;
+  // y = Hardmax(x) * x checks that the zero is added to the Mul's x * 1 path correctly.
+  for (int64_t axis : {-1, 0, 1}) {
+    SCOPED_TRACE(axis);
+    check_gradient({.op = "Hardmax", .inputs = {P("x", {3, 4})}, .attrs = {attr_int("axis", axis)}});
+  }
+  check_gradient({.op = "Hardmax",
+                  .inputs = {P("x", {3, 4})},
+                  .build = [](Graph& g) -> std::vector<Value*> {
+                    Value* x = g.find_value("x");
+                    return {add(g, "Mul", {add(g, "Hardmax", {x}), x})};
+                  }});
+}
+
 TEST(GradActivation, DropoutTrainingModeReusesTheMask) {
   auto x = P("x", {4, 5});
   auto on = C("training", {}, {1}, DataType::Bool);

@@ -268,6 +268,14 @@ TEST(GradNn, GlobalAveragePool) {
   check_gradient({.op = "GlobalAveragePool", .inputs = {P("x", {2, 2, 3})}});
 }
 
+TEST(GradNn, GlobalMaxPool) {
+  check_gradient({.op = "GlobalMaxPool", .inputs = {P("x", {2, 3, 4, 5})}});
+  check_gradient({.op = "GlobalMaxPool", .inputs = {P("x", {2, 2, 3})}});
+  // A two-way tie in plane (0, 1): each gets half of dy, what central differences see.
+  check_gradient({.op = "GlobalMaxPool",
+                  .inputs = {PV("x", {1, 2, 4}, {0.1, 0.5, -0.3, 0.2, 0.7, -0.1, 0.7, 0.3})}});
+}
+
 // ---------------------------------------------------------------- float32 (oneDNN paths)
 
 namespace {

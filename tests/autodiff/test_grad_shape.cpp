@@ -327,6 +327,28 @@ TEST(GradShape, TopKValues) {
   check_gradient({.op = "TopK", .inputs = {P("x", {6}), I("k", {6})}, .outputs = 2});
 }
 
+TEST(GradShape, ReverseSequence) {
+  // time-major (time 0, batch 1) and batch-major, full and partial lengths.
+  check_gradient({.op = "ReverseSequence", .inputs = {P("x", {4, 2, 3}), I("len", {3, 1})}});
+  check_gradient({.op = "ReverseSequence",
+                  .inputs = {P("x", {3, 4, 2}), I("len", {4, 2, 1})},
+                  .attrs = {attr_int("batch_axis", 0), attr_int("time_axis", 1)}});
+}
+
+TEST(GradShape, CenterCropPad) {
+  // Crop one axis and pad the other, by odd and even amounts; axes (negative too) select dims.
+  check_gradient({.op = "CenterCropPad", .inputs = {P("x", {4, 5}), I("s", {3, 8})}, .opset = 18});
+  check_gradient({.op = "CenterCropPad", .inputs = {P("x", {5, 2}), I("s", {2, 5})}, .opset = 18});
+  check_gradient({.op = "CenterCropPad",
+                  .inputs = {P("x", {2, 5, 3}), I("s", {2, 6})},
+                  .attrs = {attr_ints("axes", {1, -1})},
+                  .opset = 18});
+  check_gradient({.op = "CenterCropPad",
+                  .inputs = {P("x", {2, 5, 3}), I("s", {3})},
+                  .attrs = {attr_ints("axes", {1})},
+                  .opset = 18});
+}
+
 TEST(GradShape, IntegerOutputsPruneCleanly) {
   // ArgMax / ArgMin / NonZero / Shape / Size of a trained tensor feed indices, shapes and
   // counts; no gradient flows through them and the builder does not ask for rules.
