@@ -203,8 +203,8 @@ void celu_grad(GradContext& c) {
 void shrink_grad(GradContext& c) {
   Value* x = c.in(0);
   double lambd = attr_as_kernel(c, "lambd", 0.5f);
-  Value* out = c.op("Or", {c.op("Less", {x, c.scalar(-lambd, x)}),
-                           c.op("Greater", {x, c.scalar(lambd, x)})});
+  Value* out = c.op(
+      "Or", {c.op("Less", {x, c.scalar(-lambd, x)}), c.op("Greater", {x, c.scalar(lambd, x)})});
   c.set_din(0, select(c, out, c.dout(0), c.scalar(0.0, x)));
 }
 

@@ -25,9 +25,7 @@ Value* zeros_like(GradContext& c, Value* v) {
 }
 
 /// a + b, where either may be absent.
-Value* add_opt(GradContext& c, Value* a, Value* b) {
-  return !a ? b : !b ? a : c.op("Add", {a, b});
-}
+Value* add_opt(GradContext& c, Value* a, Value* b) { return !a ? b : !b ? a : c.op("Add", {a, b}); }
 
 /// The number of elements static dims give v, when all are known.
 std::optional<int64_t> static_numel(const GradContext& c, const Value* v) {
@@ -66,9 +64,10 @@ Value* normalize_backward(GradContext& c, Value* g, const Moments& m, const Ints
   return c.op("Mul", {t, m.inv});
 }
 
-// train: dx = scale*inv*(dy - mean(dy) - xh*mean(dy*xh)) + (1 - momentum)*(drm + 2 drv (x - mean))/m
-// where drm, drv reach the updated running mean / var outputs; dscale = sum(dy*xh), dB = sum(dy),
-// with batch statistics over the m = N*S values of a channel. Inference: dx = dy*scale*inv.
+// train: dx = scale*inv*(dy - mean(dy) - xh*mean(dy*xh)) + (1 - momentum)*(drm + 2 drv xc)/m,
+// with drm, drv the gradients reaching the updated running mean / var outputs, xc = x - mean;
+// dscale = sum(dy*xh), dB = sum(dy), batch statistics over the m = N*S values of a channel.
+// Inference: dx = dy*scale*inv.
 void batch_norm_grad(GradContext& c) {
   const Node& n = c.node();
   Value *x = c.in(0), *dy = c.dout(0);
@@ -84,7 +83,9 @@ void batch_norm_grad(GradContext& c) {
     return c.op("Reshape", {as_dtype_of(c, p, x), c.ints({1, -1, 1})});
   };
   Value* axes = c.ints({0, 2});
-  auto sum = [&](Value* v) { return c.op("ReduceSum", {v, axes}, {Attribute::of_int("keepdims", 1)}); };
+  auto sum = [&](Value* v) {
+    return c.op("ReduceSum", {v, axes}, {Attribute::of_int("keepdims", 1)});
+  };
   Value *mean, *var, *m = nullptr;
   if (training) {
     m = c.cast_like(
@@ -146,9 +147,9 @@ Rows rows_view(GradContext& c, Value* x, int64_t axis) {
   return r;
 }
 
-// dx = inv*(g - mean(g) - xh*mean(g*xh)) + (dmean + dinv * (-inv^2 * xh)) / inner, with g = dy*scale,
-// xh = (x - mean)*inv over the normalized axes and dmean, dinv the gradients reaching the Mean and
-// InvStdDev outputs; dscale = sum(dy*xh), dB = sum(dy) (broadcasting undone)
+// dx = inv*(g - mean(g) - xh*mean(g*xh)) + (dmean - dinv * inv^2 * xh) / inner, with
+// g = dy*scale, xh = (x - mean)*inv over the normalized axes, dmean and dinv the gradients
+// reaching the Mean and InvStdDev outputs; dscale = sum(dy*xh), dB = sum(dy) (broadcasting undone)
 void layer_norm_grad(GradContext& c) {
   const Node& n = c.node();
   Value *x = c.in(0), *scale = c.in(1), *dy = c.dout(0);
@@ -260,7 +261,9 @@ void lp_norm_grad(GradContext& c) {
   int64_t p = n.attr_int("p", 2);
   ONYX_CHECK(p == 1 || p == 2, "{}: attribute p must be 1 or 2, found {}", c.label(), p);
   Value* axes = c.ints({n.attr_int("axis", -1)});
-  auto sum = [&](Value* v) { return c.op("ReduceSum", {v, axes}, {Attribute::of_int("keepdims", 1)}); };
+  auto sum = [&](Value* v) {
+    return c.op("ReduceSum", {v, axes}, {Attribute::of_int("keepdims", 1)});
+  };
   Value* norm = p == 2 ? c.op("Sqrt", {sum(c.op("Mul", {x, x}))}) : sum(c.op("Abs", {x}));
   Value* s = p == 2 ? y : c.op("Sign", {x});
   Value* t = c.op("Sub", {dy, c.op("Mul", {s, sum(c.op("Mul", {dy, y}))})});
@@ -303,11 +306,13 @@ void lrn_grad(GradContext& c) {
   };
   Value *x4 = view(x), *dy4 = view(dy);
   double k = alpha / static_cast<double>(size);
-  Value* d = c.op("Add", {c.scalar(bias, x),
-                          c.op("Mul", {window_sum(c.op("Mul", {x4, x4}), lo, hi), c.scalar(k, x)})});
+  Value* d =
+      c.op("Add", {c.scalar(bias, x),
+                   c.op("Mul", {window_sum(c.op("Mul", {x4, x4}), lo, hi), c.scalar(k, x)})});
   Value* direct = c.op("Mul", {dy4, c.op("Pow", {d, c.scalar(-beta, x)})});
   Value* t = c.op("Mul", {c.op("Mul", {dy4, x4}), c.op("Pow", {d, c.scalar(-beta - 1, x)})});
-  Value* cross = c.op("Mul", {x4, c.op("Mul", {window_sum(t, hi, lo), c.scalar(-2 * beta * k, x)})});
+  Value* cross =
+      c.op("Mul", {x4, c.op("Mul", {window_sum(t, hi, lo), c.scalar(-2 * beta * k, x)})});
   c.set_din(0, c.op("Reshape", {c.op("Add", {direct, cross}), c.shape_of(x)}));
 }
 

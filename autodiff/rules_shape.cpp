@@ -317,8 +317,9 @@ void depth_to_space_grad(GradContext& c) {
 
 // d SpaceToDepth = DepthToSpace(dy) in DCR mode, its inverse
 void space_to_depth_grad(GradContext& c) {
-  c.set_din(0, c.op("DepthToSpace", {c.dout(0)},
-                    {Attribute::of_int("blocksize", blocksize(c)), Attribute::of_string("mode", "DCR")}));
+  c.set_din(
+      0, c.op("DepthToSpace", {c.dout(0)},
+              {Attribute::of_int("blocksize", blocksize(c)), Attribute::of_string("mode", "DCR")}));
 }
 
 // d Trilu(x, k) = Trilu(dy, k): the same triangle passes, the rest was zeroed
@@ -337,7 +338,8 @@ void gather_nd_grad(GradContext& c) {
   if (batch_dims == 0)
     return c.set_din(0, c.op("ScatterND", {zeros_like(c, x), idx, dy},
                              {Attribute::of_string("reduction", "add")}));
-  Value* ids = c.op("GatherND", {element_ids(c, x), idx}, {Attribute::of_int("batch_dims", batch_dims)});
+  Value* ids =
+      c.op("GatherND", {element_ids(c, x), idx}, {Attribute::of_int("batch_dims", batch_dims)});
   c.set_din(0, scatter_flat(c, dy, ids, true));
 }
 
@@ -346,7 +348,8 @@ void gather_nd_grad(GradContext& c) {
 bool scatter_adds(const GradContext& c) {
   std::string r = c.node().attr_string("reduction", "none");
   ONYX_CHECK(r == "none" || r == "add",
-             "{}: no gradient for reduction '{}'; supported reductions are none and add", c.label(), r);
+             "{}: no gradient for reduction '{}'; supported reductions are none and add", c.label(),
+             r);
   return r == "add";
 }
 
@@ -356,8 +359,7 @@ bool scatter_adds(const GradContext& c) {
 void scatter_nd_grad(GradContext& c) {
   Value *idx = c.in(1), *dy = c.dout(0);
   bool adds = scatter_adds(c);
-  if (c.wants(0))
-    c.set_din(0, adds ? dy : c.op("ScatterND", {dy, idx, zeros_like(c, c.in(2))}));
+  if (c.wants(0)) c.set_din(0, adds ? dy : c.op("ScatterND", {dy, idx, zeros_like(c, c.in(2))}));
   if (c.wants(2)) c.set_din(2, c.op("GatherND", {dy, idx}));
 }
 

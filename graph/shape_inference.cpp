@@ -276,7 +276,8 @@ void cast_like(Ctx& c) {
 void layer_norm(Ctx& c) {
   same_shape(c);
   auto dt = static_cast<DataType>(c.node.attr_int("stash_type", 1));
-  if (dt != DataType::Double && dt != DataType::Float16 && dt != DataType::BFloat16) dt = DataType::Float;
+  if (dt != DataType::Double && dt != DataType::Float16 && dt != DataType::BFloat16)
+    dt = DataType::Float;
   const SymShape* s = c.in_shape(0);
   for (int o = 1; o <= 2 && o < static_cast<int>(c.out.size()); ++o) {
     c.out[o] = ValueType::tensor(dt);

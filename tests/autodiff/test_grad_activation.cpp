@@ -102,7 +102,8 @@ TEST(GradActivation, CeluInFloat32) {
                     .rtol = 1e-3,
                     .atol = 1e-4,
                     .build = [alpha](Graph& g) -> std::vector<Value*> {
-                      Value* f = add(g, "Cast", {g.find_value("x")}, {attr_int("to", int64_t(DataType::Float))});
+                      Value* f = add(g, "Cast", {g.find_value("x")},
+                                     {attr_int("to", int64_t(DataType::Float))});
                       Attrs a;
                       if (alpha) a.push_back(attr_float("alpha", *alpha));
                       Value* y = add(g, "Celu", {f}, a);
@@ -129,7 +130,8 @@ TEST(GradActivation, ThresholdedReluAndShrink) {
 TEST(GradActivation, PReluSlopeBroadcasting) {
   // Slope shapes: same as x, one per channel ([C, 1, 1] for NCHW), a trailing vector, a scalar.
   auto x = PV("x", {2, 3, 2, 2}, away_from_zero(24, 21));
-  for (Shape ss : {Shape{2, 3, 2, 2}, Shape{3, 1, 1}, Shape{2}, Shape{1}, Shape{}, Shape{1, 3, 1, 2}}) {
+  for (Shape ss :
+       {Shape{2, 3, 2, 2}, Shape{3, 1, 1}, Shape{2}, Shape{1}, Shape{}, Shape{1, 3, 1, 2}}) {
     SCOPED_TRACE(shape_str(ss));
     check_gradient({.op = "PRelu", .inputs = {x, P("slope", ss, -0.5, 0.8)}});
   }
@@ -157,14 +159,14 @@ TEST(GradActivation, HardmaxIsPiecewiseConstant) {
   // y = Hardmax(x) * x checks that the zero is added to the Mul's x * 1 path correctly.
   for (int64_t axis : {-1, 0, 1}) {
     SCOPED_TRACE(axis);
-    check_gradient({.op = "Hardmax", .inputs = {P("x", {3, 4})}, .attrs = {attr_int("axis", axis)}});
+    check_gradient(
+        {.op = "Hardmax", .inputs = {P("x", {3, 4})}, .attrs = {attr_int("axis", axis)}});
   }
-  check_gradient({.op = "Hardmax",
-                  .inputs = {P("x", {3, 4})},
-                  .build = [](Graph& g) -> std::vector<Value*> {
-                    Value* x = g.find_value("x");
-                    return {add(g, "Mul", {add(g, "Hardmax", {x}), x})};
-                  }});
+  check_gradient(
+      {.op = "Hardmax", .inputs = {P("x", {3, 4})}, .build = [](Graph& g) -> std::vector<Value*> {
+         Value* x = g.find_value("x");
+         return {add(g, "Mul", {add(g, "Hardmax", {x}), x})};
+       }});
 }
 
 TEST(GradActivation, DropoutTrainingModeReusesTheMask) {

@@ -155,17 +155,18 @@ TEST(GradElementwise, CastRoundTripThroughFloat) {
 TEST(GradElementwise, CastLikeThroughFloatAndBack) {
   // double -> CastLike(float) -> x3 -> CastLike(double); `like` is trained too: it only gives a
   // dtype, so its gradient is 0.
-  check_gradient({.op = "CastLike",
-                  .inputs = {P("x", {2, 3}), P("like", {2})},
-                  .eps = 1e-2,
-                  .rtol = 1e-4,
-                  .atol = 1e-5,
-                  .build = [](Graph& g) -> std::vector<Value*> {
-                    Value* f32 = g.add_initializer("f32", Tensor::scalar<float>(0.0f));
-                    Value* f = add(g, "CastLike", {g.find_value("x"), f32});
-                    Value* m = add(g, "Mul", {f, g.add_initializer("three", Tensor::scalar<float>(3.0f))});
-                    return {add(g, "CastLike", {m, g.find_value("like")})};
-                  }});
+  check_gradient(
+      {.op = "CastLike",
+       .inputs = {P("x", {2, 3}), P("like", {2})},
+       .eps = 1e-2,
+       .rtol = 1e-4,
+       .atol = 1e-5,
+       .build = [](Graph& g) -> std::vector<Value*> {
+         Value* f32 = g.add_initializer("f32", Tensor::scalar<float>(0.0f));
+         Value* f = add(g, "CastLike", {g.find_value("x"), f32});
+         Value* m = add(g, "Mul", {f, g.add_initializer("three", Tensor::scalar<float>(3.0f))});
+         return {add(g, "CastLike", {m, g.find_value("like")})};
+       }});
 }
 
 TEST(GradElementwise, ModWithBroadcasting) {
@@ -175,7 +176,9 @@ TEST(GradElementwise, ModWithBroadcasting) {
   for (int64_t fmod : {1, 0}) {
     SCOPED_TRACE(fmod);
     Attrs at = {attr_int("fmod", fmod)};
-    check_gradient({.op = "Mod", .inputs = {a, PV("b", {2, 3}, {1.5, 2.1, -0.7, 0.4, -1.9, 1.1})}, .attrs = at});
+    check_gradient({.op = "Mod",
+                    .inputs = {a, PV("b", {2, 3}, {1.5, 2.1, -0.7, 0.4, -1.9, 1.1})},
+                    .attrs = at});
     check_gradient({.op = "Mod", .inputs = {a, PV("b", {3}, {1.5, -2.1, 0.8})}, .attrs = at});
     check_gradient({.op = "Mod", .inputs = {a, PV("b", {2, 1}, {-1.3, 0.95})}, .attrs = at});
   }
@@ -188,9 +191,7 @@ TEST(GradElementwise, SignFloorCeilRoundAreZero) {
   for (const char* op : {"Sign", "Floor", "Ceil", "Round"}) {
     SCOPED_TRACE(op);
     check_gradient({.op = op, .inputs = {x}});
-    check_gradient({.op = op,
-                    .inputs = {x},
-                    .build = [op](Graph& g) -> std::vector<Value*> {
+    check_gradient({.op = op, .inputs = {x}, .build = [op](Graph& g) -> std::vector<Value*> {
                       Value* v = g.find_value("x");
                       return {add(g, "Mul", {add(g, op, {v}), v})};
                     }});

@@ -5,15 +5,16 @@
 #include <cmath>
 
 #include "grad_check.h"
+#include "save_reload_check.h"
 
 namespace onyx::test {
 
 namespace {
 
+using autodiff::Attrs;
 using test::attr_float;
 using test::attr_int;
 using test::attr_ints;
-using autodiff::Attrs;
 
 /// One node `op` over `ins`, outputs y0..y{n-1}, added to g.
 std::vector<Value*> node(Graph& g, const std::string& op, const std::vector<std::string>& ins,
@@ -21,7 +22,8 @@ std::vector<Value*> node(Graph& g, const std::string& op, const std::vector<std:
   std::vector<Value*> in, out;
   for (const auto& s : ins) in.push_back(s.empty() ? nullptr : g.find_value(s));
   std::string base = op + std::to_string(g.num_nodes());
-  for (int i = 0; i < n_out; ++i) out.push_back(g.get_or_add_value(base + "_y" + std::to_string(i)));
+  for (int i = 0; i < n_out; ++i)
+    out.push_back(g.get_or_add_value(base + "_y" + std::to_string(i)));
   Node* nd = g.add_node(op, in, out, "", base);
   for (auto& a : attrs) nd->attrs[a.name] = a;
   return out;
@@ -61,8 +63,8 @@ TEST(GradNorm, BatchNormalizationInferenceMode) {
   g.add_initializer("b", Tensor::from_vector<double>({Cc}, bv));
   g.add_initializer("mean", Tensor::from_vector<double>({Cc}, mv));
   g.add_initializer("var", Tensor::from_vector<double>({Cc}, vv));
-  auto y =
-      node(g, "BatchNormalization", {"x", "scale", "b", "mean", "var"}, {attr_float("epsilon", 1e-2)});
+  auto y = node(g, "BatchNormalization", {"x", "scale", "b", "mean", "var"},
+                {attr_float("epsilon", 1e-2)});
   g.outputs.push_back(y[0]);
   auto bg = autodiff::build_backward_graphs(*m, {"x", "scale", "b"});
   SessionOptions so;
@@ -108,10 +110,10 @@ TEST(GradNorm, LayerNormalization) {
     check_gradient({.op = "LayerNormalization",
                     .inputs = {P("x", {2, 3, 4}), P("scale", {4}, 0.5, 1.5), P("b", {4})},
                     .attrs = {attr_int("stash_type", stash)}});
-    check_gradient(
-        {.op = "LayerNormalization",
-         .inputs = {P("x", {2, 3, 4}), P("scale", {3, 4}, 0.5, 1.5), P("b", {3, 4})},
-         .attrs = {attr_int("axis", 1), attr_float("epsilon", 1e-3), attr_int("stash_type", stash)}});
+    check_gradient({.op = "LayerNormalization",
+                    .inputs = {P("x", {2, 3, 4}), P("scale", {3, 4}, 0.5, 1.5), P("b", {3, 4})},
+                    .attrs = {attr_int("axis", 1), attr_float("epsilon", 1e-3),
+                              attr_int("stash_type", stash)}});
     check_gradient({.op = "LayerNormalization",
                     .inputs = {P("x", {2, 3}), P("scale", {2, 3}, 0.5, 1.5), P("b", {2, 3})},
                     .attrs = {attr_int("axis", 0), attr_int("stash_type", stash)}});
@@ -289,6 +291,50 @@ TEST(GradNorm, LRN) {
                   .inputs = {P("x", {1, 6, 2, 3}, -2, 2)},
                   .attrs = {attr_int("size", 5), attr_float("alpha", 2.0), attr_float("beta", 1.3),
                             attr_float("bias", 0.7)}});
+}
+
+namespace {
+
+/// x -> GroupNormalization -> Mish -> LRN -> InstanceNormalization -> RMSNormalization ->
+/// LpNormalization * MeanVarianceNormalization(x), over the initializers of norm_inputs().
+std::vector<Value*> norm_graph(Graph& g) {
+  auto v = [&](const char* n) { return g.find_value(n); };
+  Value* gn = add(g, "GroupNormalization", {v("x"), v("gs"), v("gb")}, {attr_int("num_groups", 2)});
+  Value* lrn =
+      add(g, "LRN", {add(g, "Mish", {gn})}, {attr_int("size", 3), attr_float("alpha", 0.5)});
+  Value* in = add(g, "InstanceNormalization", {lrn, v("is"), v("ib")});
+  Value* rms = add(g, "RMSNormalization", {in, v("rs")}, {attr_int("axis", 1)});
+  Value* lp = add(g, "LpNormalization", {rms}, {attr_int("p", 2), attr_int("axis", 1)});
+  return {add(g, "Mul",
+              {lp, add(g, "MeanVarianceNormalization", {v("x")}, {attr_ints("axes", {0, 2})})})};
+}
+
+std::vector<GradInput> norm_inputs() {
+  return {P("x", {2, 4, 3}),      P("gs", {4}, 0.5, 1.5), P("gb", {4}),
+          P("is", {4}, 0.5, 1.5), P("ib", {4}),           P("rs", {4, 3}, 0.5, 1.5)};
+}
+
+}  // namespace
+
+TEST(GradNorm, MultiOpGraphSurvivesSaveReload) {
+  check_gradient({.op = "graph", .inputs = norm_inputs(), .opset = 23, .build = norm_graph});
+  auto m = std::make_unique<Model>();
+  m->ir_version = 10;
+  m->opsets.push_back({"", 23});
+  m->graph = std::make_unique<Graph>("norms");
+  Graph& g = *m->graph;
+  std::vector<std::string> names;
+  for (const auto& in : norm_inputs()) {
+    std::vector<double> vals(static_cast<size_t>(shape_numel(in.shape)));
+    for (size_t i = 0; i < vals.size(); ++i)
+      vals[i] =
+          0.5 + 0.4 * std::sin(1.7 * static_cast<double>(i) + static_cast<double>(names.size()));
+    g.add_initializer(in.name, Tensor::from_vector<double>(in.shape, vals));
+    names.push_back(in.name);
+  }
+  Value* L = add(g, "ReduceSum", {norm_graph(g)[0]}, {attr_int("keepdims", 0)});
+  g.outputs = {L};
+  expect_same_after_save_reload(*m, {.kind = "output", .output = L->name}, names);
 }
 
 }  // namespace onyx::test

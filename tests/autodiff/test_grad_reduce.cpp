@@ -105,10 +105,14 @@ TEST(GradReduce, ReduceProdWithZeros) {
     check_gradient({.op = "ReduceProd",
                     .inputs = {x},
                     .attrs = {attr_ints("axes", {1}), attr_int("keepdims", keep)}});
-    check_gradient({.op = "ReduceProd", .inputs = {x, C("axes", {1}, {-1})},
-                    .attrs = {attr_int("keepdims", keep)}, .opset = 18});
-    check_gradient({.op = "ReduceProd", .inputs = {x, C("axes", {1}, {0})},
-                    .attrs = {attr_int("keepdims", keep)}, .opset = 18});
+    check_gradient({.op = "ReduceProd",
+                    .inputs = {x, C("axes", {1}, {-1})},
+                    .attrs = {attr_int("keepdims", keep)},
+                    .opset = 18});
+    check_gradient({.op = "ReduceProd",
+                    .inputs = {x, C("axes", {1}, {0})},
+                    .attrs = {attr_int("keepdims", keep)},
+                    .opset = 18});
   }
   // Over everything: one zero in the whole tensor, then two.
   auto one0 = PV("x", {2, 3}, {0.7, 0.0, -1.3, 0.9, 1.1, 0.8});

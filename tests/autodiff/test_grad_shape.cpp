@@ -5,10 +5,10 @@
 
 namespace onyx::test {
 
+using autodiff::Attrs;
 using test::attr_int;
 using test::attr_ints;
 using test::attr_string;
-using autodiff::Attrs;
 
 namespace {
 
@@ -213,12 +213,15 @@ TEST(GradShape, DepthToSpaceAndSpaceToDepth) {
                     .inputs = {P("x", {1, 18, 2, 1})},
                     .attrs = {attr_int("blocksize", 3), attr_string("mode", mode)}});
   }
-  check_gradient(
-      {.op = "DepthToSpace", .inputs = {P("x", {1, 4, 3, 2})}, .attrs = {attr_int("blocksize", 2)}});
-  check_gradient(
-      {.op = "SpaceToDepth", .inputs = {P("x", {2, 2, 4, 6})}, .attrs = {attr_int("blocksize", 2)}});
-  check_gradient(
-      {.op = "SpaceToDepth", .inputs = {P("x", {1, 3, 3, 6})}, .attrs = {attr_int("blocksize", 3)}});
+  check_gradient({.op = "DepthToSpace",
+                  .inputs = {P("x", {1, 4, 3, 2})},
+                  .attrs = {attr_int("blocksize", 2)}});
+  check_gradient({.op = "SpaceToDepth",
+                  .inputs = {P("x", {2, 2, 4, 6})},
+                  .attrs = {attr_int("blocksize", 2)}});
+  check_gradient({.op = "SpaceToDepth",
+                  .inputs = {P("x", {1, 3, 3, 6})},
+                  .attrs = {attr_int("blocksize", 3)}});
   // CRD with a shape shape inference cannot tell (a Reshape to a computed shape): the
   // backward reads x's dims at run time.
   check_gradient({.op = "DepthToSpace",
@@ -233,7 +236,10 @@ TEST(GradShape, DepthToSpaceAndSpaceToDepth) {
 
 TEST(GradShape, TriluUpperLowerAndK) {
   for (int64_t upper : {0, 1}) {
-    check_gradient({.op = "Trilu", .inputs = {P("x", {3, 4})}, .attrs = {attr_int("upper", upper)}, .opset = 14});
+    check_gradient({.op = "Trilu",
+                    .inputs = {P("x", {3, 4})},
+                    .attrs = {attr_int("upper", upper)},
+                    .opset = 14});
     for (double k : {-1.0, 0.0, 2.0, 5.0, -4.0}) {
       SCOPED_TRACE(fmt::format("upper {} k {}", upper, k));
       check_gradient({.op = "Trilu",
@@ -248,11 +254,12 @@ TEST(GradShape, TriluUpperLowerAndK) {
 TEST(GradShape, GatherNDRepeatsAndBatchDims) {
   // Element tuples (a repeat accumulates, a negative index wraps), row slices, and batch_dims 1
   // and 2 (the gathered-ids path).
-  check_gradient({.op = "GatherND",
-                  .inputs = {P("x", {3, 4}), C("i", {4, 2}, {0, 1, 2, 3, 0, 1, -1, -4})}});
+  check_gradient(
+      {.op = "GatherND", .inputs = {P("x", {3, 4}), C("i", {4, 2}, {0, 1, 2, 3, 0, 1, -1, -4})}});
   check_gradient({.op = "GatherND", .inputs = {P("x", {3, 4, 2}), C("i", {3, 1}, {2, 0, 2})}});
-  check_gradient({.op = "GatherND",
-                  .inputs = {P("x", {3, 4, 2}), C("i", {2, 2, 3}, {0, 1, 1, 2, 3, 0, 0, 1, 1, 1, 0, 1})}});
+  check_gradient(
+      {.op = "GatherND",
+       .inputs = {P("x", {3, 4, 2}), C("i", {2, 2, 3}, {0, 1, 1, 2, 3, 0, 0, 1, 1, 1, 0, 1})}});
   check_gradient({.op = "GatherND",
                   .inputs = {P("x", {2, 3, 4}), C("i", {2, 3, 1}, {0, 2, 2, 1, -1, 1})},
                   .attrs = {attr_int("batch_dims", 1)}});
@@ -262,9 +269,10 @@ TEST(GradShape, GatherNDRepeatsAndBatchDims) {
   check_gradient({.op = "GatherND",
                   .inputs = {P("x", {2, 3, 4}), C("i", {2, 3, 1}, {1, 3, 0, 3, 2, 0})},
                   .attrs = {attr_int("batch_dims", 2)}});
-  check_gradient({.op = "GatherND",
-                  .inputs = {P("x", {2, 3, 4}), C("i", {2, 3, 2, 1}, {1, 1, 0, 3, 1, 1, 2, 0, 1, 2, 2, 0})},
-                  .attrs = {attr_int("batch_dims", 2)}});
+  check_gradient(
+      {.op = "GatherND",
+       .inputs = {P("x", {2, 3, 4}), C("i", {2, 3, 2, 1}, {1, 1, 0, 3, 1, 1, 2, 0, 1, 2, 2, 0})},
+       .attrs = {attr_int("batch_dims", 2)}});
 }
 
 TEST(GradShape, ScatterNDDataAndUpdates) {
@@ -286,7 +294,9 @@ TEST(GradShape, ScatterNDDataAndUpdates) {
   check_gradient({.op = "ScatterND",
                   .inputs = {P("x", {4, 3}), C("i", {3, 1}, {1, 3, 1}), P("u", {3, 3})},
                   .attrs = {attr_string("reduction", "add")}});
-  check_gradient({.op = "ScatterND", .inputs = {P("x", {4, 3}), C("i", {2, 1}, {2, 0}), P("u", {2, 3})}, .opset = 13});
+  check_gradient({.op = "ScatterND",
+                  .inputs = {P("x", {4, 3}), C("i", {2, 1}, {2, 0}), P("u", {2, 3})},
+                  .opset = 13});
 }
 
 TEST(GradShape, ScatterElementsDataAndUpdates) {
@@ -301,7 +311,8 @@ TEST(GradShape, ScatterElementsDataAndUpdates) {
   check_gradient({.op = "ScatterElements",
                   .inputs = {P("x", {3, 4}), C("i", {2, 3}, {1, 1, 0, 1, 0, 0}), P("u", {2, 3})},
                   .attrs = {attr_int("axis", 1), attr_string("reduction", "add")}});
-  check_gradient({.op = "ScatterElements", .inputs = {P("x", {3, 3}), idx, P("u", {2, 3})}, .opset = 13});
+  check_gradient(
+      {.op = "ScatterElements", .inputs = {P("x", {3, 3}), idx, P("u", {2, 3})}, .opset = 13});
 }
 
 TEST(GradShape, ScatterMulIsRefused) {
@@ -353,26 +364,25 @@ TEST(GradShape, IntegerOutputsPruneCleanly) {
   // ArgMax / ArgMin / NonZero / Shape / Size of a trained tensor feed indices, shapes and
   // counts; no gradient flows through them and the builder does not ask for rules.
   auto x = PV("x", {3, 4}, {0.3, -0.8, 0.5, 0.1, -0.4, 0.9, -0.1, 0.7, 0.2, -0.6, 0.05, -0.3});
-  check_gradient({.op = "graph",
-                  .inputs = {x, P("w", {4, 2})},
-                  .build = [](Graph& g) -> std::vector<Value*> {
-                    Value *x = g.find_value("x"), *w = g.find_value("w");
-                    auto as_double = [&](Value* v) {
-                      return add(g, "Cast", {v}, {attr_int("to", int64_t(DataType::Double))});
-                    };
-                    Value* am = add(g, "ArgMax", {x}, {attr_int("axis", 1), attr_int("keepdims", 0)});
-                    Value* rows = add(g, "Gather", {w, am});  // [3, 2]
-                    Value* an = add(g, "ArgMin", {x}, {attr_int("axis", 0)});  // [1, 4]
-                    Value* zero = g.add_initializer("zero", Tensor::scalar<double>(0.0));
-                    Value* nz = add(g, "NonZero", {add(g, "Greater", {x, zero})});
-                    Value* count = as_double(add(g, "Size", {nz}));
-                    Value* shaped = add(g, "Reshape", {add(g, "Transpose", {add(g, "Transpose", {x})}),
-                                                      add(g, "Shape", {x})});
-                    Value* scaled = add(g, "Mul", {add(g, "Mul", {shaped, as_double(an)}), count});
-                    Value* s = add(g, "ReduceSum", {scaled}, {attr_int("keepdims", 0)});
-                    Value* mixed = add(g, "Mul", {add(g, "MatMul", {x, w}), s});  // [3, 2]
-                    return {add(g, "Add", {mixed, rows})};
-                  }});
+  check_gradient(
+      {.op = "graph", .inputs = {x, P("w", {4, 2})}, .build = [](Graph& g) -> std::vector<Value*> {
+         Value *x = g.find_value("x"), *w = g.find_value("w");
+         auto as_double = [&](Value* v) {
+           return add(g, "Cast", {v}, {attr_int("to", int64_t(DataType::Double))});
+         };
+         Value* am = add(g, "ArgMax", {x}, {attr_int("axis", 1), attr_int("keepdims", 0)});
+         Value* rows = add(g, "Gather", {w, am});                   // [3, 2]
+         Value* an = add(g, "ArgMin", {x}, {attr_int("axis", 0)});  // [1, 4]
+         Value* zero = g.add_initializer("zero", Tensor::scalar<double>(0.0));
+         Value* nz = add(g, "NonZero", {add(g, "Greater", {x, zero})});
+         Value* count = as_double(add(g, "Size", {nz}));
+         Value* shaped = add(
+             g, "Reshape", {add(g, "Transpose", {add(g, "Transpose", {x})}), add(g, "Shape", {x})});
+         Value* scaled = add(g, "Mul", {add(g, "Mul", {shaped, as_double(an)}), count});
+         Value* s = add(g, "ReduceSum", {scaled}, {attr_int("keepdims", 0)});
+         Value* mixed = add(g, "Mul", {add(g, "MatMul", {x, w}), s});  // [3, 2]
+         return {add(g, "Add", {mixed, rows})};
+       }});
 }
 
 TEST(GradShape, ChainWithRunTimeShapes) {
