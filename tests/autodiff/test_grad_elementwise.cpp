@@ -108,6 +108,12 @@ TEST(GradElementwise, MaxMinTiesSplitEvenly) {
   }
 }
 
+TEST(GradElementwise, SumVariadicWithBroadcasting) {
+  check_gradient({.op = "Sum", .inputs = {P("a", {2, 3})}});
+  check_gradient({.op = "Sum", .inputs = {P("a", {2, 3}), P("b", {3})}});
+  check_gradient({.op = "Sum", .inputs = {P("a", {2, 1, 4}), P("b", {3, 1}), P("c", {})}});
+}
+
 TEST(GradElementwise, MeanVariadicWithBroadcasting) {
   check_gradient({.op = "Mean", .inputs = {P("a", {2, 3})}});
   check_gradient({.op = "Mean", .inputs = {P("a", {2, 3}), P("b", {3})}});
