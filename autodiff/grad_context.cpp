@@ -91,6 +91,15 @@ Value* GradContext::cast_like(Value* v, const Value* like) {
 
 Value* GradContext::shape_of(Value* v) { return op("Shape", {v}); }
 
+Value* GradContext::reduce(const std::string& op_type, Value* v, const std::vector<int64_t>& axes,
+                           bool keepdims) {
+  Attrs attrs = {Attribute::of_int("keepdims", keepdims ? 1 : 0)};
+  if (axes.empty()) return op(op_type, {v}, attrs);
+  if (opset_ >= (op_type == "ReduceSum" ? 13 : 18)) return op(op_type, {v, ints(axes)}, attrs);
+  attrs.push_back(Attribute::of_ints("axes", axes));
+  return op(op_type, {v}, attrs);
+}
+
 DataType GradContext::dtype(const Value* v) const {
   ONYX_CHECK(v && v->type.is_tensor() && v->type.elem != DataType::Undefined,
              "{}: the dtype of '{}' is unknown (shape inference could not type it)", label(),
@@ -196,6 +205,7 @@ const RuleTable& gradient_rules() {
     add_reduce_rules(t);
     add_linalg_rules(t);
     add_nn_rules(t);
+    add_norm_rules(t);
     add_loss_rules(t);
     return t;
   }();

@@ -71,6 +71,10 @@ class GradContext {
   Value* sum_to(Value* g, Value* like);
   /// Shape(v) as a value.
   Value* shape_of(Value* v);
+  /// `op` (ReduceSum, ReduceMean, ReduceProd, ...) of v over `axes` (empty: every axis), with
+  /// axes in the form the model's opset takes: an input (ReduceSum from 13, the rest from 18)
+  /// or the older attribute.
+  Value* reduce(const std::string& op, Value* v, const std::vector<int64_t>& axes, bool keepdims);
 
   // ---- static facts about values (from shape inference) ----
   DataType dtype(const Value* v) const;
@@ -110,17 +114,25 @@ const RuleTable& gradient_rules();
 
 // One registration function per op family (rules_<family>.cpp).
 // Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Reciprocal Sin Cos Min Max Sum Mean Clip Where Cast Identity
+// Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh CastLike Mod Sign Floor Ceil Round
 void add_elementwise_rules(RuleTable& t);
 // Relu LeakyRelu Sigmoid Tanh Erf Gelu Softplus Softmax LogSoftmax HardSigmoid Elu Selu Dropout
+// HardSwish Mish PRelu Softsign ThresholdedRelu Celu Shrink Swish SwiGLU Hardmax
 void add_activation_rules(RuleTable& t);
 // Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements Expand Tile Pad
+// DepthToSpace SpaceToDepth Trilu GatherND ScatterND ScatterElements TopK ReverseSequence
+// CenterCropPad
 void add_shape_rules(RuleTable& t);
 // ReduceSum ReduceMean ReduceMax ReduceMin CumSum
+// ReduceProd ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum ReduceLogSumExp
 void add_reduce_rules(RuleTable& t);
 // MatMul Gemm Einsum
 void add_linalg_rules(RuleTable& t);
-// Conv ConvTranspose MaxPool AveragePool GlobalAveragePool BatchNormalization LayerNormalization
+// Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool
 void add_nn_rules(RuleTable& t);
+// BatchNormalization LayerNormalization RMSNormalization GroupNormalization InstanceNormalization
+// LpNormalization MeanVarianceNormalization LRN
+void add_norm_rules(RuleTable& t);
 // SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
 void add_loss_rules(RuleTable& t);
 

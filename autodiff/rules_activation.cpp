@@ -1,5 +1,5 @@
-// Gradient rules: activation ops (elementwise, plus Softmax/LogSoftmax along one axis and
-// Dropout, which reuses its mask output).
+// Gradient rules: activation ops (elementwise, PRelu with its broadcast slope, Softmax/LogSoftmax
+// along one axis and Dropout, which reuses its mask output).
 #include <cmath>
 #include <numbers>
 
@@ -147,6 +147,95 @@ void selu_grad(GradContext& c) {
   c.set_din(0, select(c, pos, c.op("Mul", {dy, c.scalar(gamma, x)}), neg));
 }
 
+// d hard_swish(x) = dy * (x < -3 ? 0 : x > 3 ? 1 : x/3 + 1/2)
+void hard_swish_grad(GradContext& c) {
+  Value *x = c.in(0), *dy = c.dout(0);
+  Value* mid = c.op("Add", {c.op("Div", {x, c.scalar(3.0, x)}), c.scalar(0.5, x)});
+  Value* d = select(c, c.op("Less", {x, c.scalar(-3.0, x)}), c.scalar(0.0, x),
+                    select(c, c.op("Greater", {x, c.scalar(3.0, x)}), c.scalar(1.0, x), mid));
+  c.set_din(0, c.op("Mul", {dy, d}));
+}
+
+// d mish(x) = dy * (t + x * (1 - t^2) * sigmoid(x)), t = tanh(softplus(x))
+void mish_grad(GradContext& c) {
+  Value* x = c.in(0);
+  Value* t = c.op("Tanh", {c.op("Softplus", {x})});
+  Value* sech2 = one_minus(c, c.op("Mul", {t, t}), x);
+  Value* d = c.op("Add", {t, c.op("Mul", {c.op("Mul", {x, sech2}), c.op("Sigmoid", {x})})});
+  c.set_din(0, c.op("Mul", {c.dout(0), d}));
+}
+
+// d prelu(x, slope) = dy * (x < 0 ? slope : 1), sum_to(dy * (x < 0 ? x : 0), slope)
+void prelu_grad(GradContext& c) {
+  Value *x = c.in(0), *slope = c.in(1), *dy = c.dout(0);
+  Value* neg = c.op("Less", {x, c.scalar(0.0, x)});
+  if (c.wants(0)) c.set_din(0, select(c, neg, c.op("Mul", {dy, slope}), dy));
+  if (c.wants(1)) {
+    Value* g = select(c, neg, c.op("Mul", {dy, x}), c.scalar(0.0, x));
+    g->type = x->type;  // shaped like x (the output), so sum_to reduces statically
+    c.set_din(1, c.sum_to(g, slope));
+  }
+}
+
+// d softsign(x) = dy / (1 + |x|)^2
+void softsign_grad(GradContext& c) {
+  Value* x = c.in(0);
+  Value* den = c.op("Add", {c.scalar(1.0, x), c.op("Abs", {x})});
+  c.set_din(0, c.op("Div", {c.dout(0), c.op("Mul", {den, den})}));
+}
+
+// d thresholded_relu(x) = dy * [x > alpha]
+void thresholded_relu_grad(GradContext& c) {
+  Value* x = c.in(0);
+  Value* on = c.op("Greater", {x, c.scalar(attr_as_kernel(c, "alpha", 1.0f), x)});
+  c.set_din(0, select(c, on, c.dout(0), c.scalar(0.0, x)));
+}
+
+// d celu(x) = dy * (x > 0 ? 1 : exp(x / alpha))
+void celu_grad(GradContext& c) {
+  Value *x = c.in(0), *dy = c.dout(0);
+  double alpha = attr_as_kernel(c, "alpha", 1.0f);
+  Value* e = c.op("Exp", {c.op("Div", {x, c.scalar(alpha, x)})});
+  c.set_din(0, select(c, c.op("Greater", {x, c.scalar(0.0, x)}), dy, c.op("Mul", {dy, e})));
+}
+
+// d shrink(x) = dy * [|x| > lambd]
+void shrink_grad(GradContext& c) {
+  Value* x = c.in(0);
+  double lambd = attr_as_kernel(c, "lambd", 0.5f);
+  Value* out = c.op(
+      "Or", {c.op("Less", {x, c.scalar(-lambd, x)}), c.op("Greater", {x, c.scalar(lambd, x)})});
+  c.set_din(0, select(c, out, c.dout(0), c.scalar(0.0, x)));
+}
+
+/// swish(x) = x * sigmoid(alpha x) and its derivative s + alpha x s (1 - s), s = sigmoid(alpha x).
+std::pair<Value*, Value*> swish_and_slope(GradContext& c, Value* x) {
+  double alpha = attr_as_kernel(c, "alpha", 1.0f);
+  Value* s = c.op("Sigmoid", {c.op("Mul", {x, c.scalar(alpha, x)})});
+  Value* ax = c.op("Mul", {x, c.scalar(alpha, x)});
+  Value* slope = c.op("Add", {s, c.op("Mul", {c.op("Mul", {ax, s}), one_minus(c, s, x)})});
+  return {c.op("Mul", {x, s}), slope};
+}
+
+// d swish(x) = dy * (s + alpha x s (1 - s)), s = sigmoid(alpha x)
+void swish_grad(GradContext& c) {
+  c.set_din(0, c.op("Mul", {c.dout(0), swish_and_slope(c, c.in(0)).second}));
+}
+
+// d SwiGLU(a, b) = swish(a) * b: da = dy * b * swish'(a), db = dy * swish(a)
+void swiglu_grad(GradContext& c) {
+  auto [sw, slope] = swish_and_slope(c, c.in(0));
+  Value* dy = c.dout(0);
+  if (c.wants(0)) c.set_din(0, c.op("Mul", {c.op("Mul", {dy, c.in(1)}), slope}));
+  if (c.wants(1)) c.set_din(1, c.op("Mul", {dy, sw}));
+}
+
+// d hardmax(x) = 0: the one-hot of the row maximum is piecewise constant (as PyTorch's argmax)
+void hardmax_grad(GradContext& c) {
+  Value* x = c.in(0);
+  c.set_din(0, c.op("Expand", {c.scalar(0.0, x), c.shape_of(x)}));
+}
+
 /// The constant value of optional input i, or nullopt when it is computed at run time.
 std::optional<double> const_scalar(const GradContext& c, int i) {
   const Tensor* t = c.node().owner->initializer(c.in(i));
@@ -197,6 +286,16 @@ void add_activation_rules(RuleTable& t) {
   t.add("Elu", elu_grad);
   t.add("Selu", selu_grad);
   t.add("Dropout", dropout_grad);
+  t.add("HardSwish", hard_swish_grad);
+  t.add("Mish", mish_grad);
+  t.add("PRelu", prelu_grad);
+  t.add("Softsign", softsign_grad);
+  t.add("ThresholdedRelu", thresholded_relu_grad);
+  t.add("Celu", celu_grad);
+  t.add("Shrink", shrink_grad);
+  t.add("Swish", swish_grad);
+  t.add("SwiGLU", swiglu_grad);
+  t.add("Hardmax", hardmax_grad);
 }
 
 }  // namespace onyx::autodiff

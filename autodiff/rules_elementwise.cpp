@@ -111,6 +111,56 @@ void cos_grad(GradContext& c) {
   c.set_din(0, c.op("Neg", {c.op("Mul", {c.dout(0), c.op("Sin", {c.in(0)})})}));
 }
 
+// d tan(x) = dy * (1 + y^2)
+void tan_grad(GradContext& c) {
+  Value* y = c.out(0);
+  c.set_din(0, c.op("Mul", {c.dout(0), c.op("Add", {c.scalar(1.0, y), c.op("Mul", {y, y})})}));
+}
+
+/// sqrt(a + b * x^2)
+Value* sqrt_quadratic(GradContext& c, double a, double b, Value* x) {
+  Value* q = c.op("Mul", {c.op("Mul", {x, x}), c.scalar(b, x)});
+  return c.op("Sqrt", {c.op("Add", {c.scalar(a, x), q})});
+}
+
+// d asin(x) = dy / sqrt(1 - x^2)
+void asin_grad(GradContext& c) {
+  c.set_din(0, c.op("Div", {c.dout(0), sqrt_quadratic(c, 1.0, -1.0, c.in(0))}));
+}
+
+// d acos(x) = -dy / sqrt(1 - x^2)
+void acos_grad(GradContext& c) {
+  c.set_din(0, c.op("Neg", {c.op("Div", {c.dout(0), sqrt_quadratic(c, 1.0, -1.0, c.in(0))})}));
+}
+
+// d atan(x) = dy / (1 + x^2)
+void atan_grad(GradContext& c) {
+  Value* x = c.in(0);
+  c.set_din(0, c.op("Div", {c.dout(0), c.op("Add", {c.scalar(1.0, x), c.op("Mul", {x, x})})}));
+}
+
+// d sinh(x) = dy * cosh(x)
+void sinh_grad(GradContext& c) { c.set_din(0, c.op("Mul", {c.dout(0), c.op("Cosh", {c.in(0)})})); }
+
+// d cosh(x) = dy * sinh(x)
+void cosh_grad(GradContext& c) { c.set_din(0, c.op("Mul", {c.dout(0), c.op("Sinh", {c.in(0)})})); }
+
+// d asinh(x) = dy / sqrt(x^2 + 1)
+void asinh_grad(GradContext& c) {
+  c.set_din(0, c.op("Div", {c.dout(0), sqrt_quadratic(c, 1.0, 1.0, c.in(0))}));
+}
+
+// d acosh(x) = dy / sqrt(x^2 - 1)
+void acosh_grad(GradContext& c) {
+  c.set_din(0, c.op("Div", {c.dout(0), sqrt_quadratic(c, -1.0, 1.0, c.in(0))}));
+}
+
+// d atanh(x) = dy / (1 - x^2)
+void atanh_grad(GradContext& c) {
+  Value* x = c.in(0);
+  c.set_din(0, c.op("Div", {c.dout(0), c.op("Sub", {c.scalar(1.0, x), c.op("Mul", {x, x})})}));
+}
+
 // d Max(x_1..x_n) / d x_i = dy * [x_i == y] / #{j : x_j == y}  (ties split evenly; same for Min)
 void min_max_grad(GradContext& c) {
   int n = c.node().num_inputs();
@@ -158,6 +208,29 @@ void where_grad(GradContext& c) {
 // d cast(x) = cast(dy) back to x's dtype
 void cast_grad(GradContext& c) { c.set_din(0, c.cast_like(c.dout(0), c.in(0))); }
 
+// d CastLike(x, like) = cast(dy) back to x's dtype (like only gives the dtype)
+void cast_like_grad(GradContext& c) { c.set_din(0, c.cast_like(c.dout(0), c.in(0))); }
+
+// d mod(a, b) = dy, -dy * q with a = b q + mod(a, b): q = trunc(a / b) for fmod=1 (C fmod),
+// floor(a / b) otherwise (the remainder takes the divisor's sign)
+void mod_grad(GradContext& c) {
+  Value *a = c.in(0), *b = c.in(1), *y = c.out(0), *dy = c.dout(0);
+  if (c.wants(0)) c.set_din(0, c.sum_to(dy, a));
+  if (c.wants(1)) {
+    Value* r = c.op("Div", {a, b});
+    Value* q = c.node().attr_int("fmod", 0) != 0
+                   ? c.op("Mul", {c.op("Sign", {r}), c.op("Floor", {c.op("Abs", {r})})})
+                   : c.op("Floor", {r});
+    c.set_din(1, c.sum_to(typed_like(c.op("Neg", {c.op("Mul", {dy, q})}), y), b));
+  }
+}
+
+// d f(x) = 0 for the piecewise-constant Sign, Floor, Ceil, Round (as PyTorch)
+void zero_grad(GradContext& c) {
+  Value* x = c.in(0);
+  c.set_din(0, c.op("Expand", {c.scalar(0.0, x), c.shape_of(x)}));
+}
+
 }  // namespace
 
 void add_elementwise_rules(RuleTable& t) {
@@ -176,12 +249,24 @@ void add_elementwise_rules(RuleTable& t) {
   t.add("Reciprocal", reciprocal_grad);
   t.add("Sin", sin_grad);
   t.add("Cos", cos_grad);
+  t.add("Tan", tan_grad);
+  t.add("Asin", asin_grad);
+  t.add("Acos", acos_grad);
+  t.add("Atan", atan_grad);
+  t.add("Sinh", sinh_grad);
+  t.add("Cosh", cosh_grad);
+  t.add("Asinh", asinh_grad);
+  t.add("Acosh", acosh_grad);
+  t.add("Atanh", atanh_grad);
   t.add("Max", min_max_grad);
   t.add("Min", min_max_grad);
   t.add("Mean", mean_grad);
   t.add("Clip", clip_grad);
   t.add("Where", where_grad);
   t.add("Cast", cast_grad);
+  t.add("CastLike", cast_like_grad);
+  t.add("Mod", mod_grad);
+  for (const char* op : {"Sign", "Floor", "Ceil", "Round"}) t.add(op, zero_grad);
 }
 
 }  // namespace onyx::autodiff

@@ -1,4 +1,4 @@
-// Gradient rules: nn ops (convolutions, pooling, normalization).
+// Gradient rules: nn ops (convolutions, pooling; normalizations are in rules_norm.cpp).
 //
 // Convolution gradients are convolutions again: dX of a Conv is a ConvTranspose of dY with the
 // same W, dW a Conv of X (batch and channel axes swapped) with dY as the kernel, cropped to
@@ -331,103 +331,15 @@ void global_average_pool_grad(GradContext& c) {
   c.set_din(0, c.op("Div", {c.op("Expand", {dy, c.shape_of(x)}), count}));
 }
 
-/// v cast to x's dtype when it differs.
-Value* as_dtype_of(GradContext& c, Value* v, Value* x) {
-  return c.dtype(v) == c.dtype(x) ? v : c.cast_like(v, x);
-}
-
-// train: dx = scale*inv*(dy - mean(dy) - xh*mean(dy*xh)), dscale = sum(dy*xh), dB = sum(dy),
-// with xh = (x - mean)*inv over the batch; inference: dx = dy*scale*inv, xh from running stats
-void batch_norm_grad(GradContext& c) {
-  const Node& n = c.node();
+// dX = dY at the positions equal to their plane's maximum, split evenly among ties
+void global_max_pool_grad(GradContext& c) {
   Value *x = c.in(0), *dy = c.dout(0);
-  ONYX_CHECK(!c.dout(1) && !c.dout(2),
-             "{}: the updated running statistics are on the path to "
-             "the loss; they carry no gradient",
-             c.label());
-  double eps = n.attr_float("epsilon", 1e-5f);
-  bool training = n.attr_int("training_mode", 0) != 0;
-  // Work on [N, C, S] views so X's rank need not be known.
-  Value* x3 = c.op("Reshape", {x, c.ints({0, 0, -1})});
-  Value* dy3 = c.op("Reshape", {dy, c.ints({0, 0, -1})});
-  auto per_channel = [&](Value* p) {
-    return c.op("Reshape", {as_dtype_of(c, p, x), c.ints({1, -1, 1})});
-  };
-  Value* axes = c.ints({0, 2});
-  auto sum = [&](Value* v) { return c.op("ReduceSum", {v, axes}, {Attribute::of_int("keepdims", 1)}); };
-  Value *mean, *var, *m = nullptr;
-  if (training) {
-    m = c.cast_like(
-        c.op("Div", {c.op("Size", {x}), c.op("Gather", {c.shape_of(x), c.int_scalar(1)})}), x);
-    mean = c.op("Div", {sum(x3), m});
-    Value* xc = c.op("Sub", {x3, mean});
-    var = c.op("Div", {sum(c.op("Mul", {xc, xc})), m});
-  } else {
-    mean = per_channel(c.in(3));
-    var = per_channel(c.in(4));
-  }
-  Value* inv = c.op("Reciprocal", {c.op("Sqrt", {c.op("Add", {var, c.scalar(eps, x)})})});
-  Value* xh = c.op("Mul", {c.op("Sub", {x3, mean}), inv});
-  Value* sdy = sum(dy3);
-  Value* sdyxh = sum(c.op("Mul", {dy3, xh}));
-  auto to_param = [&](Value* v, int i) {
-    v = c.op("Reshape", {v, c.ints({-1})});
-    return c.dtype(c.in(i)) == c.dtype(x) ? v : c.cast_like(v, c.in(i));
-  };
-  if (c.wants(0)) {
-    Value* g = dy3;
-    if (training) {
-      g = c.op("Sub", {g, c.op("Div", {sdy, m})});
-      g = c.op("Sub", {g, c.op("Mul", {xh, c.op("Div", {sdyxh, m})})});
-    }
-    Value* dx = c.op("Mul", {g, c.op("Mul", {per_channel(c.in(1)), inv})});
-    c.set_din(0, c.op("Reshape", {dx, c.shape_of(x)}));
-  }
-  if (c.wants(1)) c.set_din(1, to_param(sdyxh, 1));
-  if (c.wants(2)) c.set_din(2, to_param(sdy, 2));
-}
-
-// dx = inv*(g - mean(g) - xh*mean(g*xh)) with g = dy*scale, xh = (x - mean)*inv over the
-// normalized axes; dscale = sum(dy*xh), dB = sum(dy) (broadcasting undone)
-void layer_norm_grad(GradContext& c) {
-  const Node& n = c.node();
-  Value *x = c.in(0), *scale = c.in(1), *dy = c.dout(0);
-  int64_t axis = n.attr_int("axis", -1);
-  double eps = n.attr_float("epsilon", 1e-5f);
-  // Work on [outer, inner] views: outer = prod(shape[:axis]) (a negative axis counts from the end).
-  Value* outer = c.op("ReduceProd", {c.op("Slice", {c.shape_of(x), c.ints({0}), c.ints({axis})})},
-                      {Attribute::of_int("keepdims", 1)});
-  Value* shape2 = c.op("Concat", {outer, c.ints({-1})}, {Attribute::of_int("axis", 0)});
-  Value* x2 = c.op("Reshape", {x, shape2});
-  Value* inner = c.cast_like(c.op("Gather", {c.shape_of(x2), c.int_scalar(1)}), x);
-  Value* axes = c.ints({1});
-  auto mean = [&](Value* v) {
-    return c.op("Div", {c.op("ReduceSum", {v, axes}, {Attribute::of_int("keepdims", 1)}), inner});
-  };
-  Value *mu, *inv;
-  auto stash = static_cast<DataType>(n.attr_int("stash_type", 1));
-  if (stash == c.dtype(x)) {
-    // The kernel's Mean / InvStdDev outputs are exact in X's dtype: reuse them.
-    mu = c.op("Reshape", {c.ensure_out(1), c.ints({-1, 1})});
-    inv = c.op("Reshape", {c.ensure_out(2), c.ints({-1, 1})});
-  } else {
-    mu = mean(x2);
-    Value* xc = c.op("Sub", {x2, mu});
-    inv = c.op("Reciprocal",
-               {c.op("Sqrt", {c.op("Add", {mean(c.op("Mul", {xc, xc})), c.scalar(eps, x)})})});
-  }
-  Value* xh2 = c.op("Mul", {c.op("Sub", {x2, mu}), inv});
-  if (c.wants(0)) {
-    Value* g2 = c.op("Reshape", {c.op("Mul", {dy, scale}), shape2});
-    Value* t = c.op("Sub", {g2, mean(g2)});
-    t = c.op("Sub", {t, c.op("Mul", {xh2, mean(c.op("Mul", {g2, xh2}))})});
-    c.set_din(0, c.op("Reshape", {c.op("Mul", {t, inv}), c.shape_of(x)}));
-  }
-  if (c.wants(1)) {
-    Value* xh = c.op("Reshape", {xh2, c.shape_of(x)});
-    c.set_din(1, c.sum_to(c.op("Mul", {dy, xh}), scale));
-  }
-  if (c.wants(2)) c.set_din(2, c.sum_to(dy, c.in(2)));
+  Value* view = c.ints({0, 0, -1});
+  Value* hit = c.cast_like(
+      c.op("Equal", {c.op("Reshape", {x, view}), c.op("Reshape", {c.out(0), view})}), x);
+  Value* ties = c.op("ReduceSum", {hit, c.ints({2})}, {Attribute::of_int("keepdims", 1)});
+  Value* share = c.op("Div", {c.op("Reshape", {dy, view}), ties});
+  c.set_din(0, c.op("Reshape", {c.op("Mul", {hit, share}), c.shape_of(x)}));
 }
 
 }  // namespace
@@ -438,8 +350,7 @@ void add_nn_rules(RuleTable& t) {
   t.add("MaxPool", max_pool_grad);
   t.add("AveragePool", average_pool_grad);
   t.add("GlobalAveragePool", global_average_pool_grad);
-  t.add("BatchNormalization", batch_norm_grad);
-  t.add("LayerNormalization", layer_norm_grad);
+  t.add("GlobalMaxPool", global_max_pool_grad);
 }
 
 }  // namespace onyx::autodiff

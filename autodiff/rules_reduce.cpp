@@ -95,7 +95,7 @@ void reduce_mean_grad(GradContext& c) {
 /// A reduction output with its reduced axes restored as size 1 (so it broadcasts against x).
 Value* keep_reduced_dims(GradContext& c, const ReduceAxes& ra, Value* v) {
   bool keep = c.node().attr_int("keepdims", 1) != 0;
-  return keep || ra.all ? v : c.op("Unsqueeze", {v, c.ints(ra.axes)});
+  return keep || ra.all || ra.noop ? v : c.op("Unsqueeze", {v, c.ints(ra.axes)});
 }
 
 // d ReduceMax = dy at the positions equal to the max, split evenly among ties (same for Min)
@@ -110,6 +110,61 @@ void reduce_extremum_grad(GradContext& c) {
   Value* ties = c.op("ReduceSum", sum_in, {Attribute::of_int("keepdims", 1)});
   Value* share = c.op("Div", {keep_reduced_dims(c, ra, c.dout(0)), ties});
   c.set_din(0, c.op("Mul", {hit, share}));
+}
+
+/// dx = dy * local for reductions whose derivative is an elementwise function `local(x, y)` of
+/// x and the (broadcast) result: dy and y get their reduced axes back as size 1.
+template <typename F>
+void reduce_with_local_grad(GradContext& c, F local) {
+  ReduceAxes ra = reduce_axes(c, *c.node().owner);
+  Value* y = keep_reduced_dims(c, ra, c.out(0));
+  c.set_din(0, c.op("Mul", {keep_reduced_dims(c, ra, c.dout(0)), local(c.in(0), y)}));
+}
+
+// d ReduceL1 = dy * sign(x)
+void reduce_l1_grad(GradContext& c) {
+  reduce_with_local_grad(c, [&](Value* x, Value*) { return c.op("Sign", {x}); });
+}
+
+// d ReduceL2 = dy * x / y  (0 where the norm is 0)
+void reduce_l2_grad(GradContext& c) {
+  reduce_with_local_grad(c, [&](Value* x, Value* y) {
+    Value* zero = c.scalar(0.0, x);
+    return c.op("Where", {c.op("Equal", {y, zero}), zero, c.op("Div", {x, y})});
+  });
+}
+
+// d ReduceSumSquare = dy * 2x
+void reduce_sum_square_grad(GradContext& c) {
+  reduce_with_local_grad(c, [&](Value* x, Value*) { return c.op("Mul", {x, c.scalar(2.0, x)}); });
+}
+
+// d ReduceLogSum = dy / sum(x) = dy / exp(y), broadcast back
+void reduce_log_sum_grad(GradContext& c) {
+  ReduceAxes ra = reduce_axes(c, *c.node().owner);
+  Value* sum = c.op("Exp", {keep_reduced_dims(c, ra, c.out(0))});
+  c.set_din(0, c.op("Div", {broadcast_back(c, ra, c.dout(0)), sum}));
+}
+
+// d ReduceLogSumExp = dy * exp(x - y)  (softmax over the reduced axes)
+void reduce_log_sum_exp_grad(GradContext& c) {
+  reduce_with_local_grad(c, [&](Value* x, Value* y) { return c.op("Exp", {c.op("Sub", {x, y})}); });
+}
+
+// d ReduceProd = dy * (product of the other elements): p / x where x != 0, with p the product
+// of the non-zero elements; 0 wherever another element of the same reduction is 0.
+void reduce_prod_grad(GradContext& c) {
+  ReduceAxes ra = reduce_axes(c, *c.node().owner);
+  if (ra.noop) return c.set_din(0, c.dout(0));
+  reduce_with_local_grad(c, [&](Value* x, Value*) {
+    Value* is0 = c.op("Equal", {x, c.scalar(0.0, x)});
+    Value* nz = c.op("Where", {is0, c.scalar(1.0, x), x});
+    Value* p = c.reduce("ReduceProd", nz, ra.axes, true);
+    Value* zeros = c.cast_like(is0, x);
+    Value* others0 = c.op("Sub", {c.reduce("ReduceSum", zeros, ra.axes, true), zeros});
+    Value* none = c.op("Equal", {others0, c.scalar(0.0, x)});
+    return c.op("Where", {none, c.op("Div", {p, nz}), c.scalar(0.0, x)});
+  });
 }
 
 // d CumSum = CumSum(dy) in the opposite direction, same axis and exclusivity
@@ -128,6 +183,12 @@ void add_reduce_rules(RuleTable& t) {
   t.add("ReduceMax", reduce_extremum_grad);
   t.add("ReduceMin", reduce_extremum_grad);
   t.add("CumSum", cumsum_grad);
+  t.add("ReduceProd", reduce_prod_grad);
+  t.add("ReduceL1", reduce_l1_grad);
+  t.add("ReduceL2", reduce_l2_grad);
+  t.add("ReduceSumSquare", reduce_sum_square_grad);
+  t.add("ReduceLogSum", reduce_log_sum_grad);
+  t.add("ReduceLogSumExp", reduce_log_sum_exp_grad);
 }
 
 }  // namespace onyx::autodiff

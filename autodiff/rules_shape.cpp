@@ -1,5 +1,6 @@
-// Gradient rules: shape ops. Pure re-layouts send dy back through the inverse layout;
-// selections (Slice, Gather, GatherElements, Pad) scatter dy into zeros shaped like x.
+// Gradient rules: shape ops. Pure re-layouts (Transpose, DepthToSpace, ...) send dy back through
+// the inverse layout; selections (Slice, Gather*, Pad, TopK) scatter dy into zeros shaped like x;
+// scatters gather dy back for their updates.
 #include <algorithm>
 #include <optional>
 
@@ -289,6 +290,120 @@ void pad_grad(GradContext& c) {
   c.set_din(0, scatter_flat(c, c.dout(0), ids, true));
 }
 
+/// The required blocksize attribute of DepthToSpace / SpaceToDepth.
+int64_t blocksize(const GradContext& c) {
+  int64_t b = c.node().attr_int("blocksize", 0);
+  ONYX_CHECK(b >= 1, "{}: attribute blocksize must be >= 1, found {}", c.label(), b);
+  return b;
+}
+
+// d DepthToSpace: the inverse re-layout. DCR: SpaceToDepth(dy); CRD: dy [N, C', H*b, W*b] viewed
+// as [N, C', H, b, W, b], transposed to [N, C', b, b, H, W], reshaped to x.
+void depth_to_space_grad(GradContext& c) {
+  Value *x = c.in(0), *dy = c.dout(0);
+  int64_t b = blocksize(c);
+  std::string mode = c.node().attr_string("mode", "DCR");
+  if (mode == "DCR")
+    return c.set_din(0, c.op("SpaceToDepth", {dy}, {Attribute::of_int("blocksize", b)}));
+  ONYX_CHECK(mode == "CRD", "{}: attribute mode must be DCR or CRD, found '{}'", c.label(), mode);
+  Value* sx = shape_value(c, x);
+  auto dim = [&](int64_t i) { return c.op("Gather", {sx, c.ints({i})}); };
+  Value* six = c.op("Concat", {dim(0), c.ints({-1}), dim(2), c.ints({b}), dim(3), c.ints({b})},
+                    {Attribute::of_int("axis", 0)});
+  Value* t = c.op("Transpose", {c.op("Reshape", {dy, six})},
+                  {Attribute::of_ints("perm", {0, 1, 3, 5, 2, 4})});
+  c.set_din(0, reshape_like(c, t, x));
+}
+
+// d SpaceToDepth = DepthToSpace(dy) in DCR mode, its inverse
+void space_to_depth_grad(GradContext& c) {
+  c.set_din(
+      0, c.op("DepthToSpace", {c.dout(0)},
+              {Attribute::of_int("blocksize", blocksize(c)), Attribute::of_string("mode", "DCR")}));
+}
+
+// d Trilu(x, k) = Trilu(dy, k): the same triangle passes, the rest was zeroed
+void trilu_grad(GradContext& c) {
+  std::vector<Value*> ins = {c.dout(0)};
+  if (c.in(1)) ins.push_back(c.in(1));
+  c.set_din(0, c.op("Trilu", ins, {Attribute::of_int("upper", c.node().attr_int("upper", 1))}));
+}
+
+// d GatherND(x, idx) = ScatterND(zeros(x), idx, dy, reduction=add); with batch_dims, dy's
+// elements are added back at the x elements GatherND read from (gathered element ids)
+void gather_nd_grad(GradContext& c) {
+  require_scatter_add(c);
+  Value *x = c.in(0), *idx = c.in(1), *dy = c.dout(0);
+  int64_t batch_dims = c.node().attr_int("batch_dims", 0);
+  if (batch_dims == 0)
+    return c.set_din(0, c.op("ScatterND", {zeros_like(c, x), idx, dy},
+                             {Attribute::of_string("reduction", "add")}));
+  Value* ids =
+      c.op("GatherND", {element_ids(c, x), idx}, {Attribute::of_int("batch_dims", batch_dims)});
+  c.set_din(0, scatter_flat(c, dy, ids, true));
+}
+
+/// The reduction attribute of ScatterND / ScatterElements: none or add (their gradients);
+/// onyx::Error for mul, max and min.
+bool scatter_adds(const GradContext& c) {
+  std::string r = c.node().attr_string("reduction", "none");
+  ONYX_CHECK(r == "none" || r == "add",
+             "{}: no gradient for reduction '{}'; supported reductions are none and add", c.label(),
+             r);
+  return r == "add";
+}
+
+// d ScatterND(x, idx, u): dx = dy with the written slices zeroed (none) or dy (add);
+// du = GatherND(dy, idx). With reduction none, indices are assumed unique (duplicates leave
+// ONNX's result undefined).
+void scatter_nd_grad(GradContext& c) {
+  Value *idx = c.in(1), *dy = c.dout(0);
+  bool adds = scatter_adds(c);
+  if (c.wants(0)) c.set_din(0, adds ? dy : c.op("ScatterND", {dy, idx, zeros_like(c, c.in(2))}));
+  if (c.wants(2)) c.set_din(2, c.op("GatherND", {dy, idx}));
+}
+
+// d ScatterElements(x, idx, u, axis): dx = dy with the written elements zeroed (none) or dy
+// (add); du = GatherElements(dy, idx, axis). Unique indices assumed with reduction none.
+void scatter_elements_grad(GradContext& c) {
+  Value *idx = c.in(1), *dy = c.dout(0);
+  bool adds = scatter_adds(c);
+  Attribute axis = Attribute::of_int("axis", c.node().attr_int("axis", 0));
+  if (c.wants(0))
+    c.set_din(0, adds ? dy : c.op("ScatterElements", {dy, idx, zeros_like(c, c.in(2))}, {axis}));
+  if (c.wants(2)) c.set_din(2, c.op("GatherElements", {dy, idx}, {axis}));
+}
+
+// d TopK(x).values = ScatterElements(zeros(x), indices, dy, axis): each value goes back to the
+// element it was taken from (indices within a row are distinct)
+void top_k_grad(GradContext& c) {
+  Value* x = c.in(0);
+  Attribute axis = Attribute::of_int("axis", c.node().attr_int("axis", -1));
+  c.set_din(0, c.op("ScatterElements", {zeros_like(c, x), c.ensure_out(1), c.dout(0)}, {axis}));
+}
+
+// d ReverseSequence(x, lens) = ReverseSequence(dy, lens): reversing a prefix is its own inverse
+void reverse_sequence_grad(GradContext& c) {
+  const Node& n = c.node();
+  c.set_din(0, c.op("ReverseSequence", {c.dout(0), c.in(1)},
+                    {Attribute::of_int("batch_axis", n.attr_int("batch_axis", 1)),
+                     Attribute::of_int("time_axis", n.attr_int("time_axis", 0))}));
+}
+
+// d CenterCropPad(x, shape) = CenterCropPad(dy, x's extent on the same axes): the crop offset
+// (in - out) / 2 and the pad offset (out - in) / 2 undo each other
+void center_crop_pad_grad(GradContext& c) {
+  Value* x = c.in(0);
+  Attrs attrs;
+  Value* extent = shape_value(c, x);
+  if (c.node().has_attr("axes")) {
+    std::vector<int64_t> axes = c.node().attr_ints("axes");
+    attrs.push_back(Attribute::of_ints("axes", axes));
+    extent = c.op("Gather", {extent, c.ints(axes)});
+  }
+  c.set_din(0, c.op("CenterCropPad", {c.dout(0), extent}, attrs));
+}
+
 }  // namespace
 
 void add_shape_rules(RuleTable& t) {
@@ -302,6 +417,15 @@ void add_shape_rules(RuleTable& t) {
   t.add("Expand", expand_grad);
   t.add("Tile", tile_grad);
   t.add("Pad", pad_grad);
+  t.add("DepthToSpace", depth_to_space_grad);
+  t.add("SpaceToDepth", space_to_depth_grad);
+  t.add("Trilu", trilu_grad);
+  t.add("GatherND", gather_nd_grad);
+  t.add("ScatterND", scatter_nd_grad);
+  t.add("ScatterElements", scatter_elements_grad);
+  t.add("TopK", top_k_grad);
+  t.add("ReverseSequence", reverse_sequence_grad);
+  t.add("CenterCropPad", center_crop_pad_grad);
 }
 
 }  // namespace onyx::autodiff

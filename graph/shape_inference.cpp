@@ -447,6 +447,25 @@ void cast_like(Ctx& c) {
   same_shape(c);
 }
 
+// LayerNormalization: Y like X; Mean and InvStdDev of dtype stash_type (a float type, else
+// float as the kernel does), shaped X.shape[:axis] + 1s.
+void layer_norm(Ctx& c) {
+  same_shape(c);
+  auto dt = static_cast<DataType>(c.node.attr_int("stash_type", 1));
+  if (dt != DataType::Double && dt != DataType::Float16 && dt != DataType::BFloat16)
+    dt = DataType::Float;
+  const SymShape* s = c.in_shape(0);
+  for (int o = 1; o <= 2 && o < static_cast<int>(c.out.size()); ++o) {
+    c.out[o] = ValueType::tensor(dt);
+    if (!s) continue;
+    int64_t axis = norm_axis(c.node.attr_int("axis", -1), s->size());
+    if (axis < 0 || axis > static_cast<int64_t>(s->size())) continue;
+    SymShape r(s->begin(), s->begin() + axis);
+    r.resize(s->size(), Dim::fixed(1));
+    c.set_shape(o, r);
+  }
+}
+
 void constant_of_shape(Ctx& c) {
   DataType dt = DataType::Float;
   if (const Attribute* a = c.node.attr("value"); a && a->type == Attribute::Type::Tensor) dt = a->t.dtype();
@@ -502,6 +521,7 @@ const std::unordered_map<std::string, Rule>& rules() {
     t["Slice"] = slice;
     t["Range"] = range;
     t["Split"] = split;
+    t["LayerNormalization"] = layer_norm;
     return t;
   }();
   return table;

@@ -1,4 +1,5 @@
 // Finite-difference checks of the activation gradient rules (float64).
+#include <optional>
 #include <random>
 
 #include "autodiff/training_graph.h"
@@ -78,6 +79,94 @@ TEST(GradActivation, HardSigmoidEluSelu) {
   check_gradient({.op = "Selu", .inputs = {x}});
   check_gradient(
       {.op = "Selu", .inputs = {x}, .attrs = {attr_float("alpha", 1.3), attr_float("gamma", 0.9)}});
+}
+
+TEST(GradActivation, HardSwishMishSoftsign) {
+  // HardSwish's kinks at -3 and 3: values on both outer sides and inside, none near them.
+  auto xh = PV("x", {2, 5}, {-4.5, -3.4, -2.6, -1.0, -0.2, 0.3, 1.7, 2.8, 3.3, 5.0});
+  check_gradient({.op = "HardSwish", .inputs = {xh}, .opset = 14});
+  auto x = P("x", {2, 3, 2}, -3, 3);
+  check_gradient({.op = "Mish", .inputs = {x}, .opset = 18});
+  check_gradient({.op = "Softsign", .inputs = {PV("x", {3, 4}, away_from_zero(12, 3))}});
+}
+
+TEST(GradActivation, CeluInFloat32) {
+  // Celu-12 takes float32 only: x (float64) -> Cast -> Celu -> Cast, with steps and tolerances
+  // sized for float32 rounding. Celu is smooth at 0 (slope 1 on both sides); alpha scales the
+  // negative branch's exp(x / alpha).
+  for (std::optional<double> alpha : {std::optional<double>(), {1.0}, {0.5}, {2.5}}) {
+    SCOPED_TRACE(alpha.value_or(-1));
+    check_gradient({.op = "Celu",
+                    .inputs = {P("x", {2, 3, 2}, -3, 3)},
+                    .eps = 1e-3,
+                    .rtol = 1e-3,
+                    .atol = 1e-4,
+                    .build = [alpha](Graph& g) -> std::vector<Value*> {
+                      Value* f = add(g, "Cast", {g.find_value("x")},
+                                     {attr_int("to", int64_t(DataType::Float))});
+                      Attrs a;
+                      if (alpha) a.push_back(attr_float("alpha", *alpha));
+                      Value* y = add(g, "Celu", {f}, a);
+                      return {add(g, "Cast", {y}, {attr_int("to", int64_t(DataType::Double))})};
+                    }});
+  }
+}
+
+TEST(GradActivation, ThresholdedReluAndShrink) {
+  // Thresholds at alpha (1 by default, 0.3, -0.5); values at least 0.05 away from each.
+  auto x = PV("x", {2, 6}, {-1.4, -0.8, -0.2, 0.1, 0.4, 0.7, 0.95, 1.1, 1.6, -0.6, 0.25, 2.0});
+  check_gradient({.op = "ThresholdedRelu", .inputs = {x}});
+  for (double alpha : {0.3, -0.5}) {
+    SCOPED_TRACE(alpha);
+    check_gradient({.op = "ThresholdedRelu", .inputs = {x}, .attrs = {attr_float("alpha", alpha)}});
+  }
+  // Shrink: kinks at +-lambd (0.5 by default, 0.9); bias shifts but does not change the slope.
+  check_gradient({.op = "Shrink", .inputs = {x}});
+  check_gradient({.op = "Shrink",
+                  .inputs = {x},
+                  .attrs = {attr_float("lambd", 0.9), attr_float("bias", 0.3)}});
+}
+
+TEST(GradActivation, PReluSlopeBroadcasting) {
+  // Slope shapes: same as x, one per channel ([C, 1, 1] for NCHW), a trailing vector, a scalar.
+  auto x = PV("x", {2, 3, 2, 2}, away_from_zero(24, 21));
+  for (Shape ss :
+       {Shape{2, 3, 2, 2}, Shape{3, 1, 1}, Shape{2}, Shape{1}, Shape{}, Shape{1, 3, 1, 2}}) {
+    SCOPED_TRACE(shape_str(ss));
+    check_gradient({.op = "PRelu", .inputs = {x, P("slope", ss, -0.5, 0.8)}});
+  }
+  // Only one input trained at a time: the other gradient is pruned.
+  check_gradient(
+      {.op = "PRelu", .inputs = {x, C("slope", {3, 1, 1}, {0.2, -0.3, 0.5}, DataType::Double)}});
+  GradInput xc = x;
+  xc.param = false;
+  check_gradient({.op = "PRelu", .inputs = {xc, P("slope", {3, 1, 1}, 0.1, 0.4)}});
+}
+
+TEST(GradActivation, SwishAndSwiGLU) {
+  auto a = P("a", {2, 3, 2}, -3, 3);
+  for (std::optional<double> alpha : {std::optional<double>(), {0.5}, {1.7}}) {
+    SCOPED_TRACE(alpha.value_or(-1));
+    Attrs at;
+    if (alpha) at.push_back(attr_float("alpha", *alpha));
+    check_gradient({.op = "Swish", .inputs = {a}, .attrs = at, .opset = 24});
+    check_gradient({.op = "SwiGLU", .inputs = {a, P("b", {2, 3, 2})}, .attrs = at, .opset = 28});
+  }
+}
+
+TEST(GradActivation, HardmaxIsPiecewiseConstant) {
+  // Random values (no ties): the one-hot does not move under small steps, so the gradient is 0;
+  // y = Hardmax(x) * x checks that the zero is added to the Mul's x * 1 path correctly.
+  for (int64_t axis : {-1, 0, 1}) {
+    SCOPED_TRACE(axis);
+    check_gradient(
+        {.op = "Hardmax", .inputs = {P("x", {3, 4})}, .attrs = {attr_int("axis", axis)}});
+  }
+  check_gradient(
+      {.op = "Hardmax", .inputs = {P("x", {3, 4})}, .build = [](Graph& g) -> std::vector<Value*> {
+         Value* x = g.find_value("x");
+         return {add(g, "Mul", {add(g, "Hardmax", {x}), x})};
+       }});
 }
 
 TEST(GradActivation, DropoutTrainingModeReusesTheMask) {

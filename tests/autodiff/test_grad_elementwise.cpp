@@ -65,6 +65,21 @@ TEST(GradElementwise, UnaryMath) {
   check_gradient({.op = "Cos", .inputs = {P("x", {2, 3}, -3, 3)}});
 }
 
+TEST(GradElementwise, TrigAndHyperbolicInsideTheirDomains) {
+  // Tan away from its poles; Asin/Acos/Atanh inside (-1, 1) and away from the ends, where the
+  // derivative blows up; Acosh above 1.
+  struct Case {
+    const char* op;
+    double lo, hi;
+  };
+  for (Case k : {Case{"Tan", -1.3, 1.3}, Case{"Asin", -0.9, 0.9}, Case{"Acos", -0.9, 0.9},
+                 Case{"Atan", -4, 4}, Case{"Sinh", -2.5, 2.5}, Case{"Cosh", -2.5, 2.5},
+                 Case{"Asinh", -4, 4}, Case{"Acosh", 1.1, 5}, Case{"Atanh", -0.9, 0.9}}) {
+    SCOPED_TRACE(k.op);
+    check_gradient({.op = k.op, .inputs = {P("x", {2, 3, 2}, k.lo, k.hi)}});
+  }
+}
+
 TEST(GradElementwise, MaxMinVariadicWithBroadcasting) {
   for (const char* op : {"Max", "Min"}) {
     SCOPED_TRACE(op);
@@ -91,6 +106,12 @@ TEST(GradElementwise, MaxMinTiesSplitEvenly) {
                     .inputs = {PV("a", {2, 3}, {0.9, 0.3, -0.7, -0.9, 0.3, 0.6}),
                                PV("b", {3}, {0.1, 0.3, 0.2})}});
   }
+}
+
+TEST(GradElementwise, SumVariadicWithBroadcasting) {
+  check_gradient({.op = "Sum", .inputs = {P("a", {2, 3})}});
+  check_gradient({.op = "Sum", .inputs = {P("a", {2, 3}), P("b", {3})}});
+  check_gradient({.op = "Sum", .inputs = {P("a", {2, 1, 4}), P("b", {3, 1}), P("c", {})}});
 }
 
 TEST(GradElementwise, MeanVariadicWithBroadcasting) {
@@ -135,6 +156,52 @@ TEST(GradElementwise, CastRoundTripThroughFloat) {
   check_gradient(gc);
   check_gradient(
       {.op = "Cast", .inputs = {P("x", {3})}, .attrs = {attr_int("to", int64_t(DataType::Double))}});
+}
+
+TEST(GradElementwise, CastLikeThroughFloatAndBack) {
+  // double -> CastLike(float) -> x3 -> CastLike(double); `like` is trained too: it only gives a
+  // dtype, so its gradient is 0.
+  check_gradient(
+      {.op = "CastLike",
+       .inputs = {P("x", {2, 3}), P("like", {2})},
+       .eps = 1e-2,
+       .rtol = 1e-4,
+       .atol = 1e-5,
+       .build = [](Graph& g) -> std::vector<Value*> {
+         Value* f32 = g.add_initializer("f32", Tensor::scalar<float>(0.0f));
+         Value* f = add(g, "CastLike", {g.find_value("x"), f32});
+         Value* m = add(g, "Mul", {f, g.add_initializer("three", Tensor::scalar<float>(3.0f))});
+         return {add(g, "CastLike", {m, g.find_value("like")})};
+       }});
+}
+
+TEST(GradElementwise, ModWithBroadcasting) {
+  // a / b stays clear of integers (where the quotient jumps); fmod=1 truncates, fmod=0 floors
+  // (the remainder takes the divisor's sign), so negative quotients tell them apart.
+  auto a = PV("a", {2, 3}, {3.7, -5.3, 2.2, -0.9, 7.45, -2.6});
+  for (int64_t fmod : {1, 0}) {
+    SCOPED_TRACE(fmod);
+    Attrs at = {attr_int("fmod", fmod)};
+    check_gradient({.op = "Mod",
+                    .inputs = {a, PV("b", {2, 3}, {1.5, 2.1, -0.7, 0.4, -1.9, 1.1})},
+                    .attrs = at});
+    check_gradient({.op = "Mod", .inputs = {a, PV("b", {3}, {1.5, -2.1, 0.8})}, .attrs = at});
+    check_gradient({.op = "Mod", .inputs = {a, PV("b", {2, 1}, {-1.3, 0.95})}, .attrs = at});
+  }
+}
+
+TEST(GradElementwise, SignFloorCeilRoundAreZero) {
+  // Values clear of the jumps (0 for Sign, integers for Floor/Ceil, halves for Round); a rule
+  // passing dy through would show as 1 where finite differences see 0.
+  auto x = PV("x", {2, 4}, {-1.7, -0.3, 0.2, 0.8, 1.3, 2.9, -2.2, 0.65});
+  for (const char* op : {"Sign", "Floor", "Ceil", "Round"}) {
+    SCOPED_TRACE(op);
+    check_gradient({.op = op, .inputs = {x}});
+    check_gradient({.op = op, .inputs = {x}, .build = [op](Graph& g) -> std::vector<Value*> {
+                      Value* v = g.find_value("x");
+                      return {add(g, "Mul", {add(g, op, {v}), v})};
+                    }});
+  }
 }
 
 namespace {

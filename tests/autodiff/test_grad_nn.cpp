@@ -1,6 +1,7 @@
 // Finite-difference checks of the nn gradient rules (float64): Conv, ConvTranspose, MaxPool,
-// AveragePool, GlobalAveragePool, BatchNormalization (training and inference), LayerNormalization;
-// float32 runs (oneDNN kernels) against float64; a saved and reloaded training graph.
+// AveragePool, GlobalAveragePool (normalizations: test_grad_norm.cpp); float32 runs (oneDNN
+// kernels, BatchNormalization and LayerNormalization too) against float64; a network of them
+// saved and reloaded.
 #include <cmath>
 
 #include "grad_check.h"
@@ -267,100 +268,12 @@ TEST(GradNn, GlobalAveragePool) {
   check_gradient({.op = "GlobalAveragePool", .inputs = {P("x", {2, 2, 3})}});
 }
 
-// ---------------------------------------------------------------- normalization
-
-TEST(GradNn, BatchNormalizationTraining) {
-  for (Shape xs : {Shape{4, 3, 2, 2}, Shape{5, 3}, Shape{3, 3, 4}}) {
-    SCOPED_TRACE(shape_str(xs));
-    check_gradient({.op = "BatchNormalization",
-                    .inputs = {P("x", xs), P("scale", {3}, 0.5, 1.5), P("b", {3}),
-                               C("mean", {3}, {0.1, -0.2, 0.3}, DataType::Double),
-                               C("var", {3}, {1.0, 0.5, 2.0}, DataType::Double)},
-                    .attrs = {attr_int("training_mode", 1), attr_float("epsilon", 1e-3)},
-                    .outputs = 3});
-  }
-}
-
-// The builder always trains BatchNormalization; inference mode is reached through
-// build_backward_graphs, checked against dx = dy*scale/sqrt(var+eps), dscale, dB by hand.
-TEST(GradNn, BatchNormalizationInferenceMode) {
-  auto m = std::make_unique<Model>();
-  m->ir_version = 9;
-  m->opsets.push_back({"", 17});
-  m->graph = std::make_unique<Graph>("bn");
-  Graph& g = *m->graph;
-  const int64_t N = 2, Cc = 3, S = 4;
-  std::vector<double> xv(N * Cc * S), sc = {0.7, 1.2, -0.4}, bv = {0.1, 0.2, 0.3},
-                                      mv = {0.5, -0.1, 0.2}, vv = {1.5, 0.3, 2.0};
-  for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(1.3 * static_cast<double>(i));
-  Value* x = g.get_or_add_value("x");
-  x->type =
-      ValueType::tensor(DataType::Double, SymShape{Dim::fixed(N), Dim::fixed(Cc), Dim::fixed(S)});
-  g.inputs.push_back(x);
-  g.add_initializer("scale", Tensor::from_vector<double>({Cc}, sc));
-  g.add_initializer("b", Tensor::from_vector<double>({Cc}, bv));
-  g.add_initializer("mean", Tensor::from_vector<double>({Cc}, mv));
-  g.add_initializer("var", Tensor::from_vector<double>({Cc}, vv));
-  auto y =
-      node(g, "BatchNormalization", {"x", "scale", "b", "mean", "var"}, {attr_float("epsilon", 1e-2)});
-  g.outputs.push_back(y[0]);
-  auto bg = autodiff::build_backward_graphs(*m, {"x", "scale", "b"});
-  SessionOptions so;
-  so.opt_level = OptLevel::None;
-  Session fwd(std::move(bg.forward), so), bwd(std::move(bg.backward), so);
-  NamedTensors feeds = {{"x", Tensor::from_vector<double>({N, Cc, S}, xv)}};
-  auto saved = fwd.run(feeds);
-  std::vector<double> dyv(xv.size());
-  for (size_t i = 0; i < dyv.size(); ++i) dyv[i] = std::cos(0.7 * static_cast<double>(i));
-  // The backward reads the seed, the saved activations and whichever parameters it needs.
-  NamedTensors avail = saved;
-  avail[bg.seeds[0]] = Tensor::from_vector<double>({N, Cc, S}, dyv);
-  avail["x"] = feeds.at("x");
-  avail["scale"] = Tensor::from_vector<double>({Cc}, sc);
-  avail["b"] = Tensor::from_vector<double>({Cc}, bv);
-  NamedTensors bfeeds;
-  for (const auto& in : bwd.inputs()) bfeeds[in.name] = avail.at(in.name);
-  auto grads = bwd.run(bfeeds);
-  std::vector<double> dx(xv.size()), dscale(Cc, 0), db(Cc, 0);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < Cc; ++c)
-      for (int64_t s = 0; s < S; ++s) {
-        size_t i = static_cast<size_t>((n * Cc + c) * S + s);
-        double inv = 1.0 / std::sqrt(vv[c] + static_cast<double>(1e-2f));
-        dx[i] = dyv[i] * sc[c] * inv;
-        dscale[c] += dyv[i] * (xv[i] - mv[c]) * inv;
-        db[c] += dyv[i];
-      }
-  auto expect_near = [](const std::vector<double>& got, const std::vector<double>& want) {
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
-  };
-  expect_near(grads.at(bg.grads[0]).to_double_vector(), dx);
-  expect_near(grads.at(bg.grads[1]).to_double_vector(), dscale);
-  expect_near(grads.at(bg.grads[2]).to_double_vector(), db);
-}
-
-TEST(GradNn, LayerNormalization) {
-  // axis -1, 1, 0; stash_type float (statistics recomputed in float64) and double (the
-  // kernel's Mean / InvStdDev outputs reused).
-  for (int64_t stash : {1, 11}) {
-    SCOPED_TRACE(stash);
-    check_gradient({.op = "LayerNormalization",
-                    .inputs = {P("x", {2, 3, 4}), P("scale", {4}, 0.5, 1.5), P("b", {4})},
-                    .attrs = {attr_int("stash_type", stash)}});
-    check_gradient(
-        {.op = "LayerNormalization",
-         .inputs = {P("x", {2, 3, 4}), P("scale", {3, 4}, 0.5, 1.5), P("b", {3, 4})},
-         .attrs = {attr_int("axis", 1), attr_float("epsilon", 1e-3), attr_int("stash_type", stash)}});
-    check_gradient({.op = "LayerNormalization",
-                    .inputs = {P("x", {2, 3}), P("scale", {2, 3}, 0.5, 1.5), P("b", {2, 3})},
-                    .attrs = {attr_int("axis", 0), attr_int("stash_type", stash)}});
-    // Broadcast scale, no bias; Mean / InvStdDev outputs already in the model.
-    check_gradient({.op = "LayerNormalization",
-                    .inputs = {P("x", {2, 3, 4}), P("scale", {4}, 0.5, 1.5)},
-                    .attrs = {attr_int("axis", -2), attr_int("stash_type", stash)},
-                    .outputs = 3});
-  }
+TEST(GradNn, GlobalMaxPool) {
+  check_gradient({.op = "GlobalMaxPool", .inputs = {P("x", {2, 3, 4, 5})}});
+  check_gradient({.op = "GlobalMaxPool", .inputs = {P("x", {2, 2, 3})}});
+  // A two-way tie in plane (0, 1): each gets half of dy, what central differences see.
+  check_gradient({.op = "GlobalMaxPool",
+                  .inputs = {PV("x", {1, 2, 4}, {0.1, 0.5, -0.3, 0.2, 0.7, -0.1, 0.7, 0.3})}});
 }
 
 // ---------------------------------------------------------------- float32 (oneDNN paths)

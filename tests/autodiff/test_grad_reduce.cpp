@@ -1,4 +1,6 @@
 // Finite-difference checks of the reduction gradient rules (float64).
+#include <random>
+
 #include "autodiff/training_graph.h"
 #include "grad_check.h"
 #include "graph/error.h"
@@ -68,6 +70,55 @@ TEST(GradReduce, ReduceMaxMinTiesSplitEvenly) {
         {.op = op, .inputs = {x}, .attrs = {attr_ints("axes", {1}), attr_int("keepdims", 0)}});
     check_gradient({.op = op, .inputs = {x, C("axes", {1}, {-1})}, .opset = 18});
   }
+}
+
+TEST(GradReduce, ReduceL1L2SumSquareLogSumExpEveryAxisSetting) {
+  // L1 has a kink at 0: values at least 0.1 away from it.
+  std::vector<double> v(24);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (i % 3 ? -1 : 1) * (0.1 + 0.037 * double(i));
+  auto x = PV("x", {2, 3, 4}, v);
+  for (const char* op : {"ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"})
+    for (const auto& s : reduce_settings()) check_reduce(op, x, s);
+}
+
+TEST(GradReduce, ReduceLogSumEveryAxisSetting) {
+  auto x = P("x", {2, 3, 4}, 0.1, 1.0);  // log needs positive sums (and elements, for noop)
+  for (const auto& s : reduce_settings()) check_reduce("ReduceLogSum", x, s);
+}
+
+TEST(GradReduce, ReduceProdEveryAxisSetting) {
+  // Magnitudes in [0.5, 1.5], some negative: no zeros (ReduceProdWithZeros has those).
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  std::vector<double> v(24);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (i % 4 == 1 ? -1 : 1) * u(rng);
+  auto x = PV("x", {2, 3, 4}, v);
+  for (const auto& s : reduce_settings()) check_reduce("ReduceProd", x, s);
+}
+
+TEST(GradReduce, ReduceProdWithZeros) {
+  // Row 0: one zero (its gradient is the product of the others, theirs 0); row 1: two zeros
+  // (every gradient 0); row 2: none. The product is multilinear, so central differences are
+  // exact at zeros too.
+  auto x = PV("x", {3, 4}, {0.7, 0.0, -1.3, 0.9, 0.0, 0.8, 0.0, 1.2, 1.1, -0.6, 0.9, 1.4});
+  for (int64_t keep : {0, 1}) {
+    check_gradient({.op = "ReduceProd",
+                    .inputs = {x},
+                    .attrs = {attr_ints("axes", {1}), attr_int("keepdims", keep)}});
+    check_gradient({.op = "ReduceProd",
+                    .inputs = {x, C("axes", {1}, {-1})},
+                    .attrs = {attr_int("keepdims", keep)},
+                    .opset = 18});
+    check_gradient({.op = "ReduceProd",
+                    .inputs = {x, C("axes", {1}, {0})},
+                    .attrs = {attr_int("keepdims", keep)},
+                    .opset = 18});
+  }
+  // Over everything: one zero in the whole tensor, then two.
+  auto one0 = PV("x", {2, 3}, {0.7, 0.0, -1.3, 0.9, 1.1, 0.8});
+  auto two0 = PV("x", {2, 3}, {0.7, 0.0, -1.3, 0.9, 0.0, 0.8});
+  check_gradient({.op = "ReduceProd", .inputs = {one0}, .attrs = {attr_int("keepdims", 0)}});
+  check_gradient({.op = "ReduceProd", .inputs = {two0}, .attrs = {attr_int("keepdims", 0)}});
 }
 
 TEST(GradReduce, ReduceMeanOfUnknownShapeUsesRunTimeCount) {

@@ -5,6 +5,7 @@
 
 namespace onyx::test {
 
+using autodiff::Attrs;
 using test::attr_int;
 using test::attr_ints;
 using test::attr_string;
@@ -200,6 +201,188 @@ TEST(GradShape, PadReflectEdgeWrap) {
                                .attrs = {attr_string("mode", "reflect")},
                                .opset = 15}),
                Error);
+}
+
+TEST(GradShape, DepthToSpaceAndSpaceToDepth) {
+  for (const char* mode : {"DCR", "CRD"}) {
+    SCOPED_TRACE(mode);
+    check_gradient({.op = "DepthToSpace",
+                    .inputs = {P("x", {2, 8, 2, 3})},
+                    .attrs = {attr_int("blocksize", 2), attr_string("mode", mode)}});
+    check_gradient({.op = "DepthToSpace",
+                    .inputs = {P("x", {1, 18, 2, 1})},
+                    .attrs = {attr_int("blocksize", 3), attr_string("mode", mode)}});
+  }
+  check_gradient({.op = "DepthToSpace",
+                  .inputs = {P("x", {1, 4, 3, 2})},
+                  .attrs = {attr_int("blocksize", 2)}});
+  check_gradient({.op = "SpaceToDepth",
+                  .inputs = {P("x", {2, 2, 4, 6})},
+                  .attrs = {attr_int("blocksize", 2)}});
+  check_gradient({.op = "SpaceToDepth",
+                  .inputs = {P("x", {1, 3, 3, 6})},
+                  .attrs = {attr_int("blocksize", 3)}});
+  // CRD with a shape shape inference cannot tell (a Reshape to a computed shape): the
+  // backward reads x's dims at run time.
+  check_gradient({.op = "DepthToSpace",
+                  .inputs = {P("x", {2, 8, 2, 3}), I("s0", {2, 8, 2, 3})},
+                  .build = [](Graph& g) -> std::vector<Value*> {
+                    Value* shape = add(g, "Identity", {g.find_value("s0")});
+                    Value* r = add(g, "Reshape", {g.find_value("x"), shape});
+                    return {add(g, "DepthToSpace", {r},
+                                {attr_int("blocksize", 2), attr_string("mode", "CRD")})};
+                  }});
+}
+
+TEST(GradShape, TriluUpperLowerAndK) {
+  for (int64_t upper : {0, 1}) {
+    check_gradient({.op = "Trilu",
+                    .inputs = {P("x", {3, 4})},
+                    .attrs = {attr_int("upper", upper)},
+                    .opset = 14});
+    for (double k : {-1.0, 0.0, 2.0, 5.0, -4.0}) {
+      SCOPED_TRACE(fmt::format("upper {} k {}", upper, k));
+      check_gradient({.op = "Trilu",
+                      .inputs = {P("x", {2, 4, 3}), C("k", {}, {k})},
+                      .attrs = {attr_int("upper", upper)},
+                      .opset = 14});
+    }
+  }
+  check_gradient({.op = "Trilu", .inputs = {P("x", {4, 4})}, .opset = 14});  // upper by default
+}
+
+TEST(GradShape, GatherNDRepeatsAndBatchDims) {
+  // Element tuples (a repeat accumulates, a negative index wraps), row slices, and batch_dims 1
+  // and 2 (the gathered-ids path).
+  check_gradient(
+      {.op = "GatherND", .inputs = {P("x", {3, 4}), C("i", {4, 2}, {0, 1, 2, 3, 0, 1, -1, -4})}});
+  check_gradient({.op = "GatherND", .inputs = {P("x", {3, 4, 2}), C("i", {3, 1}, {2, 0, 2})}});
+  check_gradient(
+      {.op = "GatherND",
+       .inputs = {P("x", {3, 4, 2}), C("i", {2, 2, 3}, {0, 1, 1, 2, 3, 0, 0, 1, 1, 1, 0, 1})}});
+  check_gradient({.op = "GatherND",
+                  .inputs = {P("x", {2, 3, 4}), C("i", {2, 3, 1}, {0, 2, 2, 1, -1, 1})},
+                  .attrs = {attr_int("batch_dims", 1)}});
+  check_gradient({.op = "GatherND",
+                  .inputs = {P("x", {2, 3, 4}), C("i", {2, 2, 2}, {0, 3, 0, 3, 1, 1, 2, 0})},
+                  .attrs = {attr_int("batch_dims", 1)}});
+  check_gradient({.op = "GatherND",
+                  .inputs = {P("x", {2, 3, 4}), C("i", {2, 3, 1}, {1, 3, 0, 3, 2, 0})},
+                  .attrs = {attr_int("batch_dims", 2)}});
+  check_gradient(
+      {.op = "GatherND",
+       .inputs = {P("x", {2, 3, 4}), C("i", {2, 3, 2, 1}, {1, 1, 0, 3, 1, 1, 2, 0, 1, 2, 2, 0})},
+       .attrs = {attr_int("batch_dims", 2)}});
+}
+
+TEST(GradShape, ScatterNDDataAndUpdates) {
+  // reduction none (unique indices: the written slices take no gradient from data) and add
+  // (repeats accumulate into data, each update gets its slice of dy).
+  for (const char* red : {"none", "add"}) {
+    SCOPED_TRACE(red);
+    Attrs a = {attr_string("reduction", red)};
+    check_gradient({.op = "ScatterND",
+                    .inputs = {P("x", {4, 3}), C("i", {2, 1}, {1, 3}), P("u", {2, 3})},
+                    .attrs = a});
+    check_gradient({.op = "ScatterND",
+                    .inputs = {P("x", {4, 3}), C("i", {3, 2}, {0, 2, 3, 1, -1, 0}), P("u", {3})},
+                    .attrs = a});
+    check_gradient({.op = "ScatterND",
+                    .inputs = {P("x", {2, 3, 2}), C("i", {1, 2, 1}, {1, 0}), P("u", {1, 2, 3, 2})},
+                    .attrs = a});
+  }
+  check_gradient({.op = "ScatterND",
+                  .inputs = {P("x", {4, 3}), C("i", {3, 1}, {1, 3, 1}), P("u", {3, 3})},
+                  .attrs = {attr_string("reduction", "add")}});
+  check_gradient({.op = "ScatterND",
+                  .inputs = {P("x", {4, 3}), C("i", {2, 1}, {2, 0}), P("u", {2, 3})},
+                  .opset = 13});
+}
+
+TEST(GradShape, ScatterElementsDataAndUpdates) {
+  auto idx = C("i", {2, 3}, {1, 0, 2, 0, 2, 1});  // unique per column and per row
+  for (int64_t axis : {0, 1, -1, -2})
+    for (const char* red : {"none", "add"}) {
+      SCOPED_TRACE(fmt::format("axis {} {}", axis, red));
+      check_gradient({.op = "ScatterElements",
+                      .inputs = {P("x", {3, 3}), idx, P("u", {2, 3})},
+                      .attrs = {attr_int("axis", axis), attr_string("reduction", red)}});
+    }
+  check_gradient({.op = "ScatterElements",
+                  .inputs = {P("x", {3, 4}), C("i", {2, 3}, {1, 1, 0, 1, 0, 0}), P("u", {2, 3})},
+                  .attrs = {attr_int("axis", 1), attr_string("reduction", "add")}});
+  check_gradient(
+      {.op = "ScatterElements", .inputs = {P("x", {3, 3}), idx, P("u", {2, 3})}, .opset = 13});
+}
+
+TEST(GradShape, ScatterMulIsRefused) {
+  EXPECT_THROW(check_gradient({.op = "ScatterND",
+                               .inputs = {P("x", {4, 3}), C("i", {2, 1}, {1, 3}), P("u", {2, 3})},
+                               .attrs = {attr_string("reduction", "mul")}}),
+               Error);
+}
+
+TEST(GradShape, TopKValues) {
+  // Random values: no ties.
+  for (int64_t axis : {-1, 0, 1})
+    for (int64_t largest : {0, 1})
+      for (int64_t sorted : {0, 1}) {
+        SCOPED_TRACE(fmt::format("axis {} largest {} sorted {}", axis, largest, sorted));
+        check_gradient({.op = "TopK",
+                        .inputs = {P("x", {3, 5}), I("k", {2})},
+                        .attrs = {attr_int("axis", axis), attr_int("largest", largest),
+                                  attr_int("sorted", sorted)},
+                        .outputs = 2});
+      }
+  check_gradient({.op = "TopK", .inputs = {P("x", {2, 3, 4}), I("k", {3})}, .outputs = 2});
+  check_gradient({.op = "TopK", .inputs = {P("x", {6}), I("k", {6})}, .outputs = 2});
+}
+
+TEST(GradShape, ReverseSequence) {
+  // time-major (time 0, batch 1) and batch-major, full and partial lengths.
+  check_gradient({.op = "ReverseSequence", .inputs = {P("x", {4, 2, 3}), I("len", {3, 1})}});
+  check_gradient({.op = "ReverseSequence",
+                  .inputs = {P("x", {3, 4, 2}), I("len", {4, 2, 1})},
+                  .attrs = {attr_int("batch_axis", 0), attr_int("time_axis", 1)}});
+}
+
+TEST(GradShape, CenterCropPad) {
+  // Crop one axis and pad the other, by odd and even amounts; axes (negative too) select dims.
+  check_gradient({.op = "CenterCropPad", .inputs = {P("x", {4, 5}), I("s", {3, 8})}, .opset = 18});
+  check_gradient({.op = "CenterCropPad", .inputs = {P("x", {5, 2}), I("s", {2, 5})}, .opset = 18});
+  check_gradient({.op = "CenterCropPad",
+                  .inputs = {P("x", {2, 5, 3}), I("s", {2, 6})},
+                  .attrs = {attr_ints("axes", {1, -1})},
+                  .opset = 18});
+  check_gradient({.op = "CenterCropPad",
+                  .inputs = {P("x", {2, 5, 3}), I("s", {3})},
+                  .attrs = {attr_ints("axes", {1})},
+                  .opset = 18});
+}
+
+TEST(GradShape, IntegerOutputsPruneCleanly) {
+  // ArgMax / ArgMin / NonZero / Shape / Size of a trained tensor feed indices, shapes and
+  // counts; no gradient flows through them and the builder does not ask for rules.
+  auto x = PV("x", {3, 4}, {0.3, -0.8, 0.5, 0.1, -0.4, 0.9, -0.1, 0.7, 0.2, -0.6, 0.05, -0.3});
+  check_gradient(
+      {.op = "graph", .inputs = {x, P("w", {4, 2})}, .build = [](Graph& g) -> std::vector<Value*> {
+         Value *x = g.find_value("x"), *w = g.find_value("w");
+         auto as_double = [&](Value* v) {
+           return add(g, "Cast", {v}, {attr_int("to", int64_t(DataType::Double))});
+         };
+         Value* am = add(g, "ArgMax", {x}, {attr_int("axis", 1), attr_int("keepdims", 0)});
+         Value* rows = add(g, "Gather", {w, am});                   // [3, 2]
+         Value* an = add(g, "ArgMin", {x}, {attr_int("axis", 0)});  // [1, 4]
+         Value* zero = g.add_initializer("zero", Tensor::scalar<double>(0.0));
+         Value* nz = add(g, "NonZero", {add(g, "Greater", {x, zero})});
+         Value* count = as_double(add(g, "Size", {nz}));
+         Value* shaped = add(
+             g, "Reshape", {add(g, "Transpose", {add(g, "Transpose", {x})}), add(g, "Shape", {x})});
+         Value* scaled = add(g, "Mul", {add(g, "Mul", {shaped, as_double(an)}), count});
+         Value* s = add(g, "ReduceSum", {scaled}, {attr_int("keepdims", 0)});
+         Value* mixed = add(g, "Mul", {add(g, "MatMul", {x, w}), s});  // [3, 2]
+         return {add(g, "Add", {mixed, rows})};
+       }});
 }
 
 TEST(GradShape, ChainWithRunTimeShapes) {

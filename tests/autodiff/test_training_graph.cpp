@@ -1,7 +1,10 @@
 // The training-graph builder itself: pruning, summed fan-out, dynamic broadcasting, the
 // forward/backward split for callers that own the loss, and bad input.
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "grad_check.h"
 #include "graph/onnx_io.h"
@@ -183,6 +186,23 @@ TEST(TrainingGraph, BadInputIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("opset 6"), std::string::npos) << e.what();
   }
+}
+
+TEST(TrainingGraph, EveryRuleHasAFiniteDifferenceCase) {
+  // Each op type in the rule table is named ("Op") in some test_grad_*.cpp, where its FD
+  // checks live: a rule added without a test fails here.
+  std::string all;
+  for (const auto& e : std::filesystem::directory_iterator(ONYX_AUTODIFF_TEST_DIR)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("test_grad_", 0) != 0 || e.path().extension() != ".cpp") continue;
+    std::ifstream f(e.path());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    all += ss.str();
+  }
+  ASSERT_FALSE(all.empty()) << "no test_grad_*.cpp under " << ONYX_AUTODIFF_TEST_DIR;
+  for (const std::string& op : autodiff::gradient_rules().op_types())
+    EXPECT_NE(all.find("\"" + op + "\""), std::string::npos) << op << " has a rule but no test";
 }
 
 }  // namespace onyx::test
