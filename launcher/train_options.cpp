@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -116,6 +117,17 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber)
       ->group(opt_group);
+  app->add_flag("--decay-1d", o.decay_1d,
+                "Weight decay on 1-D parameters (biases, norm scales) too, as torch.optim does "
+                "(default: not)")
+      ->group(opt_group);
+  app->add_option("--param-group", o.param_groups,
+                  "REGEX:lr=R,weight_decay=W: parameters whose names match take this base rate "
+                  "and/or decay (repeatable; the first match wins)")
+      ->group(opt_group);
+  app->add_option("--freeze", o.freeze,
+                  "REGEX: parameters whose names match are not trained (repeatable)")
+      ->group(opt_group);
   app->add_option("--betas", o.betas, "Adam/AdamW/LAMB betas: BETA1 BETA2")
       ->expected(2)
       ->capture_default_str()
@@ -210,6 +222,40 @@ std::string default_export_path(const std::string& model) {
   return stem + ".trained.onnx";
 }
 
+ParamGroup parse_param_group(const std::string& spec) {
+  const size_t colon = spec.rfind(':');
+  ONYX_CHECK(colon != std::string::npos && colon > 0,
+             "[train] --param-group '{}': expected REGEX:lr=R,weight_decay=W", spec);
+  ParamGroup g;
+  g.match = spec.substr(0, colon);
+  std::string rest = spec.substr(colon + 1);
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t end = rest.find(',', start);
+    if (end == std::string::npos) end = rest.size();
+    const std::string item = rest.substr(start, end - start);
+    const size_t eq = item.find('=');
+    ONYX_CHECK(eq != std::string::npos,
+               "[train] --param-group '{}': '{}' should be lr=R or weight_decay=W", spec, item);
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    double v = 0;
+    try {
+      size_t used = 0;
+      v = std::stod(value, &used);
+      ONYX_CHECK(used == value.size(), "trailing text");
+    } catch (const std::exception&) {
+      ONYX_THROW("[train] --param-group '{}': '{}' is not a number", spec, value);
+    }
+    ONYX_CHECK(std::isfinite(v) && v >= 0,
+               "[train] --param-group '{}': {} should be finite and >= 0 but is {}", spec, key, v);
+    if (key == "lr") g.lr = v;
+    else if (key == "weight_decay" || key == "weight-decay") g.weight_decay = v;
+    else ONYX_THROW("[train] --param-group '{}': unknown key '{}' (lr, weight_decay)", spec, key);
+    start = end + 1;
+  }
+  return g;
+}
+
 TrainingConfig training_config(const TrainOptions& o, int64_t total_steps) {
   ONYX_CHECK(!o.nesterov || o.momentum > 0, "[train] --nesterov needs --momentum > 0");
   ONYX_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
@@ -243,6 +289,9 @@ TrainingConfig training_config(const TrainOptions& o, int64_t total_steps) {
   c.clip_norm = o.clip_norm;
   c.seed = o.seed;
   c.threads = o.threads;
+  c.decay_1d = o.decay_1d;
+  c.freeze = o.freeze;
+  for (const auto& spec : o.param_groups) c.param_groups.push_back(parse_param_group(spec));
   return c;
 }
 

@@ -22,7 +22,9 @@ struct TrainOptions {
   std::string model, data, val_data;
   // Loss.
   std::string loss = "softmax_cross_entropy", loss_output, labels = "labels";
-  int64_t class_axis = 1;  // cross-entropy/NLL: 1 ([N, C, ...]) or -1 ([N, S, C] logits)
+  int64_t class_axis = 1;
+  std::vector<std::string> freeze, param_groups;  // regexes; "REGEX:lr=X,weight_decay=Y"
+  bool decay_1d = false;  // cross-entropy/NLL: 1 ([N, C, ...]) or -1 ([N, S, C] logits)
   // Optimizer and learning-rate schedule.
   std::string optimizer = "adamw";
   double lr = 1e-3, momentum = 0, weight_decay = 0, eps = 1e-8;
@@ -62,5 +64,8 @@ std::string default_export_path(const std::string& model);
 /// (--nesterov without --momentum, a warm-up as long as the run, --checkpoint-every without
 /// --checkpoint-dir).
 TrainingConfig training_config(const TrainOptions& o, int64_t total_steps);
+/// "REGEX:lr=R,weight_decay=W" (either key optional) as a ParamGroup; onyx::Error naming the
+/// spec otherwise.
+ParamGroup parse_param_group(const std::string& spec);
 
 }  // namespace onyx::cli

@@ -3,6 +3,7 @@
 //   m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2
 //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/optimizer_math.h"
 #include "optimizers/fused_optimizer.h"
@@ -20,23 +21,26 @@ class Adam final : public FusedOptimizer {
     const OptimizerConfig& c = config_;
     const double t = static_cast<double>(steps_taken());
     const double bc1 = 1.0 - std::pow(c.beta1, t), bc2 = 1.0 - std::pow(c.beta2, t);
-    cpu::AdamCoeffs<float> with_decay{};
-    with_decay.beta1 = static_cast<float>(c.beta1);
-    with_decay.beta2 = static_cast<float>(c.beta2);
-    with_decay.eps = static_cast<float>(c.eps);
-    with_decay.step = static_cast<float>(lr / bc1);
-    with_decay.denom_scale = static_cast<float>(1.0 / std::sqrt(bc2));
-    with_decay.post = 1.0f;
-    cpu::AdamCoeffs<float> no_decay = with_decay;
-    no_decay.l2 = 0.0f;
-    no_decay.pre = 1.0f;
-    with_decay.l2 = decoupled_ ? 0.0f : static_cast<float>(c.weight_decay);
-    with_decay.pre = decoupled_ ? static_cast<float>(1.0 - lr * c.weight_decay) : 1.0f;
+    // Per segment: its rate (parameter groups scale it) and its weight decay.
+    std::vector<cpu::AdamCoeffs<float>> coeffs(segments_.size());
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      const double seg_lr = lr * segments_[i].lr_scale;
+      const double wd = segment_weight_decay(segments_[i], c.weight_decay);
+      cpu::AdamCoeffs<float>& k = coeffs[i];
+      k.beta1 = static_cast<float>(c.beta1);
+      k.beta2 = static_cast<float>(c.beta2);
+      k.eps = static_cast<float>(c.eps);
+      k.step = static_cast<float>(seg_lr / bc1);
+      k.denom_scale = static_cast<float>(1.0 / std::sqrt(bc2));
+      k.post = 1.0f;
+      k.l2 = decoupled_ ? 0.0f : static_cast<float>(wd);
+      k.pre = decoupled_ ? static_cast<float>(1.0 - seg_lr * wd) : 1.0f;
+    }
     float *m = buffer(0), *v = buffer(1);
     plan_.for_each_piece(threads, [&](const Piece& pc, int64_t) {
       const int64_t b = pc.begin;
       cpu::adam_update<float>(p + b, g + b, m + b, v + b, p + b, m + b, v + b, pc.end - b,
-                              segments_[pc.segment].decay ? with_decay : no_decay);
+                              coeffs[pc.segment]);
     });
   }
 

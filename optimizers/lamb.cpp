@@ -4,6 +4,7 @@
 //   p -= lr * (||p|| / ||r||) * r, norms per parameter segment; ratio 1 when either norm is 0.
 // Two passes: moments plus per-piece squared norms, then the update (r recomputed from m, v).
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/optimizer_math.h"
 #include "optimizers/fused_optimizer.h"
@@ -22,17 +23,18 @@ class Lamb final : public FusedOptimizer {
   void update(float* p, const float* g, double lr, int threads) override {
     const OptimizerConfig& c = config_;
     const double t = static_cast<double>(steps_taken());
-    cpu::LambCoeffs<float> with_decay{};
-    with_decay.beta1 = static_cast<float>(c.beta1);
-    with_decay.beta2 = static_cast<float>(c.beta2);
-    with_decay.eps = static_cast<float>(c.eps);
-    with_decay.inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta1, t)));
-    with_decay.inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta2, t)));
-    cpu::LambCoeffs<float> no_decay = with_decay;
-    with_decay.wd = static_cast<float>(c.weight_decay);
-    no_decay.wd = 0.0f;
+    std::vector<cpu::LambCoeffs<float>> per_segment(segments_.size());
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      cpu::LambCoeffs<float>& k = per_segment[i];
+      k.beta1 = static_cast<float>(c.beta1);
+      k.beta2 = static_cast<float>(c.beta2);
+      k.eps = static_cast<float>(c.eps);
+      k.inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta1, t)));
+      k.inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta2, t)));
+      k.wd = static_cast<float>(segment_weight_decay(segments_[i], c.weight_decay));
+    }
     auto coeffs = [&](const Piece& pc) -> const cpu::LambCoeffs<float>& {
-      return segments_[pc.segment].decay ? with_decay : no_decay;
+      return per_segment[pc.segment];
     };
     float *m = buffer(0), *v = buffer(1);
 
@@ -52,7 +54,7 @@ class Lamb final : public FusedOptimizer {
     }
     for (size_t s = 0; s < segments_.size(); ++s) {
       const double pn = std::sqrt(p_sq[s]), rn = std::sqrt(r_sq[s]);
-      scale_[s] = static_cast<float>(lr * (pn > 0 && rn > 0 ? pn / rn : 1.0));
+      scale_[s] = static_cast<float>(lr * segments_[s].lr_scale * (pn > 0 && rn > 0 ? pn / rn : 1.0));
     }
     plan_.for_each_piece(threads, [&](const Piece& pc, int64_t) {
       const int64_t b = pc.begin;

@@ -10,7 +10,7 @@
 namespace onyx::optim {
 namespace {
 
-void check_rate(const char* field, double v, const std::string& opt) {
+void check_rate(const std::string& field, double v, const std::string& opt) {
   ONYX_CHECK(std::isfinite(v) && v >= 0, "[optimizer] {}: {} should be finite and >= 0 but is {}",
              opt, field, v);
 }
@@ -39,6 +39,10 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,
     check_beta("beta1", c.beta1, c.name);
     check_beta("beta2", c.beta2, c.name);
     check_rate("eps", c.eps, c.name);
+  }
+  for (const ParamSegment& seg : segments) {
+    check_rate("lr_scale of '" + seg.name + "'", seg.lr_scale, c.name);
+    if (seg.weight_decay) check_rate("weight_decay of '" + seg.name + "'", *seg.weight_decay, c.name);
   }
   if (c.name == "sgd") return make_sgd(c, std::move(segments));
   if (c.name == "lamb") return make_lamb(c, std::move(segments));

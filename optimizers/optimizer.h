@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,7 +25,16 @@ struct ParamSegment {
   int64_t offset = 0;
   int64_t size = 0;
   bool decay = true;  // false: excluded from weight decay (biases, norm scales)
+  /// Parameter groups: this segment's rate is the scheduled rate times lr_scale, and its
+  /// weight decay this value instead of OptimizerConfig::weight_decay when set.
+  double lr_scale = 1.0;
+  std::optional<double> weight_decay;
 };
+
+/// The weight decay `seg` gets under `c` (0 when it is excluded from decay).
+inline double segment_weight_decay(const ParamSegment& seg, double config_decay) {
+  return seg.decay ? seg.weight_decay.value_or(config_decay) : 0.0;
+}
 
 struct OptimizerConfig {
   std::string name = "adamw";  // "sgd", "adam", "adamw", "lamb" (case-insensitive)

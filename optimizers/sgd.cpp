@@ -1,6 +1,8 @@
 // SGD as torch.optim.SGD with dampening 0: g' = g + wd * p; buf = momentum * buf + g';
 // p -= lr * buf (or lr * (g' + momentum * buf) with Nesterov). buf starts at zero, so the
 // first step's buf is g', as in PyTorch.
+#include <vector>
+
 #include "kernels/cpu/optimizer_math.h"
 #include "optimizers/fused_optimizer.h"
 
@@ -17,24 +19,25 @@ class Sgd final : public FusedOptimizer {
  protected:
   void update(float* p, const float* g, double lr, int threads) override {
     const OptimizerConfig& c = config_;
-    const float flr = static_cast<float>(lr), wd = static_cast<float>(c.weight_decay);
+    // Per segment: its rate (parameter groups scale it) and its weight decay.
+    std::vector<cpu::MomentumCoeffs<float>> coeffs(segments_.size());
+    for (size_t i = 0; i < segments_.size(); ++i)
+      coeffs[i] = {static_cast<float>(lr * segments_[i].lr_scale),
+                   static_cast<float>(segment_weight_decay(segments_[i], c.weight_decay)),
+                   static_cast<float>(c.momentum), 1.0f, c.nesterov};
     if (c.momentum <= 0) {
       plan_.for_each_piece(threads, [&](const Piece& pc, int64_t) {
         const int64_t b = pc.begin;
-        cpu::sgd_update<float>(p + b, g + b, p + b, pc.end - b, flr,
-                               segments_[pc.segment].decay ? wd : 0.0f);
+        const auto& k = coeffs[pc.segment];
+        cpu::sgd_update<float>(p + b, g + b, p + b, pc.end - b, k.lr, k.l2);
       });
       return;
     }
     float* buf = buffer(0);
-    const cpu::MomentumCoeffs<float> with_decay{flr, wd, static_cast<float>(c.momentum), 1.0f,
-                                                c.nesterov};
-    cpu::MomentumCoeffs<float> no_decay = with_decay;
-    no_decay.l2 = 0;
     plan_.for_each_piece(threads, [&](const Piece& pc, int64_t) {
       const int64_t b = pc.begin;
       cpu::momentum_update<float>(p + b, g + b, buf + b, p + b, buf + b, pc.end - b,
-                                  segments_[pc.segment].decay ? with_decay : no_decay);
+                                  coeffs[pc.segment]);
     });
   }
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -68,6 +69,61 @@ struct TrainingSession::Impl {
   int threads = 1;
   std::vector<std::string> batch_inputs, model_inputs;
 
+  /// `params` less those matching a freeze regex; onyx::Error for a regex that is invalid,
+  /// matches nothing, or leaves nothing to train.
+  static std::vector<std::string> frozen_out(const std::vector<std::string>& params,
+                                             const std::vector<std::string>& freeze) {
+    std::vector<bool> frozen(params.size(), false);
+    for (const std::string& f : freeze) {
+      std::regex re = compile_regex(f, "freeze");
+      bool any = false;
+      for (size_t i = 0; i < params.size(); ++i)
+        if (std::regex_search(params[i], re)) frozen[i] = any = true;
+      ONYX_CHECK(any, "[training] freeze pattern '{}' matches no trainable parameter (they are: {})",
+                 f, fmt::join(params, ", "));
+    }
+    std::vector<std::string> kept;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!frozen[i]) kept.push_back(params[i]);
+    ONYX_CHECK(!kept.empty(), "[training] the freeze patterns freeze every parameter ({})",
+               fmt::join(params, ", "));
+    return kept;
+  }
+
+  static std::regex compile_regex(const std::string& pattern, const char* what) {
+    try {
+      return std::regex(pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      ONYX_THROW("[training] {} pattern '{}' is not a valid regular expression: {}", what,
+                 pattern, e.what());
+    }
+  }
+
+  /// Each segment takes the first parameter group whose regex finds its name.
+  void apply_param_groups(std::vector<optim::ParamSegment>& segs) const {
+    for (const ParamGroup& group : cfg.param_groups) {
+      std::regex re = compile_regex(group.match, "param group");
+      ONYX_CHECK(group.lr || group.weight_decay,
+                 "[training] param group '{}' sets neither lr nor weight_decay", group.match);
+      ONYX_CHECK(!group.lr || cfg.optimizer.lr > 0,
+                 "[training] param group '{}' sets lr, which needs a base lr > 0", group.match);
+      bool any = false;
+      for (const auto& seg : segs) any = any || std::regex_search(seg.name, re);
+      ONYX_CHECK(any, "[training] param group '{}' matches no trainable parameter", group.match);
+    }
+    for (auto& seg : segs) {
+      for (const ParamGroup& group : cfg.param_groups) {
+        if (!std::regex_search(seg.name, compile_regex(group.match, "param group"))) continue;
+        if (group.lr) seg.lr_scale = *group.lr / cfg.optimizer.lr;
+        if (group.weight_decay) {
+          seg.weight_decay = *group.weight_decay;
+          seg.decay = true;
+        }
+        break;
+      }
+    }
+  }
+
   void build(std::unique_ptr<Model> fwd) {
     ONYX_CHECK(fwd && fwd->graph, "[training] no model given");
     ONYX_CHECK(cfg.accumulation_steps >= 1, "[training] accumulation_steps should be >= 1 but is {}",
@@ -76,6 +132,10 @@ struct TrainingSession::Impl {
     threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     forward = std::move(fwd);
     tg = autodiff::build_training_graph(*forward, cfg.loss, cfg.trainable);
+    if (!cfg.freeze.empty()) {
+      std::vector<std::string> kept = frozen_out(tg.params, cfg.freeze);
+      tg = autodiff::build_training_graph(*forward, cfg.loss, kept);
+    }
     training_copy = clone_model(*tg.model);
     Graph& g = *tg.model->graph;
     for (const auto& p : tg.params) {
@@ -115,6 +175,7 @@ struct TrainingSession::Impl {
     auto segs = params.segments();
     for (size_t i = 0; i < tg.params.size(); ++i)
       segs[flat_index[i]].decay = cfg.decay_1d || param_shapes[i].size() > 1;
+    apply_param_groups(segs);
     opt = optim::make_optimizer(cfg.optimizer, segs);
     cfg.schedule.lr_at(0, cfg.optimizer.lr);  // validates the schedule now, not at step 1
     for (const Value* v : forward->graph->inputs)

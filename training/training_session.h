@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,15 @@
 #include "optimizers/optimizer.h"
 
 namespace onyx {
+
+/// A parameter group, as in torch.optim's param_groups: parameters whose names the regex
+/// `match` finds (std::regex_search, ECMAScript) take this base learning rate and/or weight
+/// decay; the schedule scales every group's rate alike. The first matching group wins.
+struct ParamGroup {
+  std::string match;
+  std::optional<double> lr;            // base rate instead of OptimizerConfig::lr
+  std::optional<double> weight_decay;  // instead of OptimizerConfig::weight_decay (also for 1-D)
+};
 
 struct TrainingConfig {
   autodiff::LossSpec loss;
@@ -41,8 +51,15 @@ struct TrainingConfig {
   int threads = 0;
   /// Parameters to train; empty: every float initializer that reaches the loss.
   std::vector<std::string> trainable;
-  /// Apply weight decay to 1-D parameters (biases, norm scales) too; off by default.
+  /// Apply weight decay to 1-D parameters (biases, norm scales) too; off by default (the
+  /// usual "no decay for biases and norms"; torch.optim decays everything: set it to match).
   bool decay_1d = false;
+  /// Per-group learning rates and weight decay (see ParamGroup).
+  std::vector<ParamGroup> param_groups;
+  /// Parameters whose names match any of these regexes stay frozen: not trained, no
+  /// gradient computed. A regex that matches no parameter is an error (a typo would
+  /// otherwise train what was meant to stay frozen).
+  std::vector<std::string> freeze;
   /// Data-parallel training: each rank trains on its own slice of every global batch;
   /// gradients are averaged over ranks bucket by bucket while backward runs (see
   /// distributed/data_parallel.h). Parameters start from rank 0's. N ranks with batch b

@@ -1,6 +1,7 @@
 // TrainingSession: closed-form updates, learning, determinism, export, bad input.
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "autodiff/training_graph.h"
 #include "graph/onnx_io.h"
@@ -100,6 +101,61 @@ TEST(TrainingSession, Opset9ModelTrains) {
   for (int s = 0; s < 150; ++s) ts.train_step(class_batch(32, 8, 4, static_cast<uint32_t>(s)));
   double after = ts.eval_step(eval).at("loss").to_double_vector()[0];
   EXPECT_LT(after, 0.5 * before) << "before " << before << " after " << after;
+}
+
+// --freeze: frozen parameters are not trained (no gradient, unchanged values); a pattern
+// that matches nothing, or everything, is an error.
+TEST(TrainingSession, FreezeKeepsParametersUnchanged) {
+  TrainingConfig c;
+  c.optimizer = {.name = "sgd", .lr = 0.1};
+  c.threads = 1;
+  c.freeze = {"^w1$", "b1"};
+  TrainingSession ts(mlp_model(8, 16, 4), c);
+  EXPECT_EQ(ts.parameter_names(), (std::vector<std::string>{"b2", "w2"}));
+  auto w2_before = ts.parameter("w2").clone().to_double_vector();
+  for (int s = 0; s < 3; ++s) ts.train_step(class_batch(16, 8, 4, static_cast<uint32_t>(s)));
+  EXPECT_NE(ts.parameter("w2").to_double_vector(), w2_before);
+  auto frozen_w1 = ts.inference_model()->graph->initializers.at("w1").to_double_vector();
+  EXPECT_EQ(frozen_w1, mlp_model(8, 16, 4)->graph->initializers.at("w1").to_double_vector());
+  for (auto bad : {std::vector<std::string>{"nosuch"}, std::vector<std::string>{"."}, std::vector<std::string>{"("}}) {
+    TrainingConfig b = c;
+    b.freeze = bad;
+    EXPECT_THROW(TrainingSession(mlp_model(8, 16, 4), b), Error) << bad[0];
+  }
+}
+
+// Parameter groups: a group's base rate and weight decay apply to the parameters it matches
+// and nothing else. One SGD step of a group with lr 0.05 equals an ungrouped step at 0.05
+// for those parameters and at the base 0.1 for the rest; a decay group also decays biases.
+TEST(TrainingSession, ParamGroupsSetRateAndDecayPerParameter) {
+  auto one_step = [](double lr, std::vector<ParamGroup> groups, double wd = 0) {
+    TrainingConfig c;
+    c.optimizer = {.name = "sgd", .lr = lr, .weight_decay = wd};
+    c.threads = 1;
+    c.param_groups = std::move(groups);
+    TrainingSession ts(mlp_model(8, 16, 4), c);
+    ts.train_step(class_batch(16, 8, 4, 7));
+    std::map<std::string, std::vector<double>> p;
+    for (const auto& n : ts.parameter_names()) p[n] = ts.parameter(n).to_double_vector();
+    return p;
+  };
+  auto grouped = one_step(0.1, {{.match = "^b", .lr = 0.05}});
+  auto slow = one_step(0.05, {});
+  auto fast = one_step(0.1, {});
+  EXPECT_EQ(grouped.at("b1"), slow.at("b1"));
+  EXPECT_EQ(grouped.at("b2"), slow.at("b2"));
+  EXPECT_EQ(grouped.at("w1"), fast.at("w1"));
+  EXPECT_EQ(grouped.at("w2"), fast.at("w2"));
+  // Decay 0.5 on the biases only (1-D, which decay_1d = false would otherwise exempt).
+  auto decayed = one_step(0.1, {{.match = "^b", .weight_decay = 0.5}});
+  auto plain = one_step(0.1, {});
+  EXPECT_NE(decayed.at("b1"), plain.at("b1"));
+  EXPECT_EQ(decayed.at("w1"), plain.at("w1"));
+  TrainingConfig c;
+  c.param_groups = {{.match = "nosuch", .lr = 0.1}};
+  EXPECT_THROW(TrainingSession(mlp_model(8, 16, 4), c), Error);
+  c.param_groups = {{.match = "w1"}};
+  EXPECT_THROW(TrainingSession(mlp_model(8, 16, 4), c), Error);  // sets nothing
 }
 
 TEST(TrainingSession, DeterministicForSeedAndThreads) {

@@ -18,6 +18,7 @@
 #include "graph/onnx_io.h"
 #include "launcher/loss_plot.h"
 #include "launcher/npy.h"
+#include "launcher/train_options.h"
 #include "cli_process.h"
 #include "test_util.h"
 
@@ -295,4 +296,17 @@ TEST_F(CliTrain, BadInputIsOneLineError) {
 }
 
 }  // namespace
+// --param-group REGEX:lr=R,weight_decay=W; the regex may itself hold ':'.
+TEST(CliTrainOptions, ParamGroupSpecs) {
+  ParamGroup g = cli::parse_param_group("(?:norm|bias):lr=1e-4,weight_decay=0");
+  EXPECT_EQ(g.match, "(?:norm|bias)");
+  EXPECT_EQ(g.lr, 1e-4);
+  EXPECT_EQ(g.weight_decay, 0.0);
+  g = cli::parse_param_group("^emb:weight-decay=0.1");
+  EXPECT_FALSE(g.lr.has_value());
+  EXPECT_EQ(g.weight_decay, 0.1);
+  for (const char* bad : {"nocolon", ":lr=1", "x:lr", "x:lr=abc", "x:lr=-1", "x:momentum=1"})
+    EXPECT_THROW(cli::parse_param_group(bad), Error) << bad;
+}
+
 }  // namespace onyx
