@@ -232,7 +232,8 @@ void switch_to_training_mode(Graph& g, TrainingGraph& tg) {
 }  // namespace
 
 TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
-                                   const std::vector<std::string>& trainable) {
+                                   const std::vector<std::string>& trainable,
+                                   const RecomputeSpec& recompute) {
   TrainingGraph tg;
   tg.model = clone_model(forward);
   Model& m = *tg.model;
@@ -267,7 +268,10 @@ TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
     else *one.data<float>() = 1.0f;
     g.initializers[seed->name] = one;
   }
+  std::unordered_set<const Node*> forward_nodes;
+  for (const auto& n : g.nodes()) forward_nodes.insert(n.get());
   auto grads = differentiate(m, {{ln.loss, seed}}, wrt);
+  recompute_segments(g, forward_nodes, recompute);
   std::vector<Value*> fwd_outs = g.outputs;
   g.outputs.clear();
   tg.loss = named_output(g, ln.loss, "loss")->name;

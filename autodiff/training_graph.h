@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autodiff/loss.h"
+#include "autodiff/recompute.h"
 #include "graph/ir.h"
 
 namespace onyx::autodiff {
@@ -38,8 +39,11 @@ struct TrainingGraph {
 /// BatchNormalization uses batch statistics (running stats become state_updates).
 /// onyx::Error for unknown names, opset < 13, non-scalar loss outputs, or an op on the
 /// path from a parameter to the loss that has no gradient rule (named with its node).
+/// `recompute` marks forward segments whose activations the backward recomputes
+/// (autodiff/recompute.h); gradients are bit-identical with and without it.
 TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
-                                   const std::vector<std::string>& trainable);
+                                   const std::vector<std::string>& trainable,
+                                   const RecomputeSpec& recompute = {});
 
 /// The evaluation twin of a training graph: forward + loss in inference mode, with the
 /// same parameter inputs (and labels), so eval_step sees the current weights.

@@ -128,6 +128,15 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--freeze", o.freeze,
                   "REGEX: parameters whose names match are not trained (repeatable)")
       ->group(opt_group);
+  app->add_option("--recompute", o.recompute,
+                  "REGEX over forward node names: recompute those activations in backward (one "
+                  "segment per distinct match, e.g. '^/h\\.\\d+/' per block); less memory")
+      ->group(opt_group);
+  app->add_option("--recompute-every", o.recompute_every,
+                  "Recompute only every K-th segment")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(opt_group);
   app->add_option("--betas", o.betas, "Adam/AdamW/LAMB betas: BETA1 BETA2")
       ->expected(2)
       ->capture_default_str()
@@ -291,6 +300,7 @@ TrainingConfig training_config(const TrainOptions& o, int64_t total_steps) {
   c.threads = o.threads;
   c.decay_1d = o.decay_1d;
   c.freeze = o.freeze;
+  c.recompute = {.pattern = o.recompute, .every = o.recompute_every};
   for (const auto& spec : o.param_groups) c.param_groups.push_back(parse_param_group(spec));
   return c;
 }

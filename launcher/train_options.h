@@ -24,7 +24,9 @@ struct TrainOptions {
   std::string loss = "softmax_cross_entropy", loss_output, labels = "labels";
   int64_t class_axis = 1;
   std::vector<std::string> freeze, param_groups;  // regexes; "REGEX:lr=X,weight_decay=Y"
-  bool decay_1d = false;  // cross-entropy/NLL: 1 ([N, C, ...]) or -1 ([N, S, C] logits)
+  bool decay_1d = false;
+  std::string recompute;  // regex over forward node names: one segment per distinct match
+  int recompute_every = 1;  // cross-entropy/NLL: 1 ([N, C, ...]) or -1 ([N, S, C] logits)
   // Optimizer and learning-rate schedule.
   std::string optimizer = "adamw";
   double lr = 1e-3, momentum = 0, weight_decay = 0, eps = 1e-8;

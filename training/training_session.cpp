@@ -131,10 +131,10 @@ struct TrainingSession::Impl {
     ONYX_CHECK(cfg.clip_norm >= 0, "[training] clip_norm should be >= 0 but is {}", cfg.clip_norm);
     threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     forward = std::move(fwd);
-    tg = autodiff::build_training_graph(*forward, cfg.loss, cfg.trainable);
+    tg = autodiff::build_training_graph(*forward, cfg.loss, cfg.trainable, cfg.recompute);
     if (!cfg.freeze.empty()) {
       std::vector<std::string> kept = frozen_out(tg.params, cfg.freeze);
-      tg = autodiff::build_training_graph(*forward, cfg.loss, kept);
+      tg = autodiff::build_training_graph(*forward, cfg.loss, kept, cfg.recompute);
     }
     training_copy = clone_model(*tg.model);
     Graph& g = *tg.model->graph;
@@ -280,7 +280,9 @@ struct TrainingSession::Impl {
     bool ok = true;
     std::string why;
     try {
-      out = train->run(feeds(batch, true), wanted, ro);
+      RunStats stats;
+      out = train->run(feeds(batch, true), wanted, ro, &stats);
+      r.peak_bytes = stats.peak_bytes;
       r.loss = out.at(tg.loss).to_double_vector().at(0);
       // Check everything before touching any buffer, so a failed step changes nothing.
       ONYX_CHECK(std::isfinite(r.loss), "[training] the loss is {} at step {} (micro-batch {}); no "

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autodiff/loss.h"
+#include "autodiff/recompute.h"
 #include "distributed/communicator.h"
 #include "distributed/data_parallel.h"
 #include "inference/session.h"
@@ -60,6 +61,9 @@ struct TrainingConfig {
   /// gradient computed. A regex that matches no parameter is an error (a typo would
   /// otherwise train what was meant to stay frozen).
   std::vector<std::string> freeze;
+  /// Activation recomputation: forward segments whose activations backward recomputes
+  /// instead of keeping (autodiff/recompute.h); less memory, the same gradients.
+  autodiff::RecomputeSpec recompute;
   /// Data-parallel training: each rank trains on its own slice of every global batch;
   /// gradients are averaged over ranks bucket by bucket while backward runs (see
   /// distributed/data_parallel.h). Parameters start from rank 0's. N ranks with batch b
@@ -74,6 +78,7 @@ struct StepResult {
   double lr = 0;          // learning rate of the optimizer step (0 when none was taken)
   double grad_norm = 0;   // global norm before clipping (when a step was taken)
   bool stepped = false;   // true on the last micro-batch of an accumulation group
+  size_t peak_bytes = 0;  // most intermediate bytes the training graph held at once
 };
 
 class TrainingSession {
