@@ -219,9 +219,16 @@ write_root_config() {
   if [ -n "$APT_PROXY" ]; then
     echo "$APT_PROXY" >"$ROOT/etc/apt/apt.conf.d/01proxy"   # apt-config dump prints apt.conf lines
   fi
-  # Machine configuration, not packages: name resolution as on the host.
+  # Machine configuration, not packages: name resolution as on the host, and the CAs its
+  # administrator added (/usr/local/share/ca-certificates; e.g. a TLS-intercepting proxy's,
+  # without which pip cannot reach PyPI).
   cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
   cp -L /etc/hosts "$ROOT/etc/hosts"
+  if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+    say "adding the host's local CAs: $(cd /usr/local/share/ca-certificates && echo *.crt)"
+    cp -L /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+    chroot "$ROOT" /usr/sbin/update-ca-certificates >/dev/null
+  fi
 }
 
 # ---- the root ----------------------------------------------------------------------------
