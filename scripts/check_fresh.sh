@@ -24,6 +24,7 @@
 #
 # Prints one line per command (PASS/FAIL, duration, log) and exits non-zero if either failed.
 set -euo pipefail
+{  # bash parses this block whole before running it: editing or checking out the file mid-run is safe
 
 SUITE=bookworm
 # What a fresh Debian 12 machine has, beyond the minbase root, before a user runs the README:
@@ -227,7 +228,8 @@ write_root_config() {
   if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
     say "adding the host's local CAs: $(cd /usr/local/share/ca-certificates && echo *.crt)"
     cp -L /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
-    chroot "$ROOT" /usr/sbin/update-ca-certificates >/dev/null
+    chroot "$ROOT" /usr/sbin/update-ca-certificates >/dev/null 2>&1 ||
+      die "update-ca-certificates failed in the root"
   fi
 }
 
@@ -255,6 +257,7 @@ else
     tar -C "$ROOT" --numeric-owner -xpf "$TARBALL"
     [ "$(cat "$ROOT/etc/onyx-check-fresh-base" 2>/dev/null)" = "$BASE_ID" ] ||
       die "$TARBALL is not a $BASE_ID root of this script; delete it to rebuild it"
+    FROM_TARBALL=" (debootstrap result cached in $TARBALL)"
   else
     say "debootstrap --variant=minbase --include=$(IFS=,; echo "${PREINSTALLED[*]}") $SUITE from $MIRROR (log: $LOG_DIR/debootstrap.log)"
     if ! debootstrap --variant=minbase --include="$(IFS=,; echo "${PREINSTALLED[*]}")" \
@@ -276,7 +279,7 @@ else
   git clone --quiet --no-local --no-checkout "$REPO" "$ROOT/work/onyx"
   git -C "$ROOT/work/onyx" checkout --quiet --detach "$COMMIT"
   cp -a "$SHARED" "$ROOT/work/shared"
-  ROOT_KIND="fresh $BASE_ID root"
+  ROOT_KIND="fresh $BASE_ID root${FROM_TARBALL:-}"
 fi
 PREP_S=$((SECONDS - T0))
 say "root ready in $(fmt $PREP_S): $ROOT, $ROOT_KIND"
@@ -323,3 +326,4 @@ done
 } | tee "$LOG_DIR/summary.txt"
 RESULT=$FAILED
 exit "$FAILED"
+}
