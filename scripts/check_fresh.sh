@@ -73,9 +73,9 @@ ROOT=$(realpath -m "$ROOT")
 case "$ROOT" in /|/var|/var/tmp|/tmp|/work|/root|/home|"") die "refusing --root $ROOT" ;; esac
 [[ "$ROOT" =~ ^[A-Za-z0-9_./-]+$ ]] || die "--root must be a plain path (letters, digits, _ . / -)"
 [ "$(stat -f -c %T "$(dirname "$ROOT")")" != tmpfs ] ||
-  die "$(dirname "$ROOT") is a tmpfs; the root needs ~15 GB of disk: choose --root elsewhere"
+  die "$(dirname "$ROOT") is a tmpfs; the root needs ~4 GB of disk: choose --root elsewhere"
 free_gb=$(($(df -Pk "$(dirname "$ROOT")" | awk 'NR==2 {print $4}') / 1024 / 1024))
-((free_gb >= 15)) || say "warning: only ${free_gb} GB free under $(dirname "$ROOT"); a run needs ~15 GB"
+((free_gb >= 6)) || say "warning: only ${free_gb} GB free under $(dirname "$ROOT"); a run needs ~4 GB"
 LOG_DIR=${LOG_DIR:-$(dirname "$ROOT")/logs/$(date +%Y%m%d-%H%M%S)-$SHORT}
 mkdir -p "$LOG_DIR"
 LOG_DIR=$(realpath "$LOG_DIR")
