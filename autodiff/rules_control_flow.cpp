@@ -138,6 +138,18 @@ void loop_grad(GradContext& c) {
                "{}: loop-carried value {} ('{}') is {}; gradients through Loop need loop-carried "
                "tensors of a known dtype",
                c.label(), i, body.inputs[2 + i]->name, t.kind == ValueType::Kind::Unknown ? "untyped" : t.str());
+    // Each iteration's inputs are stacked, so a carried value must keep its shape.
+    const ValueType& out = body.outputs[1 + i]->type;
+    if (t.shape && out.is_tensor() && out.shape) {
+      bool same = t.shape->size() == out.shape->size();
+      for (size_t d = 0; same && d < t.shape->size(); ++d) {
+        const Dim &a = (*t.shape)[d], &b = (*out.shape)[d];
+        same = !(a.is_fixed() && b.is_fixed() && a.value != b.value);
+      }
+      ONYX_CHECK(same, "{}: loop-carried value {} ('{}') enters an iteration as {} and leaves it as "
+                 "{}; gradients through Loop need loop-carried values that keep their shape",
+                 c.label(), i, body.inputs[2 + i]->name, t.str(), out.str());
+    }
     carried[i] = t;
     diff[i] = is_float(t.elem);
   }

@@ -710,6 +710,7 @@ void infer_subgraph_types(const Model& model, Graph& g) {
   if (g.parent)
     for (const auto& [name, v] : g.values()) {
       if (v->type.kind != ValueType::Kind::Unknown || v->producer || g.initializers.count(name)) continue;
+      if (std::find(g.inputs.begin(), g.inputs.end(), v.get()) != g.inputs.end()) continue;
       for (const Graph* o = g.parent; o; o = o->parent)
         if (const Value* ov = o->find_value(name); ov && ov->type.kind != ValueType::Kind::Unknown) {
           v->type = ov->type;

@@ -268,6 +268,44 @@ TEST(GradControlFlow, LoopTrainingGraphSavesAndReloads) {
   expect_same_after_save_reload(*m, {.kind = "output", .output = L->name}, {"x0", "W"});
 }
 
+// The forward/backward split (for callers that own the loss) keeps what the backward Loop reads
+// through its body: the saved iterations and the outer values.
+TEST(GradControlFlow, LoopForwardBackwardSplit) {
+  auto m = std::make_unique<Model>();
+  m->ir_version = 9;
+  m->opsets.push_back({"", 17});
+  m->graph = std::make_unique<Graph>("g");
+  Graph& g = *m->graph;
+  g.add_initializer("M", Tensor::scalar<int64_t>(3));
+  g.add_initializer("cond", Tensor::scalar<bool>(true));
+  Value* x0 = g.get_or_add_value("x0");
+  x0->type = f64({2, 3});
+  g.inputs.push_back(x0);
+  g.add_initializer("W", Tensor::from_vector<double>({3, 3}, {0.2, -0.1, 0.4, 0.3, 0.1, -0.3, 0.0, 0.2, 0.1}));
+  auto outs = add_control(g, "Loop", {g.find_value("M"), g.find_value("cond"), x0}, 2,
+                          {graph("body", tanh_body(g, "W"))});
+  g.outputs = {outs[0]};
+  auto bg = autodiff::build_backward_graphs(*m, {"x0", "W"});
+  Tensor x = Tensor::from_vector<double>({2, 3}, {0.1, -0.2, 0.3, 0.0, 0.5, -0.5});
+  Tensor w = g.initializers.at("W");
+  NamedTensors f = Session(std::move(bg.forward)).run({{"x0", x}, {"W", w}});
+  NamedTensors feeds = {{bg.seeds[0], Tensor::from_vector<double>({2, 3}, {1, 1, 1, 1, 1, 1})}};
+  for (const auto& s : bg.saved) feeds[s] = f.at(s);
+  Session backward(std::move(bg.backward));
+  for (const auto& in : backward.inputs())
+    if (in.name == "W") feeds["W"] = w;
+  NamedTensors grads = backward.run(feeds);
+  // Against the training graph of sum(x_3).
+  Value* L = add(g, "ReduceSum", {outs[0]}, {attr_int("keepdims", 0)});
+  g.outputs = {L};
+  g.inputs.clear();
+  g.add_initializer("x0", x);
+  auto tg = autodiff::build_training_graph(*m, {.kind = "output", .output = L->name}, {"x0", "W"});
+  NamedTensors want = Session(std::move(tg.model)).run({});
+  expect_near(grads.at("x0_grad"), want.at(tg.grads[0]).to_double_vector(), 1e-12);
+  expect_near(grads.at("W_grad"), want.at(tg.grads[1]).to_double_vector(), 1e-12);
+}
+
 // What is not differentiable is refused by name, and missing_gradients looks inside bodies.
 TEST(GradControlFlow, UnsupportedIsReported) {
   auto m = std::make_unique<Model>();
@@ -294,6 +332,19 @@ TEST(GradControlFlow, UnsupportedIsReported) {
     FAIL() << "expected onyx::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no gradient rule for op Det"), std::string::npos) << e.what();
+  }
+  // A carried value that grows each iteration (x -> concat(x, x)) cannot be stacked.
+  auto grow = subgraph(g, "grow", {{"i", kScalarI64}, {"c", kScalarBool}, {"x", f64({2, 2})}});
+  grow->outputs = {add(*grow, "Identity", {ref(*grow, "c")}),
+                   add(*grow, "Concat", {ref(*grow, "x"), ref(*grow, "x")}, {attr_int("axis", 0)})};
+  Node* growing = add_control(g, "Loop", {g.find_value("M"), g.find_value("cond"), g.find_value("x0")}, 1,
+                              {graph("body", grow)})[0]->producer;
+  g.outputs = {growing->outputs[0]};
+  try {
+    autodiff::build_training_graph(*m, {.kind = "mse", .output = growing->outputs[0]->name}, {"x0"});
+    FAIL() << "expected onyx::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("keep their shape"), std::string::npos) << e.what();
   }
 }
 
