@@ -346,6 +346,28 @@ TEST(GradControlFlow, UnsupportedIsReported) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("keep their shape"), std::string::npos) << e.what();
   }
+  // A sequence carried next to the differentiated tensor (SequenceInsert per iteration).
+  ValueType seq;
+  seq.kind = ValueType::Kind::Sequence;
+  seq.inner = std::make_shared<ValueType>(f64({2, 2}));
+  auto collect = subgraph(g, "collect", {{"i", kScalarI64}, {"c", kScalarBool}, {"x", f64({2, 2})}, {"s", seq}});
+  Value* x3 = add(*collect, "Tanh", {ref(*collect, "x")});
+  collect->outputs = {add(*collect, "Identity", {ref(*collect, "c")}), x3,
+                      add(*collect, "SequenceInsert", {ref(*collect, "s"), x3})};
+  Value* empty = add(g, "SequenceEmpty", {}, {attr_int("dtype", static_cast<int64_t>(DataType::Double))});
+  Node* collecting = add_control(g, "Loop", {g.find_value("M"), g.find_value("cond"), g.find_value("x0"), empty}, 2,
+                                 {graph("body", collect)})[0]->producer;
+  g.outputs = {collecting->outputs[0]};
+  missing = autodiff::missing_gradients(*m);
+  ASSERT_EQ(missing.size(), 2u);
+  EXPECT_EQ(missing[0].why, "loop-carried value 's' is not a tensor");
+  EXPECT_EQ(missing[1].op_type, "SequenceInsert");
+  try {
+    autodiff::build_training_graph(*m, {.kind = "mse", .output = collecting->outputs[0]->name}, {"x0"});
+    FAIL() << "expected onyx::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("need loop-carried tensors"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace onyx::test
