@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "autodiff/subgraph.h"
 #include "graph/error.h"
 
 namespace onyx::autodiff {
@@ -32,6 +33,23 @@ void GradContext::set_din(int i, Value* g) {
   dins_[i] = g;
 }
 
+const Model& GradContext::model() const {
+  ONYX_CHECK(model_, "{}: the rule needs the model, which the builder did not set", label());
+  return *model_;
+}
+
+bool GradContext::wants_implicit(const Value* v) const {
+  return std::find(implicit_wants_.begin(), implicit_wants_.end(), v) != implicit_wants_.end();
+}
+
+void GradContext::set_dimplicit(Value* v, Value* g) {
+  ONYX_CHECK(wants_implicit(v), "{} rule set the gradient of '{}', which no subgraph of the node "
+             "reads with a gradient", label(), v->name);
+  if (!g) return;
+  if (g->type.kind == ValueType::Kind::Unknown) g->type = v->type;
+  implicit_dins_[v] = g;
+}
+
 Value* GradContext::fresh(const std::string& hint) {
   std::string base = fwd_.name.empty() ? fwd_.op_type : fwd_.name;
   return g_.add_unique_value(fmt::format("{}_grad/{}", base, hint));
@@ -52,23 +70,10 @@ Value* GradContext::op(const std::string& op_type, const std::vector<Value*>& in
   return op_n(op_type, inputs, 1, std::move(attrs))[0];
 }
 
-namespace {
-Tensor scalar_of(DataType dt, double v) {
-  switch (dt) {
-    case DataType::Float: return Tensor::scalar<float>(static_cast<float>(v));
-    case DataType::Double: return Tensor::scalar<double>(v);
-    case DataType::Float16: return Tensor::scalar<float16>(float16(static_cast<float>(v)));
-    case DataType::BFloat16: return Tensor::scalar<bfloat16>(bfloat16(static_cast<float>(v)));
-    case DataType::Int64: return Tensor::scalar<int64_t>(static_cast<int64_t>(v));
-    case DataType::Int32: return Tensor::scalar<int32_t>(static_cast<int32_t>(v));
-    default: ONYX_THROW("[autodiff] no scalar constant of dtype {}", dtype_name(dt));
-  }
-}
-}  // namespace
 
 Value* GradContext::scalar(double v, const Value* like) {
   Value* c = fresh("const");
-  return g_.add_initializer(c->name, scalar_of(dtype(like), v));
+  return g_.add_initializer(c->name, scalar_tensor(dtype(like), v));
 }
 
 Value* GradContext::ints(const std::vector<int64_t>& v) {
@@ -207,6 +212,8 @@ const RuleTable& gradient_rules() {
     add_nn_rules(t);
     add_norm_rules(t);
     add_loss_rules(t);
+    add_control_flow_rules(t);
+    add_rnn_rules(t);
     return t;
   }();
   return table;

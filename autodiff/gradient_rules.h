@@ -49,6 +49,21 @@ class GradContext {
   /// The model's ai.onnx opset (set by the builder); rules emitting newer op forms check it.
   int64_t opset() const { return opset_; }
   void set_opset(int64_t v) { opset_ = v; }
+  /// The model being differentiated (set by the builder): rules that differentiate a subgraph
+  /// or their own expansion pass it on to differentiate_nodes.
+  const Model& model() const;
+  void set_model(const Model* m) { model_ = m; }
+  /// The graph the rule emits into (where the forward node lives).
+  Graph& graph() { return g_; }
+
+  // ---- values the node's subgraphs read from this graph (If/Loop: Node::implicit_inputs) ----
+  /// True when outer value v, read inside a subgraph of the node, needs a gradient.
+  bool wants_implicit(const Value* v) const;
+  void set_wants_implicit(std::vector<Value*> vs) { implicit_wants_ = std::move(vs); }
+  const std::vector<Value*>& implicit_wants() const { return implicit_wants_; }
+  /// Records the gradient of the implicitly read value v.
+  void set_dimplicit(Value* v, Value* g);
+  const std::map<Value*, Value*>& implicit_dins() const { return implicit_dins_; }
 
   // ---- emission helpers: each adds one node (or initializer) to the graph ----
   /// One-output node.
@@ -93,7 +108,10 @@ class GradContext {
   std::vector<Value*> douts_;
   std::vector<bool> wants_;
   std::vector<Value*> dins_;
+  std::vector<Value*> implicit_wants_;
+  std::map<Value*, Value*> implicit_dins_;
   int64_t opset_ = 0;
+  const Model* model_ = nullptr;
 };
 
 using GradRule = std::function<void(GradContext&)>;
@@ -111,6 +129,16 @@ class RuleTable {
 
 /// All rules, built once.
 const RuleTable& gradient_rules();
+
+/// The builder's core (training_graph.cpp), for rules that differentiate a subgraph (If
+/// branches, Loop bodies) or their own expansion into other ops (RNN/GRU/LSTM): appends to `g`
+/// the backward of `order` (nodes of `g` in topological order; nodes left out are treated as
+/// constants), seeded with `seeds` (value -> incoming gradient). Returns the gradient of each
+/// `wrt` value (zeros where none flows).
+std::map<Value*, Value*> differentiate_nodes(const Model& model, Graph& g,
+                                             const std::vector<Node*>& order,
+                                             const std::map<Value*, Value*>& seeds,
+                                             const std::vector<Value*>& wrt);
 
 // One registration function per op family (rules_<family>.cpp).
 // Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Reciprocal Sin Cos Min Max Sum Mean Clip Where Cast Identity
@@ -135,5 +163,9 @@ void add_nn_rules(RuleTable& t);
 void add_norm_rules(RuleTable& t);
 // SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
 void add_loss_rules(RuleTable& t);
+// If Loop
+void add_control_flow_rules(RuleTable& t);
+// RNN GRU LSTM
+void add_rnn_rules(RuleTable& t);
 
 }  // namespace onyx::autodiff

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "autodiff/gradient_rules.h"
+#include "autodiff/subgraph.h"
 #include "graph/error.h"
 #include "graph/opset_upgrade.h"
 #include "graph/onnx_io.h"
@@ -20,7 +21,8 @@ bool non_differentiable_input(const Node& n, int i) {
       {"Dropout", {1, 2}},       {"Clip", {1, 2}},    {"Pad", {1, 2, 3}},
       {"Resize", {1, 2, 3}},     {"Upsample", {1}},   {"BatchNormalization", {3, 4}},
       {"ConstantOfShape", {0}},  {"Range", {0, 1, 2}},    {"CastLike", {1}},
-      {"SoftmaxCrossEntropyLoss", {2}}, {"NegativeLogLikelihoodLoss", {2}}};
+      {"SoftmaxCrossEntropyLoss", {2}}, {"NegativeLogLikelihoodLoss", {2}},
+      {"Loop", {0, 1}},          {"If", {0}}};
   auto it = table.find(n.op_type);
   return it != table.end() && std::find(it->second.begin(), it->second.end(), i) != it->second.end();
 }
@@ -105,10 +107,10 @@ Value* find_or_throw(const Graph& g, const std::string& name, const char* what) 
 
 }  // namespace
 
-std::map<Value*, Value*> differentiate(Model& model, const std::map<Value*, Value*>& seeds,
-                                       const std::vector<Value*>& wrt) {
-  Graph& g = *model.graph;
-  std::vector<Node*> order = g.topological_order();
+std::map<Value*, Value*> differentiate_nodes(const Model& model, Graph& g,
+                                             const std::vector<Node*>& order,
+                                             const std::map<Value*, Value*>& seeds,
+                                             const std::vector<Value*>& wrt) {
   Reach r = analyze(order, seeds, wrt);
   std::map<Value*, std::vector<Value*>> contrib;
   std::map<Value*, Value*> total;
@@ -143,23 +145,31 @@ std::map<Value*, Value*> differentiate(Model& model, const std::map<Value*, Valu
       wants[i] = n->inputs[i] && r.rel.count(n->inputs[i]) && !non_differentiable_input(*n, static_cast<int>(i));
       wanted = wanted || wants[i];
     }
+    std::vector<Value*> implicit;
     for (Value* v : n->implicit_inputs)
-      ONYX_CHECK(!r.rel.count(v), "[autodiff] {} reads '{}' inside a subgraph on the path from the "
-                 "parameters to the loss; gradients through control flow are not supported",
-                 n->label(), v->name);
-    if (!wanted) continue;
+      if (r.rel.count(v)) implicit.push_back(v);
+    if (!wanted && implicit.empty()) continue;
     const GradRule* rule = gradient_rules().find(n->op_type);
     ONYX_CHECK(rule && canonical_domain(n->domain).empty(),
                "[autodiff] no gradient rule for op {} ({}), which lies between the trainable "
                "parameters and the loss", n->op_type, n->label());
     GradContext c(g, *n, douts, wants);
     c.set_opset(model.opset(""));
+    c.set_model(&model);
+    c.set_wants_implicit(implicit);
     (*rule)(c);
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       if (!wants[i]) continue;
       ONYX_CHECK(c.dins()[i], "[autodiff] the gradient rule of {} gives no gradient for input {} ('{}')",
                  n->label(), i, n->inputs[i]->name);
       contrib[n->inputs[i]].push_back(c.dins()[i]);
+    }
+    for (Value* v : implicit) {
+      auto d = c.implicit_dins().find(v);
+      ONYX_CHECK(d != c.implicit_dins().end(), "[autodiff] {} reads '{}' inside a subgraph on the "
+                 "path from the parameters to the loss; gradients through the subgraphs of {} are "
+                 "not supported", n->label(), v->name, n->op_type);
+      contrib[v].push_back(d->second);
     }
   }
   std::map<Value*, Value*> grads;
@@ -177,6 +187,12 @@ std::map<Value*, Value*> differentiate(Model& model, const std::map<Value*, Valu
     grads[w] = gv;
   }
   return grads;
+}
+
+std::map<Value*, Value*> differentiate(Model& model, const std::map<Value*, Value*>& seeds,
+                                       const std::vector<Value*>& wrt) {
+  Graph& g = *model.graph;
+  return differentiate_nodes(model, g, g.topological_order(), seeds, wrt);
 }
 
 namespace {
@@ -285,6 +301,59 @@ TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
   return tg;
 }
 
+namespace {
+
+/// The nodes of `order` on a path from the parameters to the seeds (as `r` tells) that cannot
+/// be differentiated, looking inside the subgraphs of If and Loop nodes; `prefix` qualifies the
+/// names of nodes inside subgraphs ("loop/body_node").
+void find_missing(const std::vector<Node*>& order, const Reach& r, const std::string& prefix,
+                  std::vector<MissingGradient>& out) {
+  for (Node* n : order) {
+    bool out_rel = std::any_of(n->outputs.begin(), n->outputs.end(),
+                               [&](Value* o) { return o && r.rel.count(o); });
+    if (!out_rel) continue;
+    bool wanted = false;
+    for (int i = 0; i < n->num_inputs(); ++i)
+      wanted = wanted || (n->inputs[i] && r.rel.count(n->inputs[i]) && !non_differentiable_input(*n, i));
+    std::set<std::string> implicit;
+    for (Value* v : n->implicit_inputs)
+      if (r.rel.count(v)) implicit.insert(v->name);
+    if (!wanted && implicit.empty()) continue;
+    const std::string name = prefix + n->name, dom = canonical_domain(n->domain);
+    const bool control_flow = dom.empty() && (n->op_type == "If" || n->op_type == "Loop");
+    if (!control_flow) {
+      if (!gradient_rules().find(n->op_type) || !dom.empty())
+        out.push_back({name, n->op_type, dom, implicit.empty() ? "no gradient rule"
+                                                                : "no gradient rule (a subgraph reads a trained value)"});
+      continue;
+    }
+    // If/Loop: what their subgraphs compute from the trained values must be differentiable.
+    for (const auto& [an, a] : n->attrs) {
+      if (!a.g) continue;
+      Graph& sg = *a.g;
+      std::vector<Value*> wrt;
+      for (const auto& nm : implicit)
+        if (Value* v = sg.find_value(nm)) wrt.push_back(v);
+      if (n->op_type == "Loop")
+        for (size_t i = 2; i < sg.inputs.size(); ++i) {
+          const ValueType& t = sg.inputs[i]->type;
+          if (!t.is_tensor())
+            out.push_back({name, n->op_type, dom, fmt::format("loop-carried value '{}' is not a "
+                                                              "tensor", sg.inputs[i]->name)});
+          else if (is_float(t.elem))
+            wrt.push_back(sg.inputs[i]);
+        }
+      std::map<Value*, Value*> seeds;
+      for (Value* o : sg.outputs)
+        if (o) seeds[o] = o;
+      std::vector<Node*> inner = sg.topological_order();
+      find_missing(inner, analyze(inner, seeds, wrt), name + "/", out);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<MissingGradient> missing_gradients(const Model& forward) {
   auto m = clone_model(forward);
   check_opset(*m);
@@ -297,23 +366,8 @@ std::vector<MissingGradient> missing_gradients(const Model& forward) {
   for (Value* o : g.outputs)
     if (o) seeds[o] = o;
   const std::vector<Node*> order = g.topological_order();
-  Reach r = analyze(order, seeds, cands);
   std::vector<MissingGradient> out;
-  for (Node* n : order) {
-    bool out_rel = std::any_of(n->outputs.begin(), n->outputs.end(),
-                               [&](Value* o) { return o && r.rel.count(o); });
-    if (!out_rel) continue;
-    bool wanted = false;
-    for (int i = 0; i < n->num_inputs(); ++i)
-      wanted = wanted || (n->inputs[i] && r.rel.count(n->inputs[i]) && !non_differentiable_input(*n, i));
-    bool implicit = std::any_of(n->implicit_inputs.begin(), n->implicit_inputs.end(),
-                                [&](Value* v) { return r.rel.count(v) > 0; });
-    if (implicit)
-      out.push_back({n->name, n->op_type, canonical_domain(n->domain),
-                     "a subgraph reads a trained value (control flow)"});
-    else if (wanted && (!gradient_rules().find(n->op_type) || !canonical_domain(n->domain).empty()))
-      out.push_back({n->name, n->op_type, canonical_domain(n->domain), "no gradient rule"});
-  }
+  find_missing(order, analyze(order, seeds, cands), "", out);
   return out;
 }
 
@@ -402,8 +456,14 @@ BackwardGraphs build_backward_graphs(const Model& forward, const std::vector<std
   }
   std::vector<std::string> saved, wrt_read;
   std::set<std::string> seen;
+  // What a node reads: its inputs and what its subgraphs read from this graph.
+  auto reads = [](const Node* n) {
+    std::vector<Value*> r = n->inputs;
+    r.insert(r.end(), n->implicit_inputs.begin(), n->implicit_inputs.end());
+    return r;
+  };
   for (const Node* n : bwd_nodes)
-    for (Value* in : n->inputs) {
+    for (Value* in : reads(n)) {
       if (!in || produced_bwd.count(in->name) || seed_names.count(in->name) || seen.count(in->name)) continue;
       seen.insert(in->name);
       if (wrt_set.count(in->name)) {
@@ -420,13 +480,7 @@ BackwardGraphs build_backward_graphs(const Model& forward, const std::vector<std
       v->type = g.find_value(nm)->type;
       b.inputs.push_back(v);
     }
-  for (const Node* n : bwd_nodes) {
-    std::vector<Value*> ins, outs;
-    for (Value* v : n->inputs) ins.push_back(v ? b.get_or_add_value(v->name) : nullptr);
-    for (Value* v : n->outputs) outs.push_back(v ? b.get_or_add_value(v->name) : nullptr);
-    Node* c = b.add_node(n->op_type, ins, outs, n->domain, n->name);
-    c->attrs = n->attrs;
-  }
+  for (const Node* n : bwd_nodes) copy_node(b, *n);
   for (Value* go : grad_outs) {
     Value* v = b.find_value(go->name);
     b.outputs.push_back(v);
@@ -443,7 +497,7 @@ BackwardGraphs build_backward_graphs(const Model& forward, const std::vector<std
     if (g.is_initializer(w)) make_overridable_input(g, w);
   std::set<std::string> keep_inits;
   for (const auto& n : g.nodes())
-    for (Value* v : n->inputs)
+    for (Value* v : reads(n.get()))
       if (v) keep_inits.insert(v->name);
   for (auto it = g.initializers.begin(); it != g.initializers.end();)
     it = keep_inits.count(it->first) || wrt_set.count(it->first) ? std::next(it) : g.initializers.erase(it);

@@ -52,13 +52,14 @@ std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& lo
 
 /// A node that training would need a gradient through but cannot differentiate.
 struct MissingGradient {
-  std::string node, op_type, domain;
-  std::string why;  // "no gradient rule", or "control flow reads a trained value"
+  std::string node, op_type, domain;  // node: "loop/body_node" for a node inside a subgraph
+  std::string why;  // "no gradient rule", or what a Loop cannot differentiate
 };
 
 /// Every node on a differentiable path from a float initializer to an output of `forward`
-/// that has no gradient rule (or reads such a path inside a subgraph), in graph order:
-/// what `onyx gradcheck` and the front doors report before anything runs. Empty: trainable.
+/// that has no gradient rule, in graph order, looking into the If branches and Loop bodies
+/// that read such a path: what `onyx gradcheck` and the front doors report before anything
+/// runs. Empty: trainable.
 std::vector<MissingGradient> missing_gradients(const Model& forward);
 
 /// Forward/backward split for callers that own the loss.

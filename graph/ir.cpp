@@ -111,10 +111,15 @@ Value* Graph::get_or_add_value(const std::string& n) {
 }
 
 Value* Graph::add_unique_value(const std::string& hint) {
+  auto taken = [&](const std::string& n) {
+    for (const Graph* g = this; g; g = g->parent)
+      if (g->values_.count(n)) return true;
+    return false;
+  };
   std::string n;
   do {
     n = fmt::format("{}__{}", hint, unique_counter_++);
-  } while (values_.count(n));
+  } while (taken(n));
   return get_or_add_value(n);
 }
 

@@ -174,7 +174,8 @@ class Graph {
   Value* find_value(const std::string& n) const;
   /// The value named `n`, created (untyped) when missing.
   Value* get_or_add_value(const std::string& n);
-  /// A new value with a name unique in this graph, derived from `hint`.
+  /// A new value with a name unique in this graph and the graphs enclosing it (so a new
+  /// subgraph value never shadows an outer one), derived from `hint`.
   Value* add_unique_value(const std::string& hint);
   /// Adds an initializer (and its value); replaces one of the same name.
   Value* add_initializer(const std::string& n, Tensor t);

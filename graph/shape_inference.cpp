@@ -479,6 +479,63 @@ void constant_of_shape(Ctx& c) {
   }
 }
 
+/// The type both `a` and `b` fit: dims they disagree on become unknown, ranks they disagree on
+/// an unknown shape.
+ValueType merge_types(const ValueType& a, const ValueType& b) {
+  if (!a.is_tensor() || !b.is_tensor()) return a.kind != ValueType::Kind::Unknown ? a : b;
+  ValueType r = ValueType::tensor(a.elem != DataType::Undefined ? a.elem : b.elem);
+  if (a.shape && b.shape && a.shape->size() == b.shape->size()) {
+    r.shape = *a.shape;
+    for (size_t i = 0; i < r.shape->size(); ++i)
+      if (!((*a.shape)[i] == (*b.shape)[i])) (*r.shape)[i] = Dim{};
+  }
+  return r;
+}
+
+const Graph* graph_attr(const Node& n, const char* name) {
+  const Attribute* a = n.attr(name);
+  return a && a->g ? a->g.get() : nullptr;
+}
+
+// If: each output as both branches type it.
+void if_op(Ctx& c) {
+  const Graph *t = graph_attr(c.node, "then_branch"), *e = graph_attr(c.node, "else_branch");
+  if (!t || !e) return;
+  for (size_t o = 0; o < c.out.size() && o < t->outputs.size() && o < e->outputs.size(); ++o)
+    c.out[o] = merge_types(t->outputs[o]->type, e->outputs[o]->type);
+}
+
+// Loop: carried values as the body returns them (merged with their initial value), scan
+// outputs stacked along a new leading axis of run-time length.
+void loop_op(Ctx& c) {
+  const Graph* body = graph_attr(c.node, "body");
+  if (!body) return;
+  size_t n = static_cast<size_t>(std::max(0, c.node.num_inputs() - 2));
+  for (size_t o = 0; o < c.out.size() && 1 + o < body->outputs.size(); ++o) {
+    const ValueType& t = body->outputs[1 + o]->type;
+    if (o < n) {
+      const ValueType* init = c.in(static_cast<int>(2 + o));
+      c.out[o] = init && t.kind != ValueType::Kind::Unknown ? merge_types(t, *init) : t;
+    } else {
+      c.out[o] = t;
+      if (t.is_tensor() && t.shape) c.out[o].shape->insert(c.out[o].shape->begin(), Dim{});
+    }
+  }
+}
+
+// RNN/GRU/LSTM: Y [S, D, B, H] (layout 1: [B, S, D, H]); Y_h, Y_c [D, B, H] ([B, D, H]).
+void recurrent(Ctx& c) {
+  auto x = c.in_shape(0);
+  if (!x || x->size() != 3) return;
+  bool layout = c.node.attr_int("layout", 0) != 0;
+  Dim S = (*x)[layout ? 1 : 0], B = (*x)[layout ? 0 : 1];
+  Dim D = Dim::fixed(c.node.attr_string("direction", "forward") == "bidirectional" ? 2 : 1);
+  Dim H = c.node.has_attr("hidden_size") ? Dim::fixed(c.node.attr_int("hidden_size", 0)) : Dim{};
+  if (auto r = c.in_shape(2); !H.is_fixed() && r && r->size() == 3) H = (*r)[2];
+  c.set_shape(0, layout ? SymShape{B, S, D, H} : SymShape{S, D, B, H});
+  for (int o = 1; o < 3; ++o) c.set_shape(o, layout ? SymShape{B, D, H} : SymShape{D, B, H});
+}
+
 const std::unordered_map<std::string, Rule>& rules() {
   static const std::unordered_map<std::string, Rule> table = [] {
     std::unordered_map<std::string, Rule> t;
@@ -491,7 +548,7 @@ const std::unordered_map<std::string, Rule>& rules() {
           "InstanceNormalization", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
           "Asinh", "Acosh", "Atanh", "IsNaN", "IsInf", "Mish", "Celu", "ThresholdedRelu",
           "Shrink", "LpNormalization", "Trilu", "Bernoulli", "BitwiseNot", "GroupNormalization",
-          "RMSNormalization", "MeanVarianceNormalization", "LRN", "Swish"})
+          "RMSNormalization", "MeanVarianceNormalization", "LRN", "Swish", "ReverseSequence"})
       t[op] = same_shape;
     for (const char* op :
          {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Min", "Max", "Sum", "Mean", "Equal", "Less",
@@ -522,6 +579,9 @@ const std::unordered_map<std::string, Rule>& rules() {
     t["Range"] = range;
     t["Split"] = split;
     t["LayerNormalization"] = layer_norm;
+    t["If"] = if_op;
+    t["Loop"] = loop_op;
+    for (const char* op : {"RNN", "GRU", "LSTM"}) t[op] = recurrent;
     return t;
   }();
   return table;
@@ -588,11 +648,33 @@ void infer_node(const Model& model, const Graph& g, Node& node, shape_values::Kn
   shape_values::propagate(node, g, known);
 }
 
+/// Types a subgraph's reads of outer values from `outer` (the graph of the node holding it),
+/// and a Loop body's inputs from the Loop's, where the model left them untyped.
+void type_subgraph_inputs(const Graph& outer, const Node& n, Graph& sg) {
+  for (const auto& [name, v] : sg.values()) {
+    if (v->type.kind != ValueType::Kind::Unknown || v->producer || sg.initializers.count(name)) continue;
+    if (std::find(sg.inputs.begin(), sg.inputs.end(), v.get()) != sg.inputs.end()) continue;
+    if (const Value* o = outer.find_value(name)) v->type = o->type;
+  }
+  if (n.op_type != "Loop" || !n.domain.empty()) return;
+  for (size_t i = 0; i < sg.inputs.size(); ++i) {
+    ValueType& t = sg.inputs[i]->type;
+    if (t.kind != ValueType::Kind::Unknown) continue;
+    if (i == 0) t = ValueType::tensor(DataType::Int64, SymShape{});
+    else if (i == 1) t = ValueType::tensor(DataType::Bool, SymShape{});
+    else if (n.has_input(static_cast<int>(i))) t = n.inputs[i]->type;
+  }
+}
+
 void infer_graph(const Model& model, Graph& g, shape_values::Known& known) {
   for (Node* n : g.topological_order()) {
     for (auto& [an, a] : n->attrs) {
-      if (a.g) infer_graph(model, *a.g, known);
-      for (auto& sg : a.graphs) infer_graph(model, *sg, known);
+      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
+      if (a.g) subs.push_back(a.g);
+      for (auto& sg : subs) {
+        type_subgraph_inputs(g, *n, *sg);
+        infer_graph(model, *sg, known);
+      }
     }
     infer_node(model, g, *n, known);
   }
@@ -622,6 +704,21 @@ std::optional<SymShape> broadcast_shapes(const SymShape& a, const SymShape& b) {
 void infer_types_and_shapes(Model& model) {
   shape_values::Known known;
   infer_graph(model, *model.graph, known);
+}
+
+void infer_subgraph_types(const Model& model, Graph& g) {
+  if (g.parent)
+    for (const auto& [name, v] : g.values()) {
+      if (v->type.kind != ValueType::Kind::Unknown || v->producer || g.initializers.count(name)) continue;
+      if (std::find(g.inputs.begin(), g.inputs.end(), v.get()) != g.inputs.end()) continue;
+      for (const Graph* o = g.parent; o; o = o->parent)
+        if (const Value* ov = o->find_value(name); ov && ov->type.kind != ValueType::Kind::Unknown) {
+          v->type = ov->type;
+          break;
+        }
+    }
+  shape_values::Known known;
+  infer_graph(model, g, known);
 }
 
 }  // namespace onyx

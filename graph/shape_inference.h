@@ -12,6 +12,10 @@ namespace onyx {
 /// int64, or Relu of a string tensor).
 void infer_types_and_shapes(Model& model);
 
+/// The same for one graph of `model` that is being built (a subgraph not yet attached): the
+/// outer values it reads are typed from its enclosing graphs (Graph::parent) first.
+void infer_subgraph_types(const Model& model, Graph& g);
+
 /// numpy-style broadcast of two symbolic shapes; nullopt when they cannot broadcast.
 std::optional<SymShape> broadcast_shapes(const SymShape& a, const SymShape& b);
 

@@ -86,6 +86,32 @@ TEST(GradCheck, MissingRulesAreListedAndRefused) {
   }
 }
 
+// What torch.onnx writes for a batch-first bidirectional nn.LSTM with a linear head on the last
+// step: x [B, S, 5] -> Transpose -> LSTM -> Transpose -> Reshape [S, B, 8] -> Gather(S - 1)
+// -> Gemm. Float32 with symbolic batch and sequence: trainable, and right to 1e-6 in float64.
+TEST(GradCheck, TorchStyleBidirectionalLstm) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::symbol("B"), Dim::symbol("S"), Dim::fixed(5)});
+  b.initializer("W", randn({2, 16, 5}, 11)).initializer("R", randn({2, 16, 4}, 12));
+  b.initializer("Bias", randn({2, 32}, 13)).initializer("head_w", randn({3, 8}, 14));
+  b.initializer("head_b", randn({3}, 15)).initializer("last", Tensor::scalar<int64_t>(-1));
+  b.initializer("shape", Tensor::from_vector<int64_t>({3}, {0, 0, -1}));
+  test::set_attrs(b.node("Transpose", {"x"}, {"xt"}), {test::attr_ints("perm", {1, 0, 2})});
+  Node& lstm = b.node("LSTM", {"xt", "W", "R", "Bias"}, {"y", "y_h", "y_c"});
+  test::set_attrs(lstm, {test::attr_int("hidden_size", 4), test::attr_string("direction", "bidirectional")});
+  test::set_attrs(b.node("Transpose", {"y"}, {"yt"}), {test::attr_ints("perm", {0, 2, 1, 3})});
+  b.node("Reshape", {"yt", "shape"}, {"seq"});
+  b.node("Gather", {"seq", "last"}, {"final"});
+  test::set_attrs(b.node("Gemm", {"final", "head_w", "head_b"}, {"logits"}), {test::attr_int("transB", 1)});
+  b.output("logits");
+  auto m = b.build();
+  EXPECT_TRUE(autodiff::missing_gradients(*m).empty());
+  GradCheckReport r = check_model_gradients(*m, {{"x", randn({2, 5, 5}, 16, 1.0f)}}, {.elements_per_param = 8});
+  ASSERT_EQ(r.params.size(), 5u);
+  EXPECT_TRUE(r.passed());
+  EXPECT_LT(r.worst()->relative_error, 1e-6) << r.worst()->name;
+}
+
 class CliGradcheck : public test::CliProcessTest {};
 
 TEST_F(CliGradcheck, PassesListsAndFails) {
