@@ -207,6 +207,7 @@ const RuleTable& gradient_rules() {
     add_nn_rules(t);
     add_norm_rules(t);
     add_loss_rules(t);
+    add_attention_rules(t);
     return t;
   }();
   return table;

@@ -135,5 +135,7 @@ void add_nn_rules(RuleTable& t);
 void add_norm_rules(RuleTable& t);
 // SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
 void add_loss_rules(RuleTable& t);
+// Attention RotaryEmbedding
+void add_attention_rules(RuleTable& t);
 
 }  // namespace onyx::autodiff

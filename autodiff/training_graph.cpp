@@ -20,6 +20,7 @@ bool non_differentiable_input(const Node& n, int i) {
       {"Dropout", {1, 2}},       {"Clip", {1, 2}},    {"Pad", {1, 2, 3}},
       {"Resize", {1, 2, 3}},     {"Upsample", {1}},   {"BatchNormalization", {3, 4}},
       {"ConstantOfShape", {0}},  {"Range", {0, 1, 2}},    {"CastLike", {1}},
+      {"RotaryEmbedding", {1, 2}},
       {"SoftmaxCrossEntropyLoss", {2}}, {"NegativeLogLikelihoodLoss", {2}}};
   auto it = table.find(n.op_type);
   return it != table.end() && std::find(it->second.begin(), it->second.end(), i) != it->second.end();

@@ -466,6 +466,40 @@ void layer_norm(Ctx& c) {
   }
 }
 
+// Attention (opset 23+): Y [B, Hq, Sq, Dv] (4-D inputs) or [B, Sq, Hq*Dv] (3-D, heads from
+// q_num_heads / kv_num_heads); present_key/value [B, Hk, P+Skv, D]; qk_matmul_output
+// [B, Hq, Sq, P+Skv].
+void attention(Ctx& c) {
+  auto q = c.in_shape(0), k = c.in_shape(1), v = c.in_shape(2);
+  if (!q || !k || !v || q->size() != k->size() || q->size() != v->size()) return;
+  auto div = [](const Dim& d, int64_t h) {
+    return d.is_fixed() && h > 0 ? Dim::fixed(d.value / h) : Dim{};
+  };
+  SymShape y;
+  Dim hq, hk, sq, skv, dq, dv;
+  if (q->size() == 4) {
+    hq = (*q)[1], hk = (*k)[1], sq = (*q)[2], skv = (*k)[2], dq = (*q)[3], dv = (*v)[3];
+    y = {(*q)[0], hq, sq, dv};
+  } else if (q->size() == 3) {
+    int64_t nq = c.node.attr_int("q_num_heads", 0), nk = c.node.attr_int("kv_num_heads", 0);
+    if (nq <= 0 || nk <= 0) return;
+    hq = Dim::fixed(nq), hk = Dim::fixed(nk), sq = (*q)[1], skv = (*k)[1];
+    dq = div((*q)[2], nq), dv = div((*v)[2], nk);
+    Dim hidden = nq == nk ? (*v)[2] : dv.is_fixed() ? Dim::fixed(nq * dv.value) : Dim{};
+    y = {(*q)[0], sq, hidden};
+  } else {
+    return;
+  }
+  c.set_shape(0, y);
+  if (auto past = c.in_shape(4); past && past->size() == 4)
+    skv = (*past)[2].is_fixed() && skv.is_fixed() ? Dim::fixed((*past)[2].value + skv.value)
+                                                  : Dim{};
+  Dim b = (*q)[0];
+  c.set_shape(1, {b, hk, skv, dq});
+  c.set_shape(2, {b, hk, skv, dv});
+  c.set_shape(3, {b, hq, sq, skv});
+}
+
 void constant_of_shape(Ctx& c) {
   DataType dt = DataType::Float;
   if (const Attribute* a = c.node.attr("value"); a && a->type == Attribute::Type::Tensor) dt = a->t.dtype();
@@ -491,7 +525,7 @@ const std::unordered_map<std::string, Rule>& rules() {
           "InstanceNormalization", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
           "Asinh", "Acosh", "Atanh", "IsNaN", "IsInf", "Mish", "Celu", "ThresholdedRelu",
           "Shrink", "LpNormalization", "Trilu", "Bernoulli", "BitwiseNot", "GroupNormalization",
-          "RMSNormalization", "MeanVarianceNormalization", "LRN", "Swish"})
+          "RMSNormalization", "MeanVarianceNormalization", "LRN", "Swish", "RotaryEmbedding"})
       t[op] = same_shape;
     for (const char* op :
          {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Min", "Max", "Sum", "Mean", "Equal", "Less",
@@ -522,6 +556,7 @@ const std::unordered_map<std::string, Rule>& rules() {
     t["Range"] = range;
     t["Split"] = split;
     t["LayerNormalization"] = layer_norm;
+    t["Attention"] = attention;
     return t;
   }();
   return table;
