@@ -208,9 +208,15 @@ const RuleTable& gradient_rules() {
     add_norm_rules(t);
     add_loss_rules(t);
     add_attention_rules(t);
+    add_spatial_rules(t);
     return t;
   }();
   return table;
+}
+
+const std::vector<std::pair<std::string, std::string>>& rewritten_op_types() {
+  static const std::vector<std::pair<std::string, std::string>> ops = {{"", "Upsample"}};
+  return ops;
 }
 
 }  // namespace onyx::autodiff

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/ir.h"
@@ -112,6 +113,11 @@ class RuleTable {
 /// All rules, built once.
 const RuleTable& gradient_rules();
 
+/// Ops that train without a rule of their own, as (canonical domain, op type): the builder
+/// rewrites them into ops that have rules before differentiating (Upsample into its opset-13
+/// Resize form).
+const std::vector<std::pair<std::string, std::string>>& rewritten_op_types();
+
 // One registration function per op family (rules_<family>.cpp).
 // Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Reciprocal Sin Cos Min Max Sum Mean Clip Where Cast Identity
 // Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh CastLike Mod Sign Floor Ceil Round
@@ -137,5 +143,7 @@ void add_norm_rules(RuleTable& t);
 void add_loss_rules(RuleTable& t);
 // Attention RotaryEmbedding
 void add_attention_rules(RuleTable& t);
+// Resize
+void add_spatial_rules(RuleTable& t);
 
 }  // namespace onyx::autodiff

@@ -500,6 +500,41 @@ void attention(Ctx& c) {
   c.set_shape(3, {b, hq, sq, skv});
 }
 
+// Resize (and Upsample): X's rank; a resized axis' size from constant sizes, or floor(scale *
+// in) from constant scales (the input's own dim where the scale is 1), else unknown.
+void resize(Ctx& c) {
+  auto s = c.in_shape(0);
+  if (!s) return;
+  SymShape r = *s;
+  std::vector<int64_t> axes = c.node.attr_ints("axes");
+  for (int64_t& a : axes) a = norm_axis(a, s->size());
+  if (axes.empty())
+    for (size_t a = 0; a < s->size(); ++a) axes.push_back(static_cast<int64_t>(a));
+  for (int64_t a : axes) {
+    if (a < 0 || a >= static_cast<int64_t>(r.size())) return;
+    r[a] = Dim{};
+  }
+  const bool legacy = c.node.num_inputs() == 2;  // Resize-10, Upsample-9: (X, scales)
+  const Value* sv = c.node.has_input(legacy ? 1 : 2) ? c.node.inputs[legacy ? 1 : 2] : nullptr;
+  const Tensor* st = sv ? c.graph.initializer(sv) : nullptr;
+  std::optional<std::vector<int64_t>> sizes;
+  if (!legacy && c.node.has_input(3)) sizes = c.values_in(3);
+  bool stretch = c.node.attr_string("keep_aspect_ratio_policy", "stretch") == "stretch";
+  if (sizes && !sizes->empty() && sizes->size() == axes.size() && stretch) {
+    for (size_t i = 0; i < axes.size(); ++i) r[axes[i]] = Dim::fixed((*sizes)[i]);
+  } else if (st && st->numel() == static_cast<int64_t>(axes.size()) && st->numel() > 0) {
+    auto sc = st->to_double_vector();
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const Dim& in = (*s)[axes[i]];
+      if (sc[i] == 1.0)
+        r[axes[i]] = in;
+      else if (in.is_fixed())
+        r[axes[i]] = Dim::fixed(static_cast<int64_t>(static_cast<float>(sc[i]) * double(in.value)));
+    }
+  }
+  c.set_shape(0, r);
+}
+
 void constant_of_shape(Ctx& c) {
   DataType dt = DataType::Float;
   if (const Attribute* a = c.node.attr("value"); a && a->type == Attribute::Type::Tensor) dt = a->t.dtype();
@@ -557,6 +592,8 @@ const std::unordered_map<std::string, Rule>& rules() {
     t["Split"] = split;
     t["LayerNormalization"] = layer_norm;
     t["Attention"] = attention;
+    t["Resize"] = resize;
+    t["Upsample"] = resize;
     return t;
   }();
   return table;
