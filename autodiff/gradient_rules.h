@@ -134,7 +134,7 @@ void add_shape_rules(RuleTable& t);
 void add_reduce_rules(RuleTable& t);
 // MatMul Gemm Einsum
 void add_linalg_rules(RuleTable& t);
-// Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool
+// Conv ConvTranspose MaxPool AveragePool LpPool GlobalAveragePool GlobalMaxPool
 void add_nn_rules(RuleTable& t);
 // BatchNormalization LayerNormalization RMSNormalization GroupNormalization InstanceNormalization
 // LpNormalization MeanVarianceNormalization LRN
