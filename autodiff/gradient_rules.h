@@ -143,7 +143,7 @@ void add_norm_rules(RuleTable& t);
 void add_loss_rules(RuleTable& t);
 // Attention RotaryEmbedding
 void add_attention_rules(RuleTable& t);
-// Resize
+// Resize GridSample
 void add_spatial_rules(RuleTable& t);
 
 }  // namespace onyx::autodiff

@@ -535,6 +535,15 @@ void resize(Ctx& c) {
   c.set_shape(0, r);
 }
 
+// GridSample: [N, C] of X, then the grid's spatial dims.
+void grid_sample(Ctx& c) {
+  auto x = c.in_shape(0), grid = c.in_shape(1);
+  if (!x || !grid || x->size() < 3 || grid->size() != x->size()) return;
+  SymShape r = {(*x)[0], (*x)[1]};
+  r.insert(r.end(), grid->begin() + 1, grid->end() - 1);
+  c.set_shape(0, r);
+}
+
 void constant_of_shape(Ctx& c) {
   DataType dt = DataType::Float;
   if (const Attribute* a = c.node.attr("value"); a && a->type == Attribute::Type::Tensor) dt = a->t.dtype();
@@ -594,6 +603,7 @@ const std::unordered_map<std::string, Rule>& rules() {
     t["Attention"] = attention;
     t["Resize"] = resize;
     t["Upsample"] = resize;
+    t["GridSample"] = grid_sample;
     return t;
   }();
   return table;

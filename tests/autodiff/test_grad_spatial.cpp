@@ -1,7 +1,11 @@
 // Finite-difference checks of the spatial resampling gradient rules (float64): Resize (nearest,
 // linear, cubic; every coordinate_transformation_mode; up- and downsampling; scales and sizes;
 // 1-D, 2-D and 3-D; axes, antialias, tf_crop_and_resize) and Upsample (opset 7 and 9, trained
-// through its Resize form).
+// through its Resize form); GridSample (bilinear and nearest, zeros and border padding,
+// align_corners, 1-D to 3-D), with gradients to X and to the grid.
+#include <cmath>
+#include <random>
+
 #include "grad_check.h"
 
 namespace onyx::test {
@@ -143,6 +147,89 @@ TEST(GradSpatial, ResizeKeepAspectRatioIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("keep_aspect_ratio_policy"), std::string::npos)
         << e.what();
+  }
+}
+
+}  // namespace onyx::test
+
+// ---------------------------------------------------------------- GridSample
+
+namespace onyx::test {
+
+namespace {
+
+/// Grid values for X's spatial `sizes` ([N, points..., r], the innermost axis first): pixel
+/// coordinates from -1.3 to size + 0.3 (some outside X), kept 0.1 from where a tap changes
+/// (integers; half-integers for nearest), so central differences stay inside one cell.
+std::vector<double> grid_values(int64_t count, const std::vector<int64_t>& sizes, bool align,
+                                bool nearest, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t r = static_cast<int64_t>(sizes.size());
+  std::vector<double> v;
+  for (int64_t p = 0; p < count; ++p)
+    for (int64_t k = 0; k < r; ++k) {
+      const double s = static_cast<double>(sizes[r - 1 - k]);
+      double px = std::uniform_real_distribution<double>(-1.3, s + 0.3)(rng);
+      const double base = nearest ? px - 0.5 : px, f = base - std::floor(base);
+      if (f < 0.1) px += 0.1;
+      if (f > 0.9) px -= 0.1;
+      v.push_back(align ? 2 * px / (s - 1) - 1 : (2 * px + 1) / s - 1);
+    }
+  return v;
+}
+
+/// GridSample of x [N, C, sizes...] at a grid [N, points..., r], both parameters.
+void grid_sample(Shape xs, Shape gs, const char* mode, const char* padding, int align,
+                 int64_t opset) {
+  std::vector<int64_t> sizes(xs.begin() + 2, xs.end());
+  int64_t count = shape_numel(gs) / static_cast<int64_t>(sizes.size());
+  bool nearest = std::string(mode) == "nearest";
+  GradInput grid = PV("grid", gs, grid_values(count, sizes, align != 0, nearest, 7));
+  GradCase gc{.op = "GridSample",
+              .inputs = {P("x", xs), grid},
+              .attrs = {attr_string("mode", mode), attr_string("padding_mode", padding),
+                        attr_int("align_corners", align)},
+              .opset = opset};
+  // The kernel computes coordinates in float32: a wide eps keeps its rounding small, and
+  // linear sampling is linear in each coordinate inside a cell, so the difference is exact.
+  gc.eps = 1e-2, gc.rtol = 1e-4, gc.atol = 1e-5;
+  check_gradient(gc);
+}
+
+}  // namespace
+
+TEST(GradSpatial, GridSampleBilinear) {
+  for (const char* pad : {"zeros", "border"})
+    for (int align : {0, 1}) {
+      SCOPED_TRACE(fmt::format("{} align_corners={}", pad, align));
+      grid_sample({2, 2, 4, 5}, {2, 3, 2, 2}, "bilinear", pad, align, 16);
+      grid_sample({1, 3, 3, 4}, {1, 2, 4, 2}, "linear", pad, align, 20);
+    }
+}
+
+TEST(GradSpatial, GridSampleNearest) {
+  // The grid's gradient is zero: the taps do not move inside a cell.
+  for (const char* pad : {"zeros", "border"})
+    for (int align : {0, 1}) {
+      SCOPED_TRACE(fmt::format("{} align_corners={}", pad, align));
+      grid_sample({2, 2, 4, 5}, {2, 3, 2, 2}, "nearest", pad, align, 16);
+    }
+}
+
+TEST(GradSpatial, GridSampleVolumetricAnd1D) {
+  grid_sample({1, 2, 3, 4, 3}, {1, 2, 2, 2, 3}, "linear", "zeros", 0, 20);
+  grid_sample({1, 2, 3, 4, 3}, {1, 3, 1, 2, 3}, "linear", "border", 1, 20);
+  grid_sample({2, 2, 5}, {2, 4, 1}, "linear", "zeros", 1, 20);
+}
+
+TEST(GradSpatial, GridSampleReflectionAndCubicAreRefused) {
+  for (auto [mode, pad] : {std::pair{"bilinear", "reflection"}, std::pair{"bicubic", "zeros"}}) {
+    try {
+      grid_sample({1, 1, 3, 3}, {1, 2, 2, 2}, mode, pad, 0, 16);
+      ADD_FAILURE() << "no error for " << mode << " " << pad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("gradient supports"), std::string::npos) << e.what();
+    }
   }
 }
 
