@@ -215,7 +215,8 @@ const RuleTable& gradient_rules() {
 }
 
 const std::vector<std::pair<std::string, std::string>>& rewritten_op_types() {
-  static const std::vector<std::pair<std::string, std::string>> ops = {{"", "Upsample"}};
+  static const std::vector<std::pair<std::string, std::string>> ops = {
+      {"", "Upsample"}, {"com.microsoft", "FusedConv"}, {"com.microsoft", "FusedMatMul"}};
   return ops;
 }
 

@@ -115,8 +115,12 @@ const RuleTable& gradient_rules();
 
 /// Ops that train without a rule of their own, as (canonical domain, op type): the builder
 /// rewrites them into ops that have rules before differentiating (Upsample into its opset-13
-/// Resize form).
+/// Resize form; com.microsoft FusedMatMul and FusedConv by defuse_contrib_ops).
 const std::vector<std::pair<std::string, std::string>>& rewritten_op_types();
+
+/// Rewrites the com.microsoft fused ops an optimizer writes (FusedMatMul, FusedConv) into the
+/// ai.onnx ops they fuse (contrib_ops.cpp); onyx::Error for forms it cannot state.
+void defuse_contrib_ops(Model& m);
 
 // One registration function per op family (rules_<family>.cpp).
 // Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Reciprocal Sin Cos Min Max Sum Mean Clip Where Cast Identity

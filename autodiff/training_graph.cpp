@@ -27,8 +27,10 @@ bool non_differentiable_input(const Node& n, int i) {
 }
 
 void check_opset(Model& m) {
-  // Opset 7-12 models are rewritten to opset-13 meanings first (the rules emit opset-13 ops).
+  // Opset 7-12 models are rewritten to opset-13 meanings first (the rules emit opset-13 ops),
+  // and com.microsoft fused ops into the ai.onnx ops they fuse.
   upgrade_to_opset13(m);
+  defuse_contrib_ops(m);
   // No ai.onnx op changed meaning from 13 to 14; 14 lets BatchNormalization train.
   for (auto& o : m.opsets)
     if (canonical_domain(o.domain).empty() && o.version == 13) o.version = 14;

@@ -90,7 +90,7 @@ TEST(OpSupport, KnownRows) {
   EXPECT_EQ(domain_display_name(fused->domain), "com.microsoft");
   EXPECT_EQ(fused->providers, std::vector<std::string>{"cpu"});
   EXPECT_TRUE(has(fused->dtypes, DataType::Float));
-  EXPECT_FALSE(fused->gradient);
+  EXPECT_TRUE(fused->gradient);  // trains through its rewrite into Conv and the activation
 
   // ArgMax is piecewise constant in its input: no rule, and integer outputs.
   const OpSupport* argmax = find_row(rows, "", "ArgMax");
@@ -197,7 +197,7 @@ TEST_F(CliOps, TableListsEveryOpWithAHeaderAndACount) {
       EXPECT_EQ(row[4], "yes");
       EXPECT_NE(row[5].find("float"), std::string::npos) << row[5];
     }
-    if (row[0] == "com.microsoft" && row[1] == "FusedConv") fused = row[3] == "cpu" && row[4] == "no";
+    if (row[0] == "com.microsoft" && row[1] == "FusedConv") fused = row[3] == "cpu" && row[4] == "yes";
     if (row[0] == "ai.onnx" && row[1] == "ArgMax") argmax = row[4] == "no";
   }
   EXPECT_TRUE(relu && fused && argmax) << r.out;
