@@ -146,4 +146,27 @@ void check_gradient(const GradCase& gc) {
   }
 }
 
+GradCase in_float32(GradCase gc) {
+  auto to = [](DataType t) { return Attribute::of_int("to", static_cast<int64_t>(t)); };
+  std::vector<std::pair<std::string, bool>> ins;  // name ("" omitted), cast to float
+  for (const auto& in : gc.inputs)
+    ins.emplace_back(in.omitted ? "" : in.name, !in.omitted && in.dtype == DataType::Double);
+  gc.build = [ins, to, op = gc.op, attrs = gc.attrs, n = gc.outputs](Graph& g) {
+    std::vector<Value*> args;
+    for (const auto& [name, cast] : ins) {
+      Value* v = name.empty() ? nullptr : g.find_value(name);
+      args.push_back(cast ? add(g, "Cast", {v}, {to(DataType::Float)}) : v);
+    }
+    std::vector<Value*> outs;
+    for (int i = 0; i < n; ++i) outs.push_back(g.add_unique_value(op + "_f32"));
+    Node* node = g.add_node(op, args, outs, "", op + "_f32");
+    for (const auto& a : attrs) node->attrs[a.name] = a;
+    std::vector<Value*> res;
+    for (Value* o : outs) res.push_back(add(g, "Cast", {o}, {to(DataType::Double)}));
+    return res;
+  };
+  gc.eps = 1e-3, gc.rtol = 2e-2, gc.atol = 2e-3;
+  return gc;
+}
+
 }  // namespace onyx::test

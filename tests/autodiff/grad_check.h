@@ -87,4 +87,8 @@ inline Value* add(Graph& g, const std::string& op, const std::vector<Value*>& in
 /// graph, and compares analytic with numeric gradients for every Param element.
 void check_gradient(const GradCase& gc);
 
+/// The single-op case `gc` run in float32: its float64 inputs are Cast to float32 for the op
+/// and its outputs Cast back, so the rule emits float32 nodes; checked to float32 accuracy.
+GradCase in_float32(GradCase gc);
+
 }  // namespace onyx::test

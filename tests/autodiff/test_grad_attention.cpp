@@ -230,3 +230,21 @@ TEST(GradAttention, RotaryEmbedding) {
 }
 
 }  // namespace onyx::test
+
+namespace onyx::test {
+
+// The rules emit float32 nodes for float32 models (constants, casts, the -inf fill).
+TEST(GradAttention, Float32) {
+  auto ins = qkv4(1, 4, 2, 3, 5);
+  ins.push_back(bools("mask", {3, 5}, {1, 1, 0, 1, 1, 0, 1, 1, 1, 0, 1, 0, 1, 1, 1}));
+  ins.push_back(P("past_k", {1, 2, 2, 4}));
+  ins.push_back(P("past_v", {1, 2, 2, 3}));
+  // Skv = 2 past + 5 new; the mask covers the first 5.
+  check_gradient(
+      in_float32(attention(ins, {attr_int("is_causal", 1), attr_float("softcap", 2.0)})));
+  ins = qkv4(2, 2, 2, 3, 4);
+  ins.push_back(P("bias", {3, 4}));
+  check_gradient(in_float32(attention(ins)));
+}
+
+}  // namespace onyx::test

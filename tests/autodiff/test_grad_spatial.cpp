@@ -234,3 +234,22 @@ TEST(GradSpatial, GridSampleReflectionAndCubicAreRefused) {
 }
 
 }  // namespace onyx::test
+
+namespace onyx::test {
+
+// The rules emit float32 nodes for float32 models.
+TEST(GradSpatial, Float32) {
+  check_gradient(in_float32({.op = "Resize",
+                             .inputs = {P("x", {1, 2, 3, 4}), None(),
+                                        C("scales", {4}, {1, 1, 2, 1.5}, DataType::Float)},
+                             .attrs = {attr_string("mode", "linear")},
+                             .opset = 13}));
+  GradCase gs{.op = "GridSample",
+              .inputs = {P("x", {1, 2, 4, 5}),
+                         PV("grid", {1, 2, 3, 2}, grid_values(6, {4, 5}, false, false, 3))},
+              .attrs = {attr_string("mode", "bilinear")},
+              .opset = 16};
+  check_gradient(in_float32(gs));
+}
+
+}  // namespace onyx::test
