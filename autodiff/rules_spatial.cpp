@@ -79,6 +79,7 @@ void resize_grad(GradContext& c) {
     if (name != "axes" && name != "keep_aspect_ratio_policy" && name != "extrapolation_value")
       attrs.push_back(a);
   std::optional<Tensor> cs = by_sizes ? std::nullopt : const_tensor(scales);
+  if (cs && cs->numel() != na) cs.reset();  // malformed: left to the kernel's check
   const auto& xs = c.sym_shape(x);
   const auto& ys = c.sym_shape(c.out(0));
   Value* g = c.dout(0);
