@@ -544,6 +544,31 @@ void grid_sample(Ctx& c) {
   c.set_shape(0, r);
 }
 
+// Conv, ConvTranspose and the windowed pools: X's rank, the batch and the channels (W's for
+// a convolution); spatial sizes are left unknown (the gradient rules read them at run time).
+// The global pools give [N, C, 1, ...].
+void windowed(Ctx& c) {
+  auto x = c.in_shape(0);
+  if (!x || x->size() < 3) return;
+  const std::string& op = c.node.op_type;
+  SymShape r(x->size(), Dim{});
+  r[0] = (*x)[0];
+  if (op == "Conv" || op == "ConvTranspose") {
+    auto w = c.in_shape(1);
+    if (w && w->size() == x->size()) {
+      const Dim& ch = (*w)[op == "Conv" ? 0 : 1];
+      int64_t group = c.node.attr_int("group", 1);
+      r[1] = op == "Conv" ? ch : ch.is_fixed() ? Dim::fixed(ch.value * group) : Dim{};
+    }
+  } else {
+    r[1] = (*x)[1];
+  }
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool" || op == "GlobalLpPool")
+    for (size_t i = 2; i < r.size(); ++i) r[i] = Dim::fixed(1);
+  c.set_shape(0, r);
+  if (op == "MaxPool") c.set_shape(1, r);
+}
+
 void constant_of_shape(Ctx& c) {
   DataType dt = DataType::Float;
   if (const Attribute* a = c.node.attr("value"); a && a->type == Attribute::Type::Tensor) dt = a->t.dtype();
@@ -604,6 +629,9 @@ const std::unordered_map<std::string, Rule>& rules() {
     t["Resize"] = resize;
     t["Upsample"] = resize;
     t["GridSample"] = grid_sample;
+    for (const char* op : {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
+                           "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
+      t[op] = windowed;
     return t;
   }();
   return table;

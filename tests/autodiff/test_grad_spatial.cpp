@@ -252,4 +252,24 @@ TEST(GradSpatial, Float32) {
   check_gradient(in_float32(gs));
 }
 
+// A decoder-style chain: Conv -> Resize (nearest 2x) -> Conv -> GridSample. The rules after a
+// Conv see its rank from shape inference, its spatial sizes only at run time.
+TEST(GradSpatial, AfterConvolutions) {
+  GradCase gc{.op = "Resize",
+              .inputs = {P("x", {1, 2, 3, 3}), P("w1", {2, 2, 3, 3}), P("w2", {1, 2, 3, 3}),
+                         C("scales", {4}, {1, 1, 2, 2}, DataType::Float),
+                         PV("grid", {1, 2, 3, 2}, grid_values(6, {6, 6}, true, false, 5))},
+              .opset = 20};
+  gc.eps = 1e-2, gc.rtol = 1e-4, gc.atol = 1e-5;  // the grid's float32 coordinates
+  gc.build = [](Graph& g) -> std::vector<Value*> {
+    auto pads = attr_ints("pads", {1, 1, 1, 1});
+    Value* h = add(g, "Conv", {g.find_value("x"), g.find_value("w1")}, {pads});
+    h = add(g, "Resize", {h, nullptr, g.find_value("scales")}, {attr_string("mode", "nearest")});
+    h = add(g, "Conv", {h, g.find_value("w2")}, {pads});
+    return {add(g, "GridSample", {h, g.find_value("grid")},
+                {attr_int("align_corners", 1), attr_string("mode", "linear")})};
+  };
+  check_gradient(gc);
+}
+
 }  // namespace onyx::test

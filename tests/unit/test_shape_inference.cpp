@@ -181,5 +181,25 @@ TEST(ShapeInference, AttentionAndRotaryEmbedding) {
   EXPECT_EQ(shape_of(*m, "r"), sym({F(2), F(4), F(3), F(8)}));
 }
 
+// Convolutions and pools keep X's rank, batch and channels (spatial sizes unknown), so a
+// Resize, MatMul or GridSample after them still knows its input's rank.
+TEST(ShapeInference, ConvAndPoolsKeepRankAndChannels) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, sym({S("n"), F(3), F(8), F(8)}));
+  b.input("w", DataType::Float, sym({F(6), F(3), F(3), F(3)}));
+  b.input("wt", DataType::Float, sym({F(6), F(2), F(2), F(2)}));
+  b.node("Conv", {"x", "w"}, {"c"});
+  test::set_attrs(b.node("ConvTranspose", {"c", "wt"}, {"t"}), {attr_int("group", 3)});
+  test::set_attrs(b.node("MaxPool", {"x"}, {"m", "mi"}), {attr_ints("kernel_shape", {2, 2})});
+  b.node("GlobalAveragePool", {"x"}, {"g"});
+  for (const char* o : {"c", "t", "m", "mi", "g"}) b.output(o);
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "c"), sym({S("n"), F(6), Dim{}, Dim{}}));
+  EXPECT_EQ(shape_of(*m, "t"), sym({S("n"), F(6), Dim{}, Dim{}}));
+  EXPECT_EQ(shape_of(*m, "m"), sym({S("n"), F(3), Dim{}, Dim{}}));
+  EXPECT_EQ(shape_of(*m, "mi"), sym({S("n"), F(3), Dim{}, Dim{}}));
+  EXPECT_EQ(shape_of(*m, "g"), sym({S("n"), F(3), F(1), F(1)}));
+}
+
 }  // namespace
 }  // namespace onyx
