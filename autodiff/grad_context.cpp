@@ -214,9 +214,17 @@ const RuleTable& gradient_rules() {
     add_loss_rules(t);
     add_control_flow_rules(t);
     add_rnn_rules(t);
+    add_attention_rules(t);
+    add_spatial_rules(t);
     return t;
   }();
   return table;
+}
+
+const std::vector<std::pair<std::string, std::string>>& rewritten_op_types() {
+  static const std::vector<std::pair<std::string, std::string>> ops = {
+      {"", "Upsample"}, {"com.microsoft", "FusedConv"}, {"com.microsoft", "FusedMatMul"}};
+  return ops;
 }
 
 }  // namespace onyx::autodiff

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/ir.h"
@@ -140,6 +141,15 @@ std::map<Value*, Value*> differentiate_nodes(const Model& model, Graph& g,
                                              const std::map<Value*, Value*>& seeds,
                                              const std::vector<Value*>& wrt);
 
+/// Ops that train without a rule of their own, as (canonical domain, op type): the builder
+/// rewrites them into ops that have rules before differentiating (Upsample into its opset-13
+/// Resize form; com.microsoft FusedMatMul and FusedConv by defuse_contrib_ops).
+const std::vector<std::pair<std::string, std::string>>& rewritten_op_types();
+
+/// Rewrites the com.microsoft fused ops an optimizer writes (FusedMatMul, FusedConv) into the
+/// ai.onnx ops they fuse (contrib_ops.cpp); onyx::Error for forms it cannot state.
+void defuse_contrib_ops(Model& m);
+
 // One registration function per op family (rules_<family>.cpp).
 // Add Sub Mul Div Neg Pow Sqrt Exp Log Abs Reciprocal Sin Cos Min Max Sum Mean Clip Where Cast Identity
 // Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh CastLike Mod Sign Floor Ceil Round
@@ -156,7 +166,7 @@ void add_shape_rules(RuleTable& t);
 void add_reduce_rules(RuleTable& t);
 // MatMul Gemm Einsum
 void add_linalg_rules(RuleTable& t);
-// Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool
+// Conv ConvTranspose MaxPool AveragePool LpPool GlobalAveragePool GlobalMaxPool
 void add_nn_rules(RuleTable& t);
 // BatchNormalization LayerNormalization RMSNormalization GroupNormalization InstanceNormalization
 // LpNormalization MeanVarianceNormalization LRN
@@ -167,5 +177,9 @@ void add_loss_rules(RuleTable& t);
 void add_control_flow_rules(RuleTable& t);
 // RNN GRU LSTM
 void add_rnn_rules(RuleTable& t);
+// Attention RotaryEmbedding
+void add_attention_rules(RuleTable& t);
+// Resize GridSample
+void add_spatial_rules(RuleTable& t);
 
 }  // namespace onyx::autodiff

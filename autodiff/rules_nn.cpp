@@ -291,37 +291,61 @@ void max_pool_grad(GradContext& c) {
   c.set_din(0, c.op("Reshape", {dx, c.shape_of(x)}));
 }
 
-// dX = ConvTranspose(dY / count, ones) per (n, c) plane; count = the taps each window averaged
+/// The adjoint of gathering windows: sum over every window of its g value, shaped like x, as a
+/// ConvTranspose of g with a kernel of ones per (n, c) plane (s-1 extra outputs cover
+/// ceil_mode's last partial window; the pads are cropped off).
+Value* spread_windows(GradContext& c, const Window& win, Value* g, Value* x) {
+  Value* kern = filled(c, 1.0, x, c.ints(concat({1, 1}, win.k)));
+  Attrs ta = {Attribute::of_ints("strides", win.s), Attribute::of_ints("dilations", win.d),
+              Attribute::of_ints("pads", concat(win.zeros(), win.zeros())),
+              Attribute::of_ints("output_padding", win.s_minus_1())};
+  Value* t = c.op("ConvTranspose", {reshape_lead(c, g, {-1, 1}, 2), kern}, ta);
+  Value* start = win.left(c);
+  t = crop(c, t, start, c.op("Add", {start, dims_from(c, x, 2)}), win.nsp);
+  return c.op("Reshape", {t, c.shape_of(x)});
+}
+
+Window pool_window(GradContext& c) {
+  ONYX_CHECK(c.node().has_attr("kernel_shape"), "{}: attribute kernel_shape is required",
+             c.label());
+  return window(c, c.node().attr_ints("kernel_shape"), c.in(0));
+}
+
+// dX = spread(dY / count); count = the taps each window averaged
 void average_pool_grad(GradContext& c) {
   Value *x = c.in(0), *dy = c.dout(0);
-  const Node& n = c.node();
-  ONYX_CHECK(n.has_attr("kernel_shape"), "{}: attribute kernel_shape is required", c.label());
-  Window win = window(c, n.attr_ints("kernel_shape"), x);
-  int64_t nsp = win.nsp;
-  bool include_pad = n.attr_int("count_include_pad", 0) != 0;
-  Value* sx = dims_from(c, x, 2);
+  Window win = pool_window(c);
+  bool include_pad = c.node().attr_int("count_include_pad", 0) != 0;
   Value* sy = dims_from(c, dy, 2);
   Value* kern = filled(c, 1.0, x, c.ints(concat({1, 1}, win.k)));
-  Attrs geo = {Attribute::of_ints("strides", win.s), Attribute::of_ints("dilations", win.d)};
   // Count: ones over X padded with ones (padding counts) or zeros (it does not), summed per
   // window; s-1 extra zeros at the end cover ceil_mode's last partial window.
-  Value* ones = filled(c, 1.0, x, c.op("Concat", {c.ints({1, 1}), sx}, {Attribute::of_int("axis", 0)}));
+  Value* plane = c.op("Concat", {c.ints({1, 1}), dims_from(c, x, 2)}, {Attribute::of_int("axis", 0)});
+  Value* ones = filled(c, 1.0, x, plane);
   Value* pads = c.op("Concat", {c.ints({0, 0}), win.left(c), c.ints({0, 0}), win.right(c)},
                      {Attribute::of_int("axis", 0)});
   ones = c.op("Pad", {ones, pads, c.scalar(include_pad ? 1.0 : 0.0, x)});
-  Attrs ca = geo;
-  ca.push_back(Attribute::of_ints("pads", concat(win.zeros(), win.s_minus_1())));
+  Attrs ca = {Attribute::of_ints("strides", win.s), Attribute::of_ints("dilations", win.d),
+              Attribute::of_ints("pads", concat(win.zeros(), win.s_minus_1()))};
   Value* count = c.op("Conv", {ones, kern}, ca);
-  count = crop(c, count, c.ints(win.zeros()), sy, nsp);
-  Value* g = c.op("Div", {dy, count});
-  g = reshape_lead(c, g, {-1, 1}, 2);
-  Attrs ta = geo;
-  ta.push_back(Attribute::of_ints("pads", concat(win.zeros(), win.zeros())));
-  ta.push_back(Attribute::of_ints("output_padding", win.s_minus_1()));
-  Value* t = c.op("ConvTranspose", {g, kern}, ta);
-  Value* start = win.left(c);
-  t = crop(c, t, start, c.op("Add", {start, sx}), nsp);
-  c.set_din(0, c.op("Reshape", {t, c.shape_of(x)}));
+  count = crop(c, count, c.ints(win.zeros()), sy, win.nsp);
+  c.set_din(0, spread_windows(c, win, c.op("Div", {dy, count}), x));
+}
+
+// y = (sum_window |x|^p)^(1/p): dX = sign(x) |x|^(p-1) * spread(dY * y^(1-p)), with y = 0
+// (a window of zeros) giving 0
+void lp_pool_grad(GradContext& c) {
+  Value *x = c.in(0), *y = c.out(0);
+  Window win = pool_window(c);
+  double p = static_cast<double>(c.node().attr_int("p", 2));
+  ONYX_CHECK(p >= 1, "{}: the gradient needs p >= 1 but p is {}", c.label(), p);
+  Value* zero = c.scalar(0.0, x);
+  Value* w = c.op("Pow", {y, c.scalar(1 - p, x)});
+  w = c.op("Where", {c.op("Equal", {y, zero}), zero, w});
+  Value* t = spread_windows(c, win, c.op("Mul", {c.dout(0), w}), x);
+  Value* mag = c.op("Pow", {c.op("Abs", {x}), c.scalar(p - 1, x)});
+  Value* local = c.op("Mul", {c.op("Sign", {x}), mag});
+  c.set_din(0, c.op("Mul", {local, t}));
 }
 
 // dX = dY broadcast over the spatial axes / their size
@@ -349,6 +373,7 @@ void add_nn_rules(RuleTable& t) {
   t.add("ConvTranspose", conv_transpose_grad);
   t.add("MaxPool", max_pool_grad);
   t.add("AveragePool", average_pool_grad);
+  t.add("LpPool", lp_pool_grad);
   t.add("GlobalAveragePool", global_average_pool_grad);
   t.add("GlobalMaxPool", global_max_pool_grad);
 }

@@ -21,6 +21,7 @@ bool non_differentiable_input(const Node& n, int i) {
       {"Dropout", {1, 2}},       {"Clip", {1, 2}},    {"Pad", {1, 2, 3}},
       {"Resize", {1, 2, 3}},     {"Upsample", {1}},   {"BatchNormalization", {3, 4}},
       {"ConstantOfShape", {0}},  {"Range", {0, 1, 2}},    {"CastLike", {1}},
+      {"RotaryEmbedding", {1, 2}},
       {"SoftmaxCrossEntropyLoss", {2}}, {"NegativeLogLikelihoodLoss", {2}},
       {"Loop", {0, 1}},          {"If", {0}}};
   auto it = table.find(n.op_type);
@@ -28,8 +29,10 @@ bool non_differentiable_input(const Node& n, int i) {
 }
 
 void check_opset(Model& m) {
-  // Opset 7-12 models are rewritten to opset-13 meanings first (the rules emit opset-13 ops).
+  // Opset 7-12 models are rewritten to opset-13 meanings first (the rules emit opset-13 ops),
+  // and com.microsoft fused ops into the ai.onnx ops they fuse.
   upgrade_to_opset13(m);
+  defuse_contrib_ops(m);
   // No ai.onnx op changed meaning from 13 to 14; 14 lets BatchNormalization train.
   for (auto& o : m.opsets)
     if (canonical_domain(o.domain).empty() && o.version == 13) o.version = 14;

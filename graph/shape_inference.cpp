@@ -466,6 +466,109 @@ void layer_norm(Ctx& c) {
   }
 }
 
+// Attention (opset 23+): Y [B, Hq, Sq, Dv] (4-D inputs) or [B, Sq, Hq*Dv] (3-D, heads from
+// q_num_heads / kv_num_heads); present_key/value [B, Hk, P+Skv, D]; qk_matmul_output
+// [B, Hq, Sq, P+Skv].
+void attention(Ctx& c) {
+  auto q = c.in_shape(0), k = c.in_shape(1), v = c.in_shape(2);
+  if (!q || !k || !v || q->size() != k->size() || q->size() != v->size()) return;
+  auto div = [](const Dim& d, int64_t h) {
+    return d.is_fixed() && h > 0 ? Dim::fixed(d.value / h) : Dim{};
+  };
+  SymShape y;
+  Dim hq, hk, sq, skv, dq, dv;
+  if (q->size() == 4) {
+    hq = (*q)[1], hk = (*k)[1], sq = (*q)[2], skv = (*k)[2], dq = (*q)[3], dv = (*v)[3];
+    y = {(*q)[0], hq, sq, dv};
+  } else if (q->size() == 3) {
+    int64_t nq = c.node.attr_int("q_num_heads", 0), nk = c.node.attr_int("kv_num_heads", 0);
+    if (nq <= 0 || nk <= 0) return;
+    hq = Dim::fixed(nq), hk = Dim::fixed(nk), sq = (*q)[1], skv = (*k)[1];
+    dq = div((*q)[2], nq), dv = div((*v)[2], nk);
+    Dim hidden = nq == nk ? (*v)[2] : dv.is_fixed() ? Dim::fixed(nq * dv.value) : Dim{};
+    y = {(*q)[0], sq, hidden};
+  } else {
+    return;
+  }
+  c.set_shape(0, y);
+  if (auto past = c.in_shape(4); past && past->size() == 4)
+    skv = (*past)[2].is_fixed() && skv.is_fixed() ? Dim::fixed((*past)[2].value + skv.value)
+                                                  : Dim{};
+  Dim b = (*q)[0];
+  c.set_shape(1, {b, hk, skv, dq});
+  c.set_shape(2, {b, hk, skv, dv});
+  c.set_shape(3, {b, hq, sq, skv});
+}
+
+// Resize (and Upsample): X's rank; a resized axis' size from constant sizes, or floor(scale *
+// in) from constant scales (the input's own dim where the scale is 1), else unknown.
+void resize(Ctx& c) {
+  auto s = c.in_shape(0);
+  if (!s) return;
+  SymShape r = *s;
+  std::vector<int64_t> axes = c.node.attr_ints("axes");
+  for (int64_t& a : axes) a = norm_axis(a, s->size());
+  if (axes.empty())
+    for (size_t a = 0; a < s->size(); ++a) axes.push_back(static_cast<int64_t>(a));
+  for (int64_t a : axes) {
+    if (a < 0 || a >= static_cast<int64_t>(r.size())) return;
+    r[a] = Dim{};
+  }
+  const bool legacy = c.node.num_inputs() == 2;  // Resize-10, Upsample-9: (X, scales)
+  const Value* sv = c.node.has_input(legacy ? 1 : 2) ? c.node.inputs[legacy ? 1 : 2] : nullptr;
+  const Tensor* st = sv ? c.graph.initializer(sv) : nullptr;
+  std::optional<std::vector<int64_t>> sizes;
+  if (!legacy && c.node.has_input(3)) sizes = c.values_in(3);
+  bool stretch = c.node.attr_string("keep_aspect_ratio_policy", "stretch") == "stretch";
+  if (sizes && !sizes->empty() && sizes->size() == axes.size() && stretch) {
+    for (size_t i = 0; i < axes.size(); ++i) r[axes[i]] = Dim::fixed((*sizes)[i]);
+  } else if (st && st->numel() == static_cast<int64_t>(axes.size()) && st->numel() > 0) {
+    auto sc = st->to_double_vector();
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const Dim& in = (*s)[axes[i]];
+      if (sc[i] == 1.0)
+        r[axes[i]] = in;
+      else if (in.is_fixed())
+        r[axes[i]] = Dim::fixed(static_cast<int64_t>(static_cast<float>(sc[i]) * double(in.value)));
+    }
+  }
+  c.set_shape(0, r);
+}
+
+// GridSample: [N, C] of X, then the grid's spatial dims.
+void grid_sample(Ctx& c) {
+  auto x = c.in_shape(0), grid = c.in_shape(1);
+  if (!x || !grid || x->size() < 3 || grid->size() != x->size()) return;
+  SymShape r = {(*x)[0], (*x)[1]};
+  r.insert(r.end(), grid->begin() + 1, grid->end() - 1);
+  c.set_shape(0, r);
+}
+
+// Conv, ConvTranspose and the windowed pools: X's rank, the batch and the channels (W's for
+// a convolution); spatial sizes are left unknown (the gradient rules read them at run time).
+// The global pools give [N, C, 1, ...].
+void windowed(Ctx& c) {
+  auto x = c.in_shape(0);
+  if (!x || x->size() < 3) return;
+  const std::string& op = c.node.op_type;
+  SymShape r(x->size(), Dim{});
+  r[0] = (*x)[0];
+  if (op == "Conv" || op == "ConvTranspose") {
+    auto w = c.in_shape(1);
+    if (w && w->size() == x->size()) {
+      const Dim& ch = (*w)[op == "Conv" ? 0 : 1];
+      int64_t group = c.node.attr_int("group", 1);
+      r[1] = op == "Conv" ? ch : ch.is_fixed() ? Dim::fixed(ch.value * group) : Dim{};
+    }
+  } else {
+    r[1] = (*x)[1];
+  }
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool" || op == "GlobalLpPool")
+    for (size_t i = 2; i < r.size(); ++i) r[i] = Dim::fixed(1);
+  c.set_shape(0, r);
+  if (op == "MaxPool") c.set_shape(1, r);
+}
+
 void constant_of_shape(Ctx& c) {
   DataType dt = DataType::Float;
   if (const Attribute* a = c.node.attr("value"); a && a->type == Attribute::Type::Tensor) dt = a->t.dtype();
@@ -548,7 +651,7 @@ const std::unordered_map<std::string, Rule>& rules() {
           "InstanceNormalization", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
           "Asinh", "Acosh", "Atanh", "IsNaN", "IsInf", "Mish", "Celu", "ThresholdedRelu",
           "Shrink", "LpNormalization", "Trilu", "Bernoulli", "BitwiseNot", "GroupNormalization",
-          "RMSNormalization", "MeanVarianceNormalization", "LRN", "Swish", "ReverseSequence"})
+          "RMSNormalization", "MeanVarianceNormalization", "LRN", "Swish", "ReverseSequence", "RotaryEmbedding"})
       t[op] = same_shape;
     for (const char* op :
          {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Min", "Max", "Sum", "Mean", "Equal", "Less",
@@ -582,6 +685,13 @@ const std::unordered_map<std::string, Rule>& rules() {
     t["If"] = if_op;
     t["Loop"] = loop_op;
     for (const char* op : {"RNN", "GRU", "LSTM"}) t[op] = recurrent;
+    t["Attention"] = attention;
+    t["Resize"] = resize;
+    t["Upsample"] = resize;
+    t["GridSample"] = grid_sample;
+    for (const char* op : {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
+                           "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
+      t[op] = windowed;
     return t;
   }();
   return table;

@@ -92,6 +92,9 @@ std::vector<OpSupport> op_support(const std::string& provider) {
   ONYX_CHECK(registries.size() > 0, "[ops] unknown provider '{}' (this build has: {})", provider,
              fmt::join(names, ", "));
   std::vector<OpSupport> rows = build_op_support(registries, autodiff::gradient_rules().op_types());
+  for (OpSupport& r : rows)
+    for (const auto& [domain, op] : autodiff::rewritten_op_types())
+      if (r.domain == domain && r.op_type == op) r.gradient = true;
   if (!provider.empty())
     std::erase_if(rows, [&](const OpSupport& r) {
       return std::find(r.providers.begin(), r.providers.end(), provider) == r.providers.end();

@@ -28,7 +28,7 @@ struct OpSupport {
   std::vector<std::string> providers;  // those with a kernel, in the registries' order
   std::vector<DataType> dtypes;        // union of the kernels' dtype constraints (dtype_order)
   bool any_dtype = false;              // a kernel takes every dtype (no constraint)
-  bool gradient = false;               // autodiff has a gradient rule (ai.onnx ops only)
+  bool gradient = false;               // trainable: a gradient rule, or a rewrite into ruled ops
 };
 
 /// The matrix over `registries` (in provider priority order) and the ai.onnx op types with
@@ -36,7 +36,8 @@ struct OpSupport {
 std::vector<OpSupport> build_op_support(const std::vector<const KernelRegistry*>& registries,
                                         const std::vector<std::string>& gradient_op_types);
 
-/// This build's matrix: every available provider's kernels and autodiff::gradient_rules().
+/// This build's matrix: every available provider's kernels, autodiff::gradient_rules() and
+/// autodiff::rewritten_op_types().
 /// With `provider` set, only that provider's kernels count and ops without one are left out;
 /// onyx::Error naming the known providers when the build has no such provider.
 std::vector<OpSupport> op_support(const std::string& provider = "");

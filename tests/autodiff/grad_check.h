@@ -5,7 +5,8 @@
 //
 // Inputs marked Param get gradients; Const inputs (indices, shapes, masks) are fixed. The
 // analytic gradients come from autodiff::build_training_graph run by onyx::Session; the
-// numeric ones from the same forward model with each parameter element nudged by +-eps.
+// numeric ones from the forward model as given (before any training-time rewrite) with each
+// parameter element nudged by +-eps.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -62,6 +63,8 @@ struct GradCase {
   int outputs = 1;               // node outputs
   std::vector<int> loss_outputs; // outputs in the projection (empty: output 0)
   int64_t opset = 17;
+  /// Other domains the model imports (com.microsoft for its fused ops), with their versions.
+  std::vector<std::pair<std::string, int64_t>> domains;
   double eps = 1e-6, rtol = 1e-5, atol = 1e-7;
   uint64_t seed = 1;
   /// Seed for random ops (Dropout) passed to every Session::run, so all runs draw alike.
@@ -83,5 +86,9 @@ inline Value* add(Graph& g, const std::string& op, const std::vector<Value*>& in
 /// Builds the forward model (inputs as initializers), the projection loss, the training
 /// graph, and compares analytic with numeric gradients for every Param element.
 void check_gradient(const GradCase& gc);
+
+/// The single-op case `gc` run in float32: its float64 inputs are Cast to float32 for the op
+/// and its outputs Cast back, so the rule emits float32 nodes; checked to float32 accuracy.
+GradCase in_float32(GradCase gc);
 
 }  // namespace onyx::test

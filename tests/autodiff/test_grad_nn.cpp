@@ -1,5 +1,5 @@
 // Finite-difference checks of the nn gradient rules (float64): Conv, ConvTranspose, MaxPool,
-// AveragePool, GlobalAveragePool (normalizations: test_grad_norm.cpp); float32 runs (oneDNN
+// AveragePool, LpPool, GlobalAveragePool (normalizations: test_grad_norm.cpp); float32 runs (oneDNN
 // kernels, BatchNormalization and LayerNormalization too) against float64; a network of them
 // saved and reloaded.
 #include <cmath>
@@ -159,6 +159,14 @@ TEST(GradNn, MaxPool) {
   mp({2, 2, 9},
      {ints("kernel_shape", {3}), ints("strides", {2}), attr_string("auto_pad", "SAME_UPPER")});
   mp({1, 2, 3, 4, 3}, {ints("kernel_shape", {2, 2, 2})});
+  // Dilations with pads, strides and ceil_mode, in 1-D, 2-D (auto_pad) and 3-D.
+  mp({1, 2, 10}, {ints("kernel_shape", {3}), ints("dilations", {2}), ints("pads", {2, 1}),
+                  ints("strides", {2}), attr_int("ceil_mode", 1)});
+  mp({1, 2, 7, 7}, {ints("kernel_shape", {3, 2}), ints("dilations", {2, 3}),
+                    attr_string("auto_pad", "SAME_LOWER")});
+  mp({1, 1, 5, 6, 5}, {ints("kernel_shape", {2, 2, 2}), ints("dilations", {2, 1, 2}),
+                       ints("strides", {1, 2, 2}), ints("pads", {1, 0, 1, 0, 1, 1}),
+                       attr_int("ceil_mode", 1)});
   // Indices already produced by the model are reused.
   check_gradient({.op = "MaxPool",
                   .inputs = {P("x", {1, 2, 4, 4})},
@@ -243,9 +251,30 @@ TEST(GradNn, AveragePoolAutoPadDilations3D) {
                   .attrs = {ints("kernel_shape", {2, 2, 3}), ints("strides", {1, 2, 2})}});
 }
 
+TEST(GradNn, LpPool) {
+  auto lp = [](Shape s, std::vector<Attribute> a, int64_t opset = 17) {
+    check_gradient({.op = "LpPool", .inputs = {P("x", std::move(s))}, .attrs = std::move(a),
+                    .opset = opset});
+  };
+  for (int64_t p : {1, 2, 3}) {
+    SCOPED_TRACE(p);
+    lp({2, 2, 5, 6}, {ints("kernel_shape", {2, 3}), attr_int("p", p)});
+    lp({1, 2, 5, 5}, {ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1}),
+                      ints("strides", {2, 2}), attr_int("p", p)});
+  }
+  lp({1, 2, 9},
+     {ints("kernel_shape", {3}), ints("strides", {2}), attr_string("auto_pad", "SAME_UPPER")});
+  lp({1, 1, 3, 4, 4}, {ints("kernel_shape", {2, 2, 2}), attr_int("p", 3)});
+  // Opset 18: dilations and ceil_mode.
+  lp({1, 2, 7, 8},
+     {ints("kernel_shape", {2, 2}), ints("dilations", {2, 3}), ints("strides", {2, 2}),
+      attr_int("ceil_mode", 1)},
+     18);
+}
+
 // Pools after a Conv: the pool's input size is unknown when its rule runs.
 TEST(GradNn, PoolsWithUnknownInputShape) {
-  for (const char* op : {"AveragePool", "MaxPool"}) {
+  for (const char* op : {"AveragePool", "MaxPool", "LpPool"}) {
     SCOPED_TRACE(op);
     GradCase gc{.op = op, .inputs = {P("x", {1, 2, 6, 7}), P("w", {2, 2, 2, 2})}};
     std::string o = op;

@@ -189,8 +189,8 @@ TEST(TrainingGraph, BadInputIsAClearError) {
 }
 
 TEST(TrainingGraph, EveryRuleHasAFiniteDifferenceCase) {
-  // Each op type in the rule table is named ("Op") in some test_grad_*.cpp, where its FD
-  // checks live: a rule added without a test fails here.
+  // Each op type in the rule table (or trained through a rewrite) is named ("Op") in some
+  // test_grad_*.cpp, where its FD checks live: a rule added without a test fails here.
   std::string all;
   for (const auto& e : std::filesystem::directory_iterator(ONYX_AUTODIFF_TEST_DIR)) {
     std::string name = e.path().filename().string();
@@ -203,6 +203,8 @@ TEST(TrainingGraph, EveryRuleHasAFiniteDifferenceCase) {
   ASSERT_FALSE(all.empty()) << "no test_grad_*.cpp under " << ONYX_AUTODIFF_TEST_DIR;
   for (const std::string& op : autodiff::gradient_rules().op_types())
     EXPECT_NE(all.find("\"" + op + "\""), std::string::npos) << op << " has a rule but no test";
+  for (const auto& [domain, op] : autodiff::rewritten_op_types())
+    EXPECT_NE(all.find("\"" + op + "\""), std::string::npos) << op << " trains but has no test";
 }
 
 }  // namespace onyx::test

@@ -155,5 +155,51 @@ TEST(ShapeInference, GatherAxisOutOfRangeIsNotInferred) {
   EXPECT_FALSE(shape_of(*m, "y").has_value());
 }
 
+// Attention (3-D with grouped heads and a past cache) and RotaryEmbedding keep their shapes, so
+// a layer after them still has ranks for its gradient rules.
+TEST(ShapeInference, AttentionAndRotaryEmbedding) {
+  test::ModelBuilder b(23);
+  b.input("q", DataType::Float, sym({S("b"), S("s"), F(32)}));
+  b.input("k", DataType::Float, sym({S("b"), S("s"), F(16)}));
+  b.input("v", DataType::Float, sym({S("b"), S("s"), F(24)}));
+  b.input("pk", DataType::Float, sym({S("b"), F(2), F(5), F(8)}));
+  b.input("pv", DataType::Float, sym({S("b"), F(2), F(5), F(12)}));
+  b.input("q4", DataType::Float, sym({F(2), F(4), F(3), F(8)}));
+  b.input("kv4", DataType::Float, sym({F(2), F(2), F(7), F(8)}));
+  b.input("cos", DataType::Float, sym({F(2), F(3), F(4)}));
+  test::set_attrs(b.node("Attention", {"q", "k", "v", "", "pk", "pv"}, {"y", "pres_k", "pres_v"}),
+                  {attr_int("q_num_heads", 4), attr_int("kv_num_heads", 2)});
+  b.node("Attention", {"q4", "kv4", "kv4"}, {"y4", "", "", "qk"});
+  b.node("RotaryEmbedding", {"q4", "cos", "cos"}, {"r"});
+  for (const char* o : {"y", "pres_k", "pres_v", "y4", "qk", "r"}) b.output(o);
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "y"), sym({S("b"), S("s"), F(48)}));  // 4 q heads of 24 / 2
+  EXPECT_EQ(shape_of(*m, "pres_k"), sym({S("b"), F(2), Dim{}, F(8)}));
+  EXPECT_EQ(shape_of(*m, "pres_v"), sym({S("b"), F(2), Dim{}, F(12)}));
+  EXPECT_EQ(shape_of(*m, "y4"), sym({F(2), F(4), F(3), F(8)}));
+  EXPECT_EQ(shape_of(*m, "qk"), sym({F(2), F(4), F(3), F(7)}));
+  EXPECT_EQ(shape_of(*m, "r"), sym({F(2), F(4), F(3), F(8)}));
+}
+
+// Convolutions and pools keep X's rank, batch and channels (spatial sizes unknown), so a
+// Resize, MatMul or GridSample after them still knows its input's rank.
+TEST(ShapeInference, ConvAndPoolsKeepRankAndChannels) {
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, sym({S("n"), F(3), F(8), F(8)}));
+  b.input("w", DataType::Float, sym({F(6), F(3), F(3), F(3)}));
+  b.input("wt", DataType::Float, sym({F(6), F(2), F(2), F(2)}));
+  b.node("Conv", {"x", "w"}, {"c"});
+  test::set_attrs(b.node("ConvTranspose", {"c", "wt"}, {"t"}), {attr_int("group", 3)});
+  test::set_attrs(b.node("MaxPool", {"x"}, {"m", "mi"}), {attr_ints("kernel_shape", {2, 2})});
+  b.node("GlobalAveragePool", {"x"}, {"g"});
+  for (const char* o : {"c", "t", "m", "mi", "g"}) b.output(o);
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "c"), sym({S("n"), F(6), Dim{}, Dim{}}));
+  EXPECT_EQ(shape_of(*m, "t"), sym({S("n"), F(6), Dim{}, Dim{}}));
+  EXPECT_EQ(shape_of(*m, "m"), sym({S("n"), F(3), Dim{}, Dim{}}));
+  EXPECT_EQ(shape_of(*m, "mi"), sym({S("n"), F(3), Dim{}, Dim{}}));
+  EXPECT_EQ(shape_of(*m, "g"), sym({S("n"), F(3), F(1), F(1)}));
+}
+
 }  // namespace
 }  // namespace onyx
