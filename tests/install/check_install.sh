@@ -66,8 +66,11 @@ echo "== find_package(onyx) build of examples/consumer"
 quiet cmake -S "$SRC/examples/consumer" -B "$WORK/cmake-build" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$P"
 quiet cmake --build "$WORK/cmake-build"
-ldd "$WORK/cmake-build/consumer" | grep -q "libonyx.so.* => $LIBDIR/" ||
-  fail "consumer does not find $LIBDIR/libonyx.so: $(ldd "$WORK/cmake-build/consumer" | grep onyx)"
+# ldd's output in a variable: `ldd | grep -q` under pipefail fails at random when grep -q
+# exits on its match before ldd has written everything (SIGPIPE).
+deps=$(ldd "$WORK/cmake-build/consumer")
+grep -q "libonyx.so.* => $LIBDIR/" <<<"$deps" ||
+  fail "consumer does not find $LIBDIR/libonyx.so: $(grep onyx <<<"$deps")"
 run_consumer "$WORK/cmake-build/consumer"
 
 # 4. The same program built with pkg-config (which sets no RPATH: the link line adds one).
