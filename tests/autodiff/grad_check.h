@@ -83,6 +83,21 @@ inline Value* add(Graph& g, const std::string& op, const std::vector<Value*>& in
   return y;
 }
 
+/// For GradCase.build: one `op` node over the values named `ins` ("" = omitted input) with
+/// outputs <name>_y0..y{n_out-1}, where name defaults to op + node count; returns the outputs.
+inline std::vector<Value*> node(Graph& g, const std::string& op,
+                                const std::vector<std::string>& ins, std::vector<Attribute> attrs,
+                                int n_out = 1, const std::string& name = "") {
+  std::vector<Value*> in, out;
+  for (const auto& s : ins) in.push_back(s.empty() ? nullptr : g.find_value(s));
+  std::string base = name.empty() ? op + std::to_string(g.num_nodes()) : name;
+  for (int i = 0; i < n_out; ++i)
+    out.push_back(g.get_or_add_value(base + "_y" + std::to_string(i)));
+  Node* nd = g.add_node(op, in, out, "", base);
+  for (auto& a : attrs) nd->attrs[a.name] = a;
+  return out;
+}
+
 /// Builds the forward model (inputs as initializers), the projection loss, the training
 /// graph, and compares analytic with numeric gradients for every Param element.
 void check_gradient(const GradCase& gc);

@@ -19,19 +19,6 @@ using test::attr_string;
 /// Attribute lists: {"strides", {2, 1}} style, plus ints/strings.
 Attribute ints(const char* n, std::vector<int64_t> v) { return attr_ints(n, std::move(v)); }
 
-/// One node `op` over `ins`, outputs y0..y{n-1}, added to g.
-std::vector<Value*> node(Graph& g, const std::string& op, const std::vector<std::string>& ins,
-                         std::vector<Attribute> attrs, int n_out = 1,
-                         const std::string& name = "") {
-  std::vector<Value*> in, out;
-  for (const auto& s : ins) in.push_back(s.empty() ? nullptr : g.find_value(s));
-  std::string base = name.empty() ? op + std::to_string(g.num_nodes()) : name;
-  for (int i = 0; i < n_out; ++i)
-    out.push_back(g.get_or_add_value(base + "_y" + std::to_string(i)));
-  Node* nd = g.add_node(op, in, out, "", base);
-  for (auto& a : attrs) nd->attrs[a.name] = a;
-  return out;
-}
 
 }  // namespace
 

@@ -16,19 +16,6 @@ using test::attr_float;
 using test::attr_int;
 using test::attr_ints;
 
-/// One node `op` over `ins`, outputs y0..y{n-1}, added to g.
-std::vector<Value*> node(Graph& g, const std::string& op, const std::vector<std::string>& ins,
-                         std::vector<Attribute> attrs, int n_out = 1) {
-  std::vector<Value*> in, out;
-  for (const auto& s : ins) in.push_back(s.empty() ? nullptr : g.find_value(s));
-  std::string base = op + std::to_string(g.num_nodes());
-  for (int i = 0; i < n_out; ++i)
-    out.push_back(g.get_or_add_value(base + "_y" + std::to_string(i)));
-  Node* nd = g.add_node(op, in, out, "", base);
-  for (auto& a : attrs) nd->attrs[a.name] = a;
-  return out;
-}
-
 }  // namespace
 
 TEST(GradNorm, BatchNormalizationTraining) {
