@@ -101,19 +101,21 @@ struct TrainingSession::Impl {
 
   /// Each segment takes the first parameter group whose regex finds its name.
   void apply_param_groups(std::vector<optim::ParamSegment>& segs) const {
+    std::vector<std::regex> patterns;
     for (const ParamGroup& group : cfg.param_groups) {
-      std::regex re = compile_regex(group.match, "param group");
+      patterns.push_back(compile_regex(group.match, "param group"));
       ONYX_CHECK(group.lr || group.weight_decay,
                  "[training] param group '{}' sets neither lr nor weight_decay", group.match);
       ONYX_CHECK(!group.lr || cfg.optimizer.lr > 0,
                  "[training] param group '{}' sets lr, which needs a base lr > 0", group.match);
       bool any = false;
-      for (const auto& seg : segs) any = any || std::regex_search(seg.name, re);
+      for (const auto& seg : segs) any = any || std::regex_search(seg.name, patterns.back());
       ONYX_CHECK(any, "[training] param group '{}' matches no trainable parameter", group.match);
     }
     for (auto& seg : segs) {
-      for (const ParamGroup& group : cfg.param_groups) {
-        if (!std::regex_search(seg.name, compile_regex(group.match, "param group"))) continue;
+      for (size_t k = 0; k < patterns.size(); ++k) {
+        if (!std::regex_search(seg.name, patterns[k])) continue;
+        const ParamGroup& group = cfg.param_groups[k];
         if (group.lr) seg.lr_scale = *group.lr / cfg.optimizer.lr;
         if (group.weight_decay) {
           seg.weight_decay = *group.weight_decay;
