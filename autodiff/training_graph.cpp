@@ -28,16 +28,6 @@ bool non_differentiable_input(const Node& n, int i) {
   return it != table.end() && std::find(it->second.begin(), it->second.end(), i) != it->second.end();
 }
 
-void check_opset(Model& m) {
-  // Opset 7-12 models are rewritten to opset-13 meanings first (the rules emit opset-13 ops),
-  // and com.microsoft fused ops into the ai.onnx ops they fuse.
-  upgrade_to_opset13(m);
-  defuse_contrib_ops(m);
-  // No ai.onnx op changed meaning from 13 to 14; 14 lets BatchNormalization train.
-  for (auto& o : m.opsets)
-    if (canonical_domain(o.domain).empty() && o.version == 13) o.version = 14;
-}
-
 /// Which values need a gradient: on a float path from `wrt` (req) that reaches a seed (rel).
 struct Reach {
   std::unordered_set<const Value*> req, rel;
@@ -219,17 +209,51 @@ std::vector<std::string> default_params(Model& m, Value* loss) {
 }
 
 void switch_to_training_mode(Graph& g, TrainingGraph& tg) {
+  tg.state_updates = set_training_mode(g, true);
+}
+
+}  // namespace
+
+void prepare_for_training(Model& m) {
+  // Opset 7-12 models are rewritten to opset-13 meanings first (the rules emit opset-13 ops),
+  // and com.microsoft fused ops into the ai.onnx ops they fuse.
+  upgrade_to_opset13(m);
+  defuse_contrib_ops(m);
+  // No ai.onnx op changed meaning from 13 to 14; 14 lets BatchNormalization train.
+  for (auto& o : m.opsets)
+    if (canonical_domain(o.domain).empty() && o.version == 13) o.version = 14;
+}
+
+std::vector<std::pair<std::string, std::string>> set_training_mode(Graph& g, bool training) {
+  std::vector<std::pair<std::string, std::string>> updates;
   std::vector<Node*> nodes;
   for (const auto& n : g.nodes()) nodes.push_back(n.get());
   for (Node* n : nodes) {
     if (n->op_type == "Dropout" && canonical_domain(n->domain).empty()) {
+      // A fresh constant rather than editing the old one: the exporter's flag may be shared.
       Value* on = g.add_unique_value(n->name + "/training_mode");
-      g.add_initializer(on->name, Tensor::scalar<bool>(true));
+      g.add_initializer(on->name, Tensor::scalar<bool>(training));
       while (n->inputs.size() < 3) n->inputs.push_back(nullptr);
       g.set_input(n, 2, on);
     } else if (n->op_type == "BatchNormalization" && canonical_domain(n->domain).empty()) {
       ONYX_CHECK(n->num_inputs() == 5, "[autodiff] {} should have 5 inputs", n->label());
-      n->attrs["training_mode"] = Attribute::of_int("training_mode", 1);
+      n->attrs["training_mode"] = Attribute::of_int("training_mode", training ? 1 : 0);
+      if (!training) {
+        // Inference mode has one output; the running-statistics outputs of a model exported
+        // in training mode are dangling there (the exporter updates the buffers in place).
+        for (size_t i = 1; i < n->outputs.size(); ++i) {
+          Value* o = n->outputs[i];
+          if (!o) continue;
+          bool used = !o->consumers.empty() ||
+                      std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end();
+          ONYX_CHECK(!used, "[autodiff] {}: output '{}' (running statistics) is read by the "
+                     "model, so the node cannot run in inference mode", n->label(), o->name);
+          o->producer = nullptr;
+          o->producer_output = -1;
+        }
+        n->outputs.resize(1);
+        continue;
+      }
       n->outputs.resize(3, nullptr);
       for (int i = 1; i <= 2; ++i) {
         Value* stat = n->inputs[2 + i];
@@ -242,13 +266,13 @@ void switch_to_training_mode(Graph& g, TrainingGraph& tg) {
           n->outputs[i] = upd;
         }
         make_overridable_input(g, stat);
-        tg.state_updates.emplace_back(stat->name, n->outputs[i]->name);
+        updates.emplace_back(stat->name, n->outputs[i]->name);
       }
     }
   }
+  if (!training) g.prune_values();
+  return updates;
 }
-
-}  // namespace
 
 TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
                                    const std::vector<std::string>& trainable,
@@ -257,7 +281,7 @@ TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
   tg.model = clone_model(forward);
   Model& m = *tg.model;
   Graph& g = *m.graph;
-  check_opset(m);
+  prepare_for_training(m);
   infer_types_and_shapes(m);
   for (Value* o : g.outputs) tg.forward_outputs.push_back(o->name);
   for (const auto& p : trainable) {
@@ -359,7 +383,7 @@ void find_missing(const std::vector<Node*>& order, const Reach& r, const std::st
 
 std::vector<MissingGradient> missing_gradients(const Model& forward) {
   auto m = clone_model(forward);
-  check_opset(*m);
+  prepare_for_training(*m);
   infer_types_and_shapes(*m);
   Graph& g = *m->graph;
   std::vector<Value*> cands;
@@ -377,7 +401,7 @@ std::vector<MissingGradient> missing_gradients(const Model& forward) {
 std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& loss,
                                         const std::vector<std::string>& params) {
   auto m = clone_model(forward);
-  check_opset(*m);
+  prepare_for_training(*m);
   infer_types_and_shapes(*m);
   Graph& g = *m->graph;
   std::vector<Value*> fwd_outs = g.outputs;
@@ -398,7 +422,7 @@ std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& lo
 BackwardGraphs build_backward_graphs(const Model& forward, const std::vector<std::string>& wrt_names) {
   BackwardGraphs bg;
   auto joint = clone_model(forward);
-  check_opset(*joint);
+  prepare_for_training(*joint);
   infer_types_and_shapes(*joint);
   Graph& g = *joint->graph;
   std::unordered_set<const Node*> fwd_nodes;
