@@ -7,10 +7,13 @@
 # Why not find_package(Torch): the wheel's TorchConfig.cmake is the CUDA build's. On a machine
 # with the CUDA toolkit it configures nvcc and arch flags, and its targets put libnvrtc,
 # libtorch_cuda, libc10_cuda, protobuf::libprotobuf (the system one, not what libtorch was built
-# with) and MKL on every link line. interop/ needs the CPU libraries and headers only: libtorch.so,
+# with) and MKL on every link line. interop/ needs the CPU libraries and headers only:
 # libtorch_cpu.so, libc10.so and include/ (the CUDA runtime libtorch_cpu.so itself needs is found
-# through its own RPATH into the wheel's nvidia/ packages). A consumer may still use
-# find_package(Torch) for its own code: both name the same libraries.
+# through its own RPATH into the wheel's nvidia/ packages). Not libtorch.so: it is an empty shim
+# whose one job is to pull in libtorch_cuda.so, which needs the wheel's NCCL, newer than the CUDA
+# toolkit's that onyx's NCCL communicator links (the link fails on NCCL symbols the toolkit's lacks).
+# A consumer may still use find_package(Torch) for its own code, linking its torch_cpu target
+# (examples/torch_consumer).
 #
 # The wheel ships its own libgomp.so.1 beside libtorch, so CMake warns that the RPATH of a target
 # linking both OpenMP and libtorch may resolve libgomp.so.1 there rather than in the compiler's
@@ -60,7 +63,7 @@ if(NOT _abi EQUAL 1)
   _onyx_torch_unavailable("torch ${_version} was built with _GLIBCXX_USE_CXX11_ABI=0; onyx uses the C++11 ABI")
 endif()
 set(_libs)
-foreach(_lib torch torch_cpu c10)
+foreach(_lib torch_cpu c10)
   set(_path "${_root}/lib/lib${_lib}.so")
   if(NOT EXISTS "${_path}")
     _onyx_torch_unavailable("torch ${_version} at ${_root} has no lib/lib${_lib}.so")
@@ -79,8 +82,15 @@ set(ONYX_LIBTORCH_VERSION "${_version}")
 # Imported, so the include folders are -isystem (torch's headers stay out of -Werror) and the
 # libraries are full paths (CMake adds their folder to the build RPATH; onyx_torch's install
 # RPATH keeps it, see interop/CMakeLists.txt).
+#
+# FMT_HEADER_ONLY: the wheel bundles fmt 12 in include/fmt/, and its -isystem folder comes before
+# /usr/include, so onyx's own `#include <fmt/format.h>` (graph/error.h) finds fmt 12 there in
+# every file that sees torch's headers, while libfmt.so is Debian's fmt 9: a call into the
+# compiled part (fmt::v12::vformat) would not link. Header-only, whichever fmt the include order
+# picks is complete in itself (fmt versions live in distinct inline namespaces, so they coexist).
 add_library(onyx::libtorch INTERFACE IMPORTED)
 set_target_properties(onyx::libtorch PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${_root}/include;${_root}/include/torch/csrc/api/include"
+  INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY
   INTERFACE_LINK_LIBRARIES "${_libs}")
 message(STATUS "interop/ (libtorch): torch ${_version} from ${_root}")
