@@ -76,7 +76,7 @@ install(TARGETS onyx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # find_package(onyx) without the component never needs libtorch; the config file defines
 # onyx::libtorch from the wheel onyx was built against before loading it.
 if(TARGET onyx_torch)
-  set_target_properties(onyx_torch PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${ONYX_SOVERSION}
+  set_target_properties(onyx_torch PROPERTIES EXPORT_NAME torch VERSION ${PROJECT_VERSION} SOVERSION ${ONYX_SOVERSION}
                         INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
   set(ONYX_TORCH_PUBLIC_HEADERS interop/torch_tensor.h interop/onnx_module.h interop/torch_ops.h)
   foreach(header ${ONYX_TORCH_PUBLIC_HEADERS})
