@@ -105,8 +105,8 @@ TorchName split_torch_name(const std::string& name) {
     const size_t dot = name.find('.', start);
     std::string part = name.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     ONYX_CHECK(!part.empty(), "[onyx::torch] initializer '{}' cannot be named in torch: torch nests "
-               "dotted names into submodules and this one has an empty component (list the "
-               "parameters to train in OnnxModuleOptions::trainable to leave it in the model)", name);
+               "dotted names into submodules and this one has an empty component (a parameter "
+               "stays in the model when OnnxModuleOptions::trainable lists the others)", name);
     if (dot == std::string::npos) {
       out.leaf = std::move(part);
       return out;

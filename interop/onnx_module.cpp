@@ -145,55 +145,49 @@ void check_nesting(const std::vector<std::string>& names) {
                  n.substr(0, dot), n, n.substr(0, dot));
 }
 
-OnnxModuleOptions checked(const OnnxModuleOptions& o) {
-  ONYX_CHECK(o.threads >= 0, "[onyx::torch] OnnxModuleOptions::threads must be >= 0 (0: one per core), got {}",
-             o.threads);
-  return o;
-}
-
 }  // namespace
 
 OnnxModule::OnnxModule(const std::string& path, const OnnxModuleOptions& options)
     : ::torch::nn::Module("onyx::torch::OnnxModule") {
-  auto model = load_model(path);
-  ModuleState ms = choose_module_state(*model, options.trainable);
-  AutogradOptions ao{.parameters = ms.parameters, .buffers = ms.buffers, .threads = checked(options).threads};
-  init(std::make_shared<AutogradSession>(std::move(model), ao), ms.parameters, ms.buffers, path);
+  init(load_model(path), options, path);
 }
 
 OnnxModule::OnnxModule(const void* data, size_t size, const OnnxModuleOptions& options)
     : ::torch::nn::Module("onyx::torch::OnnxModule") {
-  auto model = load_model_from_bytes(data, size);
-  ModuleState ms = choose_module_state(*model, options.trainable);
-  AutogradOptions ao{.parameters = ms.parameters, .buffers = ms.buffers, .threads = checked(options).threads};
-  init(std::make_shared<AutogradSession>(std::move(model), ao), ms.parameters, ms.buffers, "<bytes>");
+  init(load_model_from_bytes(data, size), options, "<bytes>");
 }
 
 OnnxModule::~OnnxModule() = default;
 
-void OnnxModule::init(std::shared_ptr<AutogradSession> session, const std::vector<std::string>& params,
-                      const std::vector<std::string>& buffers, std::string source) {
+void OnnxModule::init(std::unique_ptr<Model> model, const OnnxModuleOptions& options, std::string source) {
+  ONYX_CHECK(options.threads >= 0, "[onyx::torch] OnnxModuleOptions::threads must be >= 0 (0: one per "
+             "core), got {}", options.threads);
+  const ModuleState ms = choose_module_state(*model, options.trainable);
   auto s = std::make_shared<State>();
-  s->session = std::move(session);
+  s->session = std::make_shared<AutogradSession>(
+      std::move(model), AutogradOptions{.parameters = ms.parameters, .buffers = ms.buffers, .threads = options.threads});
   s->source = std::move(source);
   for (const auto& io : s->session->inputs()) s->input_names.push_back(io.name);
   for (const auto& io : s->session->outputs()) {
     s->output_names.push_back(io.name);
     s->float_outputs.push_back(io.type.is_tensor() && is_float(io.type.elem));
   }
-  s->param_names = params;
-  s->buffer_names = buffers;
-  std::vector<std::string> all = params;
-  all.insert(all.end(), buffers.begin(), buffers.end());
+  // The session's lists, not ours: they are what forward() checks the fed tensors against.
+  // (They differ only when no initializer reaches an output: an empty list asks AutogradSession
+  // for its default set, every float initializer of rank >= 1 but the buffers.)
+  s->param_names = s->session->parameter_names();
+  s->buffer_names = s->session->buffer_names();
+  std::vector<std::string> all = s->param_names;
+  all.insert(all.end(), s->buffer_names.begin(), s->buffer_names.end());
   check_nesting(all);
   // Copies of the model's values: torch owns its parameters (the optimizer updates them in
-  // place), the model keeps its own for nothing but a reset.
-  for (const auto& name : params) {
+  // place); onyx is fed them on every call.
+  for (const auto& name : s->param_names) {
     TorchName tn = split_torch_name(name);
     at::Tensor value = to_torch(s->session->initializer(name)).clone();
     s->params.push_back(owner_of(*this, tn).register_parameter(tn.leaf, value, /*requires_grad=*/true));
   }
-  for (const auto& name : buffers) {
+  for (const auto& name : s->buffer_names) {
     TorchName tn = split_torch_name(name);
     at::Tensor value = to_torch(s->session->initializer(name)).clone();
     s->buffers.push_back(owner_of(*this, tn).register_buffer(tn.leaf, value));

@@ -40,6 +40,7 @@
 
 namespace onyx {
 class AutogradSession;
+class Model;
 }
 
 namespace onyx::torch {
@@ -81,8 +82,7 @@ class OnnxModule : public ::torch::nn::Module {
   struct State;  // the session, names and tensor handles; shared with pending backwards
 
  private:
-  void init(std::shared_ptr<AutogradSession> session, const std::vector<std::string>& params,
-            const std::vector<std::string>& buffers, std::string source);
+  void init(std::unique_ptr<Model> model, const OnnxModuleOptions& options, std::string source);
 
   std::shared_ptr<State> state_;
 };

@@ -22,6 +22,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "graph/onnx_io.h"
 #include "inference/session.h"
 #include "interop/onnx_module.h"
 #include "torch_data.h"
@@ -278,6 +279,32 @@ TEST(OnnxModule, TrainableOptionChoosesTheParameters) {
   for (const auto& p : head->parameters()) EXPECT_TRUE(p.grad().defined());
   const std::string msg = message_of([] { load("mlp", {.trainable = {"fc3.weight"}}); });
   EXPECT_NE(msg.find("fc3.weight"), std::string::npos) << msg;
+}
+
+TEST(OnnxModule, RunsAModelWithoutTrainableParameters) {
+  // y = x * 2 with an initializer that reaches nothing: no parameter by OnnxModule's rule, so
+  // the module takes what AutogradSession then feeds (its default set), and runs.
+  Model m;
+  m.ir_version = 8;
+  m.opsets = {{"", 17}};
+  m.graph = std::make_unique<Graph>("double");
+  Graph& g = *m.graph;
+  Value* x = g.get_or_add_value("x");
+  x->type = ValueType::tensor(DataType::Float, SymShape{Dim::fixed(3)});
+  g.inputs.push_back(x);
+  g.add_initializer("unused", Tensor::from_vector<float>({2}, {1.f, 2.f}));
+  Value* two = g.add_initializer("two", Tensor::scalar<float>(2.f));
+  Value* y = g.get_or_add_value("y");
+  g.add_node("Mul", {x, two}, {y});
+  g.outputs.push_back(y);
+  const std::string bytes = serialize_model(m);
+  OnnxModule net(bytes.data(), bytes.size(), {.threads = 1});
+  EXPECT_EQ(net.parameters().size(), net.parameter_names().size());
+  at::Tensor in = to_torch(Tensor::from_vector<float>({3}, {1.f, 2.f, 3.f})).requires_grad_(true);
+  at::Tensor out = net.forward({in})[0];
+  EXPECT_EQ(to_torch(from_torch(out.detach())).sum().item<float>(), 12.f);
+  out.sum().backward();
+  EXPECT_TRUE(at::allclose(in.grad(), to_torch(Tensor::from_vector<float>({3}, {2.f, 2.f, 2.f}))));
 }
 
 TEST(OnnxModule, LoadsFromBytes) {
