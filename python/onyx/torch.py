@@ -64,12 +64,17 @@ def _to_torch(t):
 
 def _export(module: torch.nn.Module, args: tuple, opset: int, dynamic_batch: bool) -> tuple[bytes, int]:
     """The module as ONNX bytes, in training mode (Dropout and BatchNorm keep their training
-    structure; onyx derives the eval graph from it), and the number of outputs. Tracing runs
-    the module once in training mode, which moves BatchNorm's running statistics: they are
-    restored, so wrapping changes nothing in the module."""
+    structure; onyx derives the eval graph from it), and the number of outputs. The probe run
+    and the tracing run the module, which moves BatchNorm's running statistics in training
+    mode: they are restored, so wrapping changes nothing in the module."""
     input_names = [f"input_{i}" for i in range(len(args))]
-    with torch.no_grad():
-        probe = module(*args)
+    saved_buffers = {k: b.detach().clone() for k, b in module.named_buffers()}
+    try:
+        with torch.no_grad():
+            probe = module(*args)
+    except Exception as e:
+        raise Error(f"[onyx.torch] {type(module).__name__} fails on example_inputs: "
+                    f"{type(e).__name__}: {e}") from e
     outs = probe if isinstance(probe, (tuple, list)) else (probe,)
     if not all(isinstance(o, torch.Tensor) for o in outs):
         raise Error(f"[onyx.torch] the module must return a tensor or a tuple of tensors; it "
@@ -78,7 +83,6 @@ def _export(module: torch.nn.Module, args: tuple, opset: int, dynamic_batch: boo
     dynamic_axes = None
     if dynamic_batch:
         dynamic_axes = {n: {0: "batch"} for n in input_names + output_names}
-    saved_buffers = {k: b.detach().clone() for k, b in module.named_buffers()}
     was_training = module.training
     buf = io.BytesIO()
     try:
@@ -150,8 +154,9 @@ class OnyxModule(torch.nn.Module):
         self._buffer_names = [n for n in params if n in in_graph and not params[n].requires_grad]
         self._buffer_names += [n for n in buffers if n in in_graph]
         # Any other float initializer is a constant the exporter created; it keeps its value.
+        # BatchNorm's running variance as torch updates it (unbiased), not as ONNX specifies.
         self._session = _onyx.AutogradSession(model_bytes, self._param_names, self._buffer_names,
-                                              threads)
+                                              threads, unbiased_running_var=True)
         self._model_bytes = model_bytes
         missing = self._session.missing_gradients()
         if missing and self._param_names:

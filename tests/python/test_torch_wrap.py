@@ -14,10 +14,13 @@ import onyx.torch  # noqa: E402
 torch.set_num_threads(1)
 
 
-def rel_err(a, b):
+def rel_err(a, b, floor=1e-12):
+    """max |a - b| / max |b|; `floor` bounds the denominator for values that are zero in exact
+    arithmetic (a convolution bias under training-mode BatchNorm), where both sides hold
+    rounding noise."""
     a = a.detach().double()
     b = b.detach().double()
-    return float((a - b).abs().max() / max(float(b.abs().max()), 1e-12))
+    return float((a - b).abs().max() / max(float(b.abs().max()), floor))
 
 
 class MLP(torch.nn.Module):
@@ -119,9 +122,10 @@ def test_outputs_and_gradients_equal_torch(name, mode):
     loss_of(out, labels).backward()
     loss_of(want, labels).backward()
     ref_params = dict(reference.named_parameters())
+    largest = max(float(p.grad.abs().max()) for p in reference.parameters())
     for n, p in model.named_parameters():
         assert p.grad is not None, n
-        assert rel_err(p.grad, ref_params[n].grad) < 1e-5, n
+        assert rel_err(p.grad, ref_params[n].grad, floor=0.1 * largest) < 1e-5, n
     # BatchNorm's running statistics moved exactly as torch's did (train) or not at all (eval).
     ref_buffers = dict(reference.named_buffers())
     for n, b in model.named_buffers():
