@@ -224,7 +224,46 @@ void prepare_for_training(Model& m) {
     if (canonical_domain(o.domain).empty() && o.version == 13) o.version = 14;
 }
 
-std::vector<std::pair<std::string, std::string>> set_training_mode(Graph& g, bool training) {
+namespace {
+
+/// torch's running variance: m*old + (1-m)*var*n/(n-1) (unbiased), where ONNX's update `upd`
+/// is m*old + (1-m)*var. So torch's value is upd + (upd - m*old)/(n-1), n = |X| / C.
+Value* torch_running_var(Graph& g, Node* bn, Value* old, Value* upd) {
+  const std::string p = bn->name + "/unbiased_var";
+  DataType dt = g.initializers.at(old->name).dtype();
+  auto scalar = [&](const char* hint, double v) {
+    Value* c = g.add_unique_value(p + "/" + hint);
+    Tensor t = Tensor::empty(dt, {});
+    if (dt == DataType::Double) *t.data<double>() = v;
+    else if (dt == DataType::Float16) *t.data<float16>() = float16(float(v));
+    else if (dt == DataType::BFloat16) *t.data<bfloat16>() = bfloat16(float(v));
+    else *t.data<float>() = float(v);
+    g.add_initializer(c->name, t);
+    return c;
+  };
+  auto node = [&](const char* op, std::vector<Value*> ins, const char* hint) {
+    Value* o = g.add_unique_value(p + "/" + hint);
+    g.add_node(op, std::move(ins), {o}, "", o->name);
+    return o;
+  };
+  Value* x_size = node("Size", {bn->inputs[0]}, "x_size");
+  Value* c_size = node("Size", {bn->inputs[1]}, "channels");
+  Value* n = node("Div", {x_size, c_size}, "count");
+  Value* nf = g.add_unique_value(p + "/count_float");
+  g.add_node("Cast", {n}, {nf}, "", nf->name)->attrs["to"] =
+      Attribute::of_int("to", static_cast<int64_t>(dt));
+  Value* nm1 = node("Sub", {nf, scalar("one", 1.0)}, "count_minus_one");
+  double momentum = bn->attr_float("momentum", 0.9f);
+  Value* kept = node("Mul", {old, scalar("momentum", momentum)}, "kept");
+  Value* fresh = node("Sub", {upd, kept}, "fresh");
+  Value* corr = node("Div", {fresh, nm1}, "correction");
+  return node("Add", {upd, corr}, "running_var");
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> set_training_mode(Graph& g, bool training,
+                                                                   bool unbiased_running_var) {
   std::vector<std::pair<std::string, std::string>> updates;
   std::vector<Node*> nodes;
   for (const auto& n : g.nodes()) nodes.push_back(n.get());
@@ -266,7 +305,9 @@ std::vector<std::pair<std::string, std::string>> set_training_mode(Graph& g, boo
           n->outputs[i] = upd;
         }
         make_overridable_input(g, stat);
-        updates.emplace_back(stat->name, n->outputs[i]->name);
+        Value* upd = n->outputs[i];
+        if (i == 2 && unbiased_running_var) upd = torch_running_var(g, n, stat, upd);
+        updates.emplace_back(stat->name, upd->name);
       }
     }
   }

@@ -61,9 +61,13 @@ void prepare_for_training(Model& m);
 /// initializer as default) or in inference mode (Dropout is the identity, BatchNormalization
 /// uses its running statistics), in place. Returns, in training mode, (running statistic,
 /// value holding its new value) per BatchNormalization input; the values are not made graph
-/// outputs. onyx::Error when a node cannot switch (running statistics that are not
-/// initializers, or read by the model in a node asked to stop updating them).
-std::vector<std::pair<std::string, std::string>> set_training_mode(Graph& g, bool training);
+/// outputs. `unbiased_running_var` follows PyTorch instead of the ONNX specification for the
+/// new running variance (the batch variance scaled by n/(n-1) before averaging, n being the
+/// values per channel), so a torch module trained through onyx ends with torch's buffers.
+/// onyx::Error when a node cannot switch (running statistics that are not initializers, or
+/// read by the model in a node asked to stop updating them).
+std::vector<std::pair<std::string, std::string>> set_training_mode(Graph& g, bool training,
+                                                                   bool unbiased_running_var = false);
 
 /// A node that training would need a gradient through but cannot differentiate.
 struct MissingGradient {

@@ -164,8 +164,13 @@ void OnnxModule::init(std::unique_ptr<Model> model, const OnnxModuleOptions& opt
              "core), got {}", options.threads);
   const ModuleState ms = choose_module_state(*model, options.trainable);
   auto s = std::make_shared<State>();
+  // Running variances move as torch.nn.BatchNorm moves them (unbiased batch variance), not as
+  // ONNX says (biased): the module stands in for the torch module the model came from.
   s->session = std::make_shared<AutogradSession>(
-      std::move(model), AutogradOptions{.parameters = ms.parameters, .buffers = ms.buffers, .threads = options.threads});
+      std::move(model), AutogradOptions{.parameters = ms.parameters,
+                                        .buffers = ms.buffers,
+                                        .unbiased_running_var = true,
+                                        .threads = options.threads});
   s->source = std::move(source);
   for (const auto& io : s->session->inputs()) s->input_names.push_back(io.name);
   for (const auto& io : s->session->outputs()) {

@@ -19,9 +19,9 @@
 // optimizer step or a copy_() into a parameter is seen by the next forward.
 //
 // Modes: train() runs Dropout and BatchNormalization as in training (batch statistics; the
-// running statistics are updated in the buffers), eval() as in inference. The update follows
-// ONNX's BatchNormalization: like torch's for the mean, but with the batch's population variance
-// where torch.nn.BatchNorm takes the unbiased one (n / (n - 1) apart, n = values per channel).
+// running statistics are updated in the buffers as torch.nn.BatchNorm updates them: the
+// unbiased batch variance, where ONNX's BatchNormalization would take the biased one),
+// eval() as in inference.
 // Gradients are recorded when grad mode is on and an input or a parameter requires grad;
 // otherwise (torch::NoGradGuard, frozen parameters) onyx runs the plain forward graph.
 //

@@ -22,6 +22,8 @@ DEBIAN_PACKAGES=(
   valgrind                                        # tests: the portable build under memcheck
   libjpeg62-turbo-dev libpng-dev libwebp-dev      # ImageDecoder codecs (each optional:
   libtiff-dev libopenjp2-7-dev                    #   a missing one is refused at run time)
+  libdlpack-dev                                   # graph/dlpack.h: zero-copy tensor exchange
+  python3-dev                                     # the onyx Python package (python/)
 )
 
 missing=()
@@ -37,7 +39,8 @@ fi
 
 # Python tools (model generators, reference outputs, the ONNX Runtime side of bench/).
 VENV=${ONYX_VENV:-.venv}
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import numpy, onnx, onnxruntime" 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] ||
+   ! "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, nanobind, scikit_build_core, pytest" 2>/dev/null; then
   echo "setup: creating Python environment in $VENV"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
@@ -49,3 +52,9 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DONYX_PYTHON="$PWD/$VENV/bin/
   ${ONYX_CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 echo "setup: built onyx in $BUILD"
+
+# The onyx Python package into the venv. Without build isolation pip reuses the venv's
+# nanobind and scikit-build-core, and pyproject.toml's persistent build/pip-* folder plus
+# ccache make a re-run cost seconds.
+"$VENV/bin/pip" install -q --no-build-isolation .
+echo "setup: installed the onyx Python package into $VENV"

@@ -84,7 +84,7 @@ struct AutogradSession::Impl {
 
   void build(bool training, ModeGraphs& mg) const {
     auto moded = clone_model(*model);
-    mg.updates = autodiff::set_training_mode(*moded->graph, training);
+    mg.updates = autodiff::set_training_mode(*moded->graph, training, options.unbiased_running_var);
     // Parameters and buffers become plain inputs before differentiation, so what the backward
     // reads of them comes from this call's feeds, never from frozen copies of the initializers.
     auto m = fed_inputs(*moded, params, buffers);

@@ -221,31 +221,25 @@ TEST(OnnxModule, TrainAndEvalSwitchBatchNormalizationAsTorchDoes) {
   EXPECT_TRUE(at::allclose(net->forward({x.narrow(0, 0, 2)})[0], eval_out.narrow(0, 0, 2), 1e-5, 1e-6));
   EXPECT_TRUE(at::equal(net->named_buffers()["bn.running_mean"], mean0)) << "eval() changed the statistics";
 
-  // train(): batch statistics, as torch normalises.
+  // train(): batch statistics, and the running statistics move as torch moves them
+  // (momentum 0.1; the running variance takes the unbiased batch variance, where ONNX's rule
+  // takes the biased one).
   net->train();
-  at::Tensor want = torch_cnn(*net, x, mean0.clone(), var0.clone(), true);
+  at::Tensor torch_mean = mean0.clone(), torch_var = var0.clone();
+  at::Tensor want = torch_cnn(*net, x, torch_mean, torch_var, true);
   at::Tensor train_out = net->forward({x})[0];
   EXPECT_TRUE(at::allclose(train_out, want, 1e-4, 1e-5));
   EXPECT_FALSE(at::allclose(train_out, eval_out, 1e-3, 1e-3)) << "train() did not change BatchNormalization";
   EXPECT_FALSE(at::allclose(net->forward({x.narrow(0, 0, 2)})[0], train_out.narrow(0, 0, 2), 1e-3, 1e-3));
-  // Each training forward (the full batch, then two samples) moved the running statistics by
-  // ONNX's rule, momentum 0.9 (torch's 0.1): the mean as torch moves it, the variance with the
-  // batch's population variance where torch.nn.BatchNorm2d takes the unbiased one (n / (n - 1)
-  // apart: 512/511 and 128/127 here).
-  auto p = net->named_parameters();
-  at::Tensor mean = mean0.clone(), var = var0.clone();
-  for (const at::Tensor& batch : {x, x.narrow(0, 0, 2)}) {
-    at::Tensor h = at::conv2d(batch, p["conv.weight"], p["conv.bias"], 1, 1);
-    mean = 0.9 * mean + 0.1 * h.mean({0, 2, 3});
-    var = 0.9 * var + 0.1 * h.var({0, 2, 3}, /*unbiased=*/false);
-  }
-  EXPECT_TRUE(at::allclose(net->named_buffers()["bn.running_mean"], mean, 1e-4, 1e-6))
-      << net->named_buffers()["bn.running_mean"] << mean;
-  EXPECT_TRUE(at::allclose(net->named_buffers()["bn.running_var"], var, 1e-4, 1e-6))
-      << net->named_buffers()["bn.running_var"] << var;
+  // Two training forwards have run (the full batch, then two samples): replay the second in torch.
+  torch_cnn(*net, x.narrow(0, 0, 2), torch_mean, torch_var, true);
+  EXPECT_TRUE(at::allclose(net->named_buffers()["bn.running_mean"], torch_mean, 1e-4, 1e-6))
+      << net->named_buffers()["bn.running_mean"] << torch_mean;
+  EXPECT_TRUE(at::allclose(net->named_buffers()["bn.running_var"], torch_var, 1e-4, 1e-6))
+      << net->named_buffers()["bn.running_var"] << torch_var;
   // The next eval() forward normalises with the moved statistics.
   net->eval();
-  EXPECT_TRUE(at::allclose(net->forward({x})[0], torch_cnn(*net, x, mean, var, false), 1e-4, 1e-5));
+  EXPECT_TRUE(at::allclose(net->forward({x})[0], torch_cnn(*net, x, torch_mean, torch_var, false), 1e-4, 1e-5));
 }
 
 TEST(OnnxModule, NoGradAndFrozenParametersRunWithoutAutograd) {
