@@ -22,7 +22,6 @@ struct OnnxModule::State {
   /// Handles of the registered tensors (the same TensorImpls named_parameters() returns), so
   /// optimizer steps, copy_() and torch::load reach onyx's next call.
   std::vector<at::Tensor> params, buffers;
-  std::vector<bool> float_outputs;  // the others are marked non-differentiable
 };
 
 namespace {
@@ -90,9 +89,9 @@ struct OnnxFunction : ::torch::autograd::Function<OnnxFunction> {
     // Gradients of unused outputs stay undefined (onyx seeds zeros itself).
     ctx->set_materialize_grads(false);
     variable_list outputs = to_torch_all(r.outputs);
-    variable_list constant;
+    variable_list constant;  // integer and bool outputs: torch refuses gradients for them
     for (size_t i = 0; i < outputs.size(); ++i)
-      if (!state->float_outputs[i]) constant.push_back(outputs[i]);
+      if (!is_float(r.outputs[i].dtype())) constant.push_back(outputs[i]);
     if (!constant.empty()) ctx->mark_non_differentiable(constant);
     return outputs;
   }
@@ -173,10 +172,7 @@ void OnnxModule::init(std::unique_ptr<Model> model, const OnnxModuleOptions& opt
                                         .threads = options.threads});
   s->source = std::move(source);
   for (const auto& io : s->session->inputs()) s->input_names.push_back(io.name);
-  for (const auto& io : s->session->outputs()) {
-    s->output_names.push_back(io.name);
-    s->float_outputs.push_back(io.type.is_tensor() && is_float(io.type.elem));
-  }
+  for (const auto& io : s->session->outputs()) s->output_names.push_back(io.name);
   // The session's lists, not ours: they are what forward() checks the fed tensors against.
   // (They differ only when no initializer reaches an output: an empty list asks AutogradSession
   // for its default set, every float initializer of rank >= 1 but the buffers.)

@@ -301,6 +301,40 @@ TEST(OnnxModule, RunsAModelWithoutTrainableParameters) {
   EXPECT_TRUE(at::allclose(in.grad(), to_torch(Tensor::from_vector<float>({3}, {2.f, 2.f, 2.f}))));
 }
 
+TEST(OnnxModule, IntegerOutputsAreReturnedWithoutGradients) {
+  // scores = x * w, best = ArgMax(scores, axis 1): the int64 output carries no autograd history
+  // and backward through the float one reaches w.
+  Model m;
+  m.ir_version = 8;
+  m.opsets = {{"", 17}};
+  m.graph = std::make_unique<Graph>("argmax");
+  Graph& g = *m.graph;
+  Value* x = g.get_or_add_value("x");
+  x->type = ValueType::tensor(DataType::Float, SymShape{Dim::symbol("N"), Dim::fixed(3)});
+  g.inputs.push_back(x);
+  Value* w = g.add_initializer("w", Tensor::from_vector<float>({3}, {1.f, -1.f, 2.f}));
+  Value* scores = g.get_or_add_value("scores");
+  Value* best = g.get_or_add_value("best");
+  g.add_node("Mul", {x, w}, {scores});
+  Node* argmax = g.add_node("ArgMax", {scores}, {best});
+  argmax->attrs["axis"] = Attribute::of_int("axis", 1);
+  argmax->attrs["keepdims"] = Attribute::of_int("keepdims", 0);
+  g.outputs = {scores, best};
+  const std::string bytes = serialize_model(m);
+  OnnxModule net(bytes.data(), bytes.size(), {.threads = 1});
+  ASSERT_EQ(net.parameter_names(), (std::vector<std::string>{"w"}));
+  at::Tensor in = to_torch(Tensor::from_vector<float>({2, 3}, {1.f, 2.f, 3.f, 4.f, 5.f, -6.f}));
+  std::vector<at::Tensor> out = net.forward({in});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0].requires_grad());
+  EXPECT_FALSE(out[1].requires_grad());
+  EXPECT_EQ(out[1].scalar_type(), at::kLong);
+  EXPECT_EQ(std::vector<int64_t>(out[1].data_ptr<int64_t>(), out[1].data_ptr<int64_t>() + 2),
+            (std::vector<int64_t>{2, 0}));  // scores [1, -2, 6] and [4, -5, -12]
+  out[0].sum().backward();
+  EXPECT_TRUE(at::allclose(net.parameters()[0].grad(), to_torch(Tensor::from_vector<float>({3}, {5.f, 7.f, -3.f}))));
+}
+
 TEST(OnnxModule, LoadsFromBytes) {
   std::ifstream f(torch_data("mlp", "model.onnx"), std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
