@@ -77,7 +77,9 @@ install(TARGETS onyx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # onyx::libtorch from the wheel onyx was built against before loading it.
 if(TARGET onyx_torch)
   set_target_properties(onyx_torch PROPERTIES EXPORT_NAME torch VERSION ${PROJECT_VERSION} SOVERSION ${ONYX_SOVERSION}
-                        INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
+                        # The wheel's lib/ by name: INSTALL_RPATH_USE_LINK_PATH skips folders
+                        # inside the source tree, where scripts/setup.sh's .venv lives.
+                        INSTALL_RPATH "$ORIGIN;${ONYX_LIBTORCH_ROOT}/lib" INSTALL_RPATH_USE_LINK_PATH ON)
   set(ONYX_TORCH_PUBLIC_HEADERS interop/torch_tensor.h interop/onnx_module.h interop/torch_ops.h)
   foreach(header ${ONYX_TORCH_PUBLIC_HEADERS})
     get_filename_component(dir ${header} DIRECTORY)
