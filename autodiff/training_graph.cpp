@@ -28,16 +28,6 @@ bool non_differentiable_input(const Node& n, int i) {
   return it != table.end() && std::find(it->second.begin(), it->second.end(), i) != it->second.end();
 }
 
-void check_opset(Model& m) {
-  // Opset 7-12 models are rewritten to opset-13 meanings first (the rules emit opset-13 ops),
-  // and com.microsoft fused ops into the ai.onnx ops they fuse.
-  upgrade_to_opset13(m);
-  defuse_contrib_ops(m);
-  // No ai.onnx op changed meaning from 13 to 14; 14 lets BatchNormalization train.
-  for (auto& o : m.opsets)
-    if (canonical_domain(o.domain).empty() && o.version == 13) o.version = 14;
-}
-
 /// Which values need a gradient: on a float path from `wrt` (req) that reaches a seed (rel).
 struct Reach {
   std::unordered_set<const Value*> req, rel;
@@ -219,17 +209,90 @@ std::vector<std::string> default_params(Model& m, Value* loss) {
 }
 
 void switch_to_training_mode(Graph& g, TrainingGraph& tg) {
+  tg.state_updates = set_training_mode(g, true);
+}
+
+}  // namespace
+
+void prepare_for_training(Model& m) {
+  // Opset 7-12 models are rewritten to opset-13 meanings first (the rules emit opset-13 ops),
+  // and com.microsoft fused ops into the ai.onnx ops they fuse.
+  upgrade_to_opset13(m);
+  defuse_contrib_ops(m);
+  // No ai.onnx op changed meaning from 13 to 14; 14 lets BatchNormalization train.
+  for (auto& o : m.opsets)
+    if (canonical_domain(o.domain).empty() && o.version == 13) o.version = 14;
+}
+
+namespace {
+
+/// torch's running variance: m*old + (1-m)*var*n/(n-1) (unbiased), where ONNX's update `upd`
+/// is m*old + (1-m)*var. So torch's value is upd + (upd - m*old)/(n-1), n = |X| / C.
+Value* torch_running_var(Graph& g, Node* bn, Value* old, Value* upd) {
+  const std::string p = bn->name + "/unbiased_var";
+  DataType dt = g.initializers.at(old->name).dtype();
+  auto scalar = [&](const char* hint, double v) {
+    Value* c = g.add_unique_value(p + "/" + hint);
+    Tensor t = Tensor::empty(dt, {});
+    if (dt == DataType::Double) *t.data<double>() = v;
+    else if (dt == DataType::Float16) *t.data<float16>() = float16(float(v));
+    else if (dt == DataType::BFloat16) *t.data<bfloat16>() = bfloat16(float(v));
+    else *t.data<float>() = float(v);
+    g.add_initializer(c->name, t);
+    return c;
+  };
+  auto node = [&](const char* op, std::vector<Value*> ins, const char* hint) {
+    Value* o = g.add_unique_value(p + "/" + hint);
+    g.add_node(op, std::move(ins), {o}, "", o->name);
+    return o;
+  };
+  Value* x_size = node("Size", {bn->inputs[0]}, "x_size");
+  Value* c_size = node("Size", {bn->inputs[1]}, "channels");
+  Value* n = node("Div", {x_size, c_size}, "count");
+  Value* nf = g.add_unique_value(p + "/count_float");
+  g.add_node("Cast", {n}, {nf}, "", nf->name)->attrs["to"] =
+      Attribute::of_int("to", static_cast<int64_t>(dt));
+  Value* nm1 = node("Sub", {nf, scalar("one", 1.0)}, "count_minus_one");
+  double momentum = bn->attr_float("momentum", 0.9f);
+  Value* kept = node("Mul", {old, scalar("momentum", momentum)}, "kept");
+  Value* fresh = node("Sub", {upd, kept}, "fresh");
+  Value* corr = node("Div", {fresh, nm1}, "correction");
+  return node("Add", {upd, corr}, "running_var");
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> set_training_mode(Graph& g, bool training,
+                                                                   bool unbiased_running_var) {
+  std::vector<std::pair<std::string, std::string>> updates;
   std::vector<Node*> nodes;
   for (const auto& n : g.nodes()) nodes.push_back(n.get());
   for (Node* n : nodes) {
     if (n->op_type == "Dropout" && canonical_domain(n->domain).empty()) {
+      // A fresh constant rather than editing the old one: the exporter's flag may be shared.
       Value* on = g.add_unique_value(n->name + "/training_mode");
-      g.add_initializer(on->name, Tensor::scalar<bool>(true));
+      g.add_initializer(on->name, Tensor::scalar<bool>(training));
       while (n->inputs.size() < 3) n->inputs.push_back(nullptr);
       g.set_input(n, 2, on);
     } else if (n->op_type == "BatchNormalization" && canonical_domain(n->domain).empty()) {
       ONYX_CHECK(n->num_inputs() == 5, "[autodiff] {} should have 5 inputs", n->label());
-      n->attrs["training_mode"] = Attribute::of_int("training_mode", 1);
+      n->attrs["training_mode"] = Attribute::of_int("training_mode", training ? 1 : 0);
+      if (!training) {
+        // Inference mode has one output; the running-statistics outputs of a model exported
+        // in training mode are dangling there (the exporter updates the buffers in place).
+        for (size_t i = 1; i < n->outputs.size(); ++i) {
+          Value* o = n->outputs[i];
+          if (!o) continue;
+          bool used = !o->consumers.empty() ||
+                      std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end();
+          ONYX_CHECK(!used, "[autodiff] {}: output '{}' (running statistics) is read by the "
+                     "model, so the node cannot run in inference mode", n->label(), o->name);
+          o->producer = nullptr;
+          o->producer_output = -1;
+        }
+        n->outputs.resize(1);
+        continue;
+      }
       n->outputs.resize(3, nullptr);
       for (int i = 1; i <= 2; ++i) {
         Value* stat = n->inputs[2 + i];
@@ -242,13 +305,15 @@ void switch_to_training_mode(Graph& g, TrainingGraph& tg) {
           n->outputs[i] = upd;
         }
         make_overridable_input(g, stat);
-        tg.state_updates.emplace_back(stat->name, n->outputs[i]->name);
+        Value* upd = n->outputs[i];
+        if (i == 2 && unbiased_running_var) upd = torch_running_var(g, n, stat, upd);
+        updates.emplace_back(stat->name, upd->name);
       }
     }
   }
+  if (!training) g.prune_values();
+  return updates;
 }
-
-}  // namespace
 
 TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
                                    const std::vector<std::string>& trainable,
@@ -257,7 +322,7 @@ TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
   tg.model = clone_model(forward);
   Model& m = *tg.model;
   Graph& g = *m.graph;
-  check_opset(m);
+  prepare_for_training(m);
   infer_types_and_shapes(m);
   for (Value* o : g.outputs) tg.forward_outputs.push_back(o->name);
   for (const auto& p : trainable) {
@@ -359,7 +424,7 @@ void find_missing(const std::vector<Node*>& order, const Reach& r, const std::st
 
 std::vector<MissingGradient> missing_gradients(const Model& forward) {
   auto m = clone_model(forward);
-  check_opset(*m);
+  prepare_for_training(*m);
   infer_types_and_shapes(*m);
   Graph& g = *m->graph;
   std::vector<Value*> cands;
@@ -377,7 +442,7 @@ std::vector<MissingGradient> missing_gradients(const Model& forward) {
 std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& loss,
                                         const std::vector<std::string>& params) {
   auto m = clone_model(forward);
-  check_opset(*m);
+  prepare_for_training(*m);
   infer_types_and_shapes(*m);
   Graph& g = *m->graph;
   std::vector<Value*> fwd_outs = g.outputs;
@@ -398,7 +463,7 @@ std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& lo
 BackwardGraphs build_backward_graphs(const Model& forward, const std::vector<std::string>& wrt_names) {
   BackwardGraphs bg;
   auto joint = clone_model(forward);
-  check_opset(*joint);
+  prepare_for_training(*joint);
   infer_types_and_shapes(*joint);
   Graph& g = *joint->graph;
   std::unordered_set<const Node*> fwd_nodes;

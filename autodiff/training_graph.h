@@ -50,6 +50,25 @@ TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
 std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& loss,
                                         const std::vector<std::string>& params);
 
+/// Rewrites `m` into the form the gradient rules expect, in place: ai.onnx opset 7-12 to
+/// opset-13 meanings, com.microsoft fused ops into the ops they fuse, opset 13 raised to 14.
+/// build_training_graph and build_backward_graphs do it themselves; callers that edit the
+/// graph first (set_training_mode) call it before.
+void prepare_for_training(Model& m);
+
+/// Puts `g` in training mode (Dropout drops, BatchNormalization normalises with batch
+/// statistics and outputs new running statistics, which become graph inputs with their
+/// initializer as default) or in inference mode (Dropout is the identity, BatchNormalization
+/// uses its running statistics), in place. Returns, in training mode, (running statistic,
+/// value holding its new value) per BatchNormalization input; the values are not made graph
+/// outputs. `unbiased_running_var` follows PyTorch instead of the ONNX specification for the
+/// new running variance (the batch variance scaled by n/(n-1) before averaging, n being the
+/// values per channel), so a torch module trained through onyx ends with torch's buffers.
+/// onyx::Error when a node cannot switch (running statistics that are not initializers, or
+/// read by the model in a node asked to stop updating them).
+std::vector<std::pair<std::string, std::string>> set_training_mode(Graph& g, bool training,
+                                                                   bool unbiased_running_var = false);
+
 /// A node that training would need a gradient through but cannot differentiate.
 struct MissingGradient {
   std::string node, op_type, domain;  // node: "loop/body_node" for a node inside a subgraph
@@ -66,7 +85,8 @@ std::vector<MissingGradient> missing_gradients(const Model& forward);
 struct BackwardGraphs {
   /// The forward model plus extra outputs: the activations the backward needs (`saved`).
   std::unique_ptr<Model> forward;
-  /// Inputs: `seeds` (one "<output>_grad" per forward output, same shape), then `saved`,
+  /// Inputs: `seeds` (one "<output>_grad" per forward output, same shape), then `saved`
+  /// (graph inputs the backward reads are among them: the forward passes them through),
   /// then the wrt values it reads. Outputs: `grads` ("<x>_grad" for each wrt, in order).
   std::unique_ptr<Model> backward;
   std::vector<std::string> saved, seeds, grads, wrt;

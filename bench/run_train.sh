@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One command for the training benchmark: installs PyTorch into the venv when it is missing,
+# One command for the training benchmark: installs PyTorch into the venv when it is missing
+# (scripts/install_torch.sh),
 # builds onyx_train_bench, generates the models (first time only) and times onyx's training
 # steps next to PyTorch's. Arguments go to `bench/train_bench_torch.py table`, e.g.
 #   bench/run_train.sh                                 # mlp, resnet18, bert; 2 threads
@@ -14,19 +15,7 @@ if ! "$PY" -c "import numpy, onnx" 2>/dev/null; then
   exit 1
 fi
 
-# PyTorch stays out of scripts/requirements.txt (CI must not download it). The PyPI wheel
-# depends on several GB of CUDA packages; a CPU run needs only the wheel, its pure-python
-# dependencies and the few CUDA libraries libtorch links against that a machine may lack.
-torch_ok() { "$PY" -c "import torch; torch.randn(2, 2) @ torch.randn(2, 2)" 2>/dev/null; }
-if ! torch_ok; then
-  echo "bench: installing PyTorch (CPU use) into $PY's environment" >&2
-  "$PY" -m pip install -q --no-deps torch
-  "$PY" -m pip install -q filelock typing-extensions sympy networkx jinja2 fsspec
-  torch_ok || "$PY" -m pip install -q --no-deps nvidia-cufile nvidia-cusparselt-cu13 \
-    nvidia-nvshmem-cu13 nvidia-nccl-cu13
-  torch_ok || "$PY" -m pip install -q torch  # the full dependency set, as a last resort
-  torch_ok || { echo "bench: PyTorch does not import; see '$PY -c \"import torch\"'" >&2; exit 1; }
-fi
+scripts/install_torch.sh "$PY"
 
 [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" --target onyx_train_bench -j"$(nproc)" >/dev/null

@@ -37,6 +37,9 @@ struct AutogradOptions {
   /// Initializers the caller feeds without gradients (BatchNormalization running statistics),
   /// in its order. Training-mode forwards return their new values as state updates.
   std::vector<std::string> buffers;
+  /// Update BatchNormalization's running variance as PyTorch does (unbiased batch variance)
+  /// instead of as the ONNX specification says (biased): what the torch front doors set.
+  bool unbiased_running_var = false;
   /// Intra-op threads; 0 means one per core.
   int threads = 0;
   /// Graph optimization of the compiled forward and backward graphs.

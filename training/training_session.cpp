@@ -14,30 +14,11 @@
 #include "optimizers/grad_accumulate.h"
 #include "optimizers/grad_clip.h"
 #include "training/checkpoint.h"
+#include "training/without_defaults.h"
 
 namespace onyx {
 
 namespace {
-
-/// Removes the initializer defaults of inputs the session always feeds (saves a copy of
-/// every weight per session).
-std::unique_ptr<Model> without_defaults(const Model& m, const std::set<std::string>& fed) {
-  auto c = clone_model(m);
-  Graph& g = *c->graph;
-  for (const auto& n : fed) {
-    Value* v = g.find_value(n);
-    ONYX_CHECK(v && g.initializers.count(n), "[training] '{}' is not an initializer", n);
-    const Tensor& t = g.initializers.at(n);
-    SymShape s;
-    for (int64_t d : t.shape()) s.push_back(Dim::fixed(d));
-    v->type = ValueType::tensor(t.dtype(), s);
-    g.initializers.erase(n);
-    if (std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end()) g.inputs.push_back(v);
-  }
-  auto& o = g.overridable_initializers;
-  o.erase(std::remove_if(o.begin(), o.end(), [&](const std::string& n) { return fed.count(n) > 0; }), o.end());
-  return c;
-}
 
 /// splitmix64: a well-mixed per-step seed from the session seed and the micro-batch index.
 uint64_t mix_seed(uint64_t seed, uint64_t i) {
