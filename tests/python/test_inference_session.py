@@ -272,6 +272,25 @@ def test_concurrent_runs_from_python_threads():
             np.testing.assert_array_equal(results[i][k], want[(i + k) % len(xs)])
 
 
+def test_string_tensors_cross_as_object_arrays():
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["s"], ["t"])], "strings",
+        [helper.make_tensor_value_info("s", TensorProto.STRING, [3])],
+        [helper.make_tensor_value_info("t", TensorProto.STRING, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = onyx.InferenceSession(model.SerializeToString())
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for feed in (np.array(["ab", "Cd", "é"]), np.array(["ab", "Cd", "é"], dtype=object)):
+        (got,) = sess.run(None, {"s": feed})
+        (want,) = ref.run(None, {"s": feed})
+        assert got.dtype == want.dtype == object
+        assert got.tolist() == want.tolist() == ["ab", "Cd", "é"]
+    with pytest.raises(onyx.Error, match="element 1"):
+        sess.run(None, {"s": np.array(["a", 3, "c"], dtype=object)})
+
+
 def test_run_options_seed_makes_dropout_repeatable():
     from onnx import TensorProto, helper
     graph = helper.make_graph(
