@@ -111,6 +111,29 @@ def test_model_from_bytes_and_pathlike(gemm_model_bytes, tmp_path):
         np.testing.assert_allclose(y, want, rtol=1e-6)
 
 
+def test_zero_copy_both_ways():
+    """onyx's Reshape is a view, so its output is the feed's own memory: the feed was viewed,
+    not copied, and the output is a numpy view of it, not a copy."""
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])], "reshape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6])],
+        [helper.make_tensor("shape", TensorProto.INT64, [1], [6])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = onyx.InferenceSession(model.SerializeToString())
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = sess.run(None, {"x": x})
+    assert y.__array_interface__["data"][0] == x.ctypes.data
+    x[1, 2] = 42.0
+    assert y[5] == 42.0
+    torch = pytest.importorskip("torch")
+    xt = torch.zeros(2, 3)
+    (yt,) = sess.run(None, {"x": xt})
+    assert yt.__array_interface__["data"][0] == xt.data_ptr()
+
+
 def test_outputs_are_views_that_outlive_the_session(gemm_model_bytes):
     sess = onyx.InferenceSession(gemm_model_bytes)
     (y,) = sess.run(None, {"x": np.ones((2, 3), dtype=np.float32)})
