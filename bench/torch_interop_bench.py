@@ -9,6 +9,8 @@ then up to --iters timed calls (fewer when --max-seconds would be exceeded; neve
 3); the table shows the medians and onyx/ORT. The last column is the largest difference
 between the two runtimes' outputs, max |onyx - ort| / max(1, |ort|).
 
+A first row times a 16-float Relu, whose work is nothing: the cost of a call itself.
+
 Usage: PYTHONPATH=build/python torch_interop_bench.py [--models mlp resnet18] [--threads 2] ...
 (bench/run_torch_interop.sh builds the package and sets the path.)
 """
@@ -53,8 +55,26 @@ def max_rel_diff(got, want):
     return worst
 
 
+def overhead_row(args):
+    """The cost of a call itself: Relu over 16 floats, where the model's work is nothing."""
+    from onnx import TensorProto, helper
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu16",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onyx_sess, ort_sess = sessions(model.SerializeToString(), args.threads)
+    feeds = {"x": np.linspace(-1, 1, 16, dtype=np.float32)}
+    iters = max(args.iters, 1000)
+    ort_ms = time_loop(lambda: ort_sess.run(None, feeds), args.warmup, iters, args.max_seconds)
+    onyx_ms = time_loop(lambda: onyx_sess.run(None, feeds), args.warmup, iters, args.max_seconds)
+    return {"model": "relu16 (call overhead)", "batch": 1, "onyx_ms": statistics.median(onyx_ms),
+            "ort_ms": statistics.median(ort_ms), "runs": (len(onyx_ms), len(ort_ms)),
+            "diff": max_rel_diff(onyx_sess.run(None, feeds), ort_sess.run(None, feeds))}
+
+
 def inference_rows(args):
-    rows = []
+    rows = [overhead_row(args)]
     for name in args.models:
         gen_bench_models.generate(args.models_dir, name)
         model_path = os.path.join(args.models_dir, name, "model.onnx")
@@ -82,7 +102,7 @@ def inference_rows(args):
 
 def print_inference_table(rows):
     head = ["model", "batch", "onyx ms", "ORT ms", "onyx/ORT", "runs onyx/ORT", "max diff"]
-    table = [[r["model"], r["batch"], f"{r['onyx_ms']:.3f}", f"{r['ort_ms']:.3f}",
+    table = [[r["model"], r["batch"], f"{r['onyx_ms']:.4g}", f"{r['ort_ms']:.4g}",
               f"{r['onyx_ms'] / r['ort_ms']:.2f}", f"{r['runs'][0]}/{r['runs'][1]}",
               f"{r['diff']:.1e}"] for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *table)]
