@@ -3,6 +3,9 @@
 #   P/bin/onyx                       the command line
 #   P/include/onyx/                  <onyx/onyx.h> and the public headers it includes
 #   P/lib/cmake/onyx/                find_package(onyx CONFIG) -> onyx::onyx
+#                                    find_package(onyx CONFIG COMPONENTS torch) -> onyx::torch
+#   P/lib/libonyx_torch.so.<SOVERSION>, P/include/onyx/torch.h   the `torch` component, when
+#                                    interop/ was built (cmake/torch.cmake)
 #   P/lib/pkgconfig/onyx.pc          pkg-config --cflags --libs onyx
 # The layers stay static libraries: the tests and the `onyx` CLI link them as before (so the
 # installed CLI does not need libonyx.so); onyx_shared is built from their objects.
@@ -67,9 +70,31 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/onyx/onyx.h
 install(TARGETS onyx_shared EXPORT onyxTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS onyx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
+# The optional `torch` component: libonyx_torch.so (onyx::torch, over libonyx.so and libtorch)
+# and <onyx/torch.h> with the interop headers it includes (the closure of <onyx/torch.h> minus
+# that of <onyx/onyx.h>; check_install.sh holds this list to it as well). Its own export set, so
+# find_package(onyx) without the component never needs libtorch; the config file defines
+# onyx::libtorch from the wheel onyx was built against before loading it.
+if(TARGET onyx_torch)
+  set_target_properties(onyx_torch PROPERTIES EXPORT_NAME torch VERSION ${PROJECT_VERSION} SOVERSION ${ONYX_SOVERSION}
+                        INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
+  set(ONYX_TORCH_PUBLIC_HEADERS interop/torch_tensor.h interop/onnx_module.h interop/torch_ops.h)
+  foreach(header ${ONYX_TORCH_PUBLIC_HEADERS})
+    get_filename_component(dir ${header} DIRECTORY)
+    install(FILES ${PROJECT_SOURCE_DIR}/${header}
+            DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/onyx/${dir})
+  endforeach()
+  install(FILES ${PROJECT_SOURCE_DIR}/include/onyx/torch.h
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/onyx)
+  install(TARGETS onyx_torch EXPORT onyxTorchTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
+
 # CMake package.
 set(ONYX_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/onyx)
 install(EXPORT onyxTargets NAMESPACE onyx:: DESTINATION ${ONYX_CMAKE_DIR})
+if(TARGET onyx_torch)
+  install(EXPORT onyxTorchTargets NAMESPACE onyx:: DESTINATION ${ONYX_CMAKE_DIR})
+endif()
 math(EXPR ONYX_FMT_NEXT_MAJOR "${fmt_VERSION_MAJOR} + 1")
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/onyxConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/onyxConfig.cmake

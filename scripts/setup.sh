@@ -47,6 +47,13 @@ if [ ! -x "$VENV/bin/python" ] ||
   "$VENV/bin/pip" install -q -r scripts/requirements.txt
 fi
 
+# PyTorch (CPU use) from PyPI: onyx.torch, the libtorch front door (interop/, configured only
+# when torch imports) and their tests need it. ONYX_NO_TORCH=1 skips it: everything else
+# builds and tests without torch.
+if [ "${ONYX_NO_TORCH:-0}" != 1 ]; then
+  scripts/install_torch.sh "$VENV/bin/python"
+fi
+
 BUILD=${ONYX_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DONYX_PYTHON="$PWD/$VENV/bin/python" \
   ${ONYX_CMAKE_ARGS:-} >/dev/null

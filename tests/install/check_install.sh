@@ -32,19 +32,36 @@ SONAME=$(readelf -d "$LIB" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 echo "SONAME $SONAME"
 "$P/bin/onyx" --version
 
-# 2. Headers: exactly the closure of the umbrella over onyx headers, which compiles alone.
+# 2. Headers: exactly the closure of the umbrellas over onyx headers: <onyx/onyx.h>, and
+# <onyx/torch.h> when the `torch` component is installed (its closure needs libtorch's headers,
+# from the wheel the installed package names). <onyx/onyx.h> compiles alone;
+# check_install_torch.sh compiles <onyx/torch.h>.
 INC=$P/include
 [[ ! -e $INC/onyx/kernels ]] || fail "private kernel headers installed"
-echo '#include <onyx/onyx.h>' >"$WORK/umbrella.cpp"
-"$CXX" -std=c++20 -MM -I"$INC" -I"$INC/onyx" "$WORK/umbrella.cpp" | tr ' \\' '\n\n' |
-  sed -n "s|^$INC/onyx/||p" | sort -u >"$WORK/closure.txt"
+closure() {  # $1: umbrella header; the rest: extra compiler flags
+  local header=$1
+  shift
+  echo "#include <onyx/$header>" >"$WORK/umbrella_$header.cpp"
+  "$CXX" -std=c++20 -MM -I"$INC" -I"$INC/onyx" "$@" "$WORK/umbrella_$header.cpp" | tr ' \\' '\n\n' |
+    sed -n "s|^$INC/onyx/||p"
+}
+TORCH_ROOT=
+if [[ -e $INC/onyx/torch.h ]]; then
+  TORCH_ROOT=$(sed -n 's/^ *set(ONYX_LIBTORCH_ROOT "\([^"]*\)".*/\1/p' "$(find "$P" -name onyxConfig.cmake)")
+  [[ -d $TORCH_ROOT/include ]] || fail "<onyx/torch.h> installed, but onyxConfig.cmake names no libtorch ('$TORCH_ROOT')"
+fi
+{
+  closure onyx.h
+  [[ -z $TORCH_ROOT ]] ||
+    closure torch.h -isystem "$TORCH_ROOT/include" -isystem "$TORCH_ROOT/include/torch/csrc/api/include"
+} | sort -u >"$WORK/closure.txt"
 (cd "$INC/onyx" && find . -type f | sed 's|^\./||' | sort) >"$WORK/installed.txt"
 diff -u "$WORK/installed.txt" "$WORK/closure.txt" ||
-  fail "installed headers (-) differ from what <onyx/onyx.h> includes (+):" \
-       "update ONYX_PUBLIC_HEADERS in cmake/install.cmake"
-"$CXX" -std=c++20 -Wall -Wextra -Werror -fsyntax-only -I"$INC" -I"$INC/onyx" "$WORK/umbrella.cpp" ||
+  fail "installed headers (-) differ from what <onyx/onyx.h> (and <onyx/torch.h>) include (+):" \
+       "update ONYX_PUBLIC_HEADERS (ONYX_TORCH_PUBLIC_HEADERS) in cmake/install.cmake"
+"$CXX" -std=c++20 -Wall -Wextra -Werror -fsyntax-only -I"$INC" -I"$INC/onyx" "$WORK/umbrella_onyx.h.cpp" ||
   fail "<onyx/onyx.h> does not compile on its own from the installed tree"
-echo "headers: $(wc -l <"$WORK/installed.txt") installed, all reached from <onyx/onyx.h>"
+echo "headers: $(wc -l <"$WORK/installed.txt") installed, all reached from <onyx/onyx.h>${TORCH_ROOT:+ and <onyx/torch.h>}"
 
 # 3. The consumer, built with the CMake package; the model file comes from the corpus.
 MODEL=${CORPUS:+$CORPUS/node/test_add/model.onnx}
