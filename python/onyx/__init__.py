@@ -11,7 +11,7 @@
 
 import importlib
 
-from ._onyx import Error, Tensor, TrainingSession, from_dlpack
+from ._onyx import AutogradSaved, AutogradSession, Error, Tensor, TrainingSession, from_dlpack
 from .inference import (
     GraphOptimizationLevel,
     InferenceSession,
@@ -23,10 +23,8 @@ from .inference import (
     get_device,
 )
 
-try:  # present once training/autograd_session.cpp is built into the extension
-    from ._onyx import AutogradSession, AutogradSaved  # noqa: F401
-except ImportError:
-    pass
+# Errors print as onyx.Error, the name users catch.
+Error.__module__ = "onyx"
 
 __version__ = "0.1.0"
 

@@ -2,6 +2,7 @@
 // over the Tensor's storage out.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 #include "graph/dlpack.h"

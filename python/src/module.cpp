@@ -17,7 +17,5 @@ NB_MODULE(_onyx, m) {
   onyx::py::bind_tensor(m);
   onyx::py::bind_inference(m);
   onyx::py::bind_training(m);
-#ifdef ONYX_PY_AUTOGRAD
   onyx::py::bind_autograd(m);
-#endif
 }

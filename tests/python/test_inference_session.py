@@ -111,6 +111,29 @@ def test_model_from_bytes_and_pathlike(gemm_model_bytes, tmp_path):
         np.testing.assert_allclose(y, want, rtol=1e-6)
 
 
+def test_zero_copy_both_ways():
+    """onyx's Reshape is a view, so its output is the feed's own memory: the feed was viewed,
+    not copied, and the output is a numpy view of it, not a copy."""
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])], "reshape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6])],
+        [helper.make_tensor("shape", TensorProto.INT64, [1], [6])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = onyx.InferenceSession(model.SerializeToString())
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = sess.run(None, {"x": x})
+    assert y.__array_interface__["data"][0] == x.ctypes.data
+    x[1, 2] = 42.0
+    assert y[5] == 42.0
+    torch = pytest.importorskip("torch")
+    xt = torch.zeros(2, 3)
+    (yt,) = sess.run(None, {"x": xt})
+    assert yt.__array_interface__["data"][0] == xt.data_ptr()
+
+
 def test_outputs_are_views_that_outlive_the_session(gemm_model_bytes):
     sess = onyx.InferenceSession(gemm_model_bytes)
     (y,) = sess.run(None, {"x": np.ones((2, 3), dtype=np.float32)})
@@ -270,6 +293,25 @@ def test_concurrent_runs_from_python_threads():
     for i in range(4):
         for k in range(len(xs)):
             np.testing.assert_array_equal(results[i][k], want[(i + k) % len(xs)])
+
+
+def test_string_tensors_cross_as_object_arrays():
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["s"], ["t"])], "strings",
+        [helper.make_tensor_value_info("s", TensorProto.STRING, [3])],
+        [helper.make_tensor_value_info("t", TensorProto.STRING, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = onyx.InferenceSession(model.SerializeToString())
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for feed in (np.array(["ab", "Cd", "é"]), np.array(["ab", "Cd", "é"], dtype=object)):
+        (got,) = sess.run(None, {"s": feed})
+        (want,) = ref.run(None, {"s": feed})
+        assert got.dtype == want.dtype == object
+        assert got.tolist() == want.tolist() == ["ab", "Cd", "é"]
+    with pytest.raises(onyx.Error, match="element 1"):
+        sess.run(None, {"s": np.array(["a", 3, "c"], dtype=object)})
 
 
 def test_run_options_seed_makes_dropout_repeatable():
