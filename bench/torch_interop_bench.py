@@ -138,12 +138,6 @@ def main():
     rows = inference_rows(args)
     print_inference_table(rows)
 
-    # ---- Training-step table: onyx.torch.wrap vs eager torch -----------------------------
-    # Goes here, printed after the inference table under the same load-average line: one
-    # training step (forward, loss, backward, optimizer) of each model as an onyx.torch.wrap
-    # module and as eager torch, from Python, with the same threads.
-    # -----------------------------------------------------------------------------------------
-
     load_after = os.getloadavg()[0]
     busy = load_before > 1.0 or load_after > args.threads + 1.0
     print(f"load average (1 min) {load_before:.1f} before, {load_after:.1f} after, "
