@@ -43,7 +43,7 @@ struct AutogradOptions {
   /// Intra-op threads; 0 means one per core.
   int threads = 0;
   /// Graph optimization of the compiled forward and backward graphs.
-  OptLevel opt_level = OptLevel::Extended;
+  OptLevel opt_level = OptLevel::All;
 };
 
 struct ForwardOptions {
