@@ -1,6 +1,7 @@
 // Whole-model gradient checks (training/gradient_check.h) and `onyx gradcheck`: a correct
-// model passes, a gradient that disagrees with finite differences fails by name, and nodes
-// without a rule are listed before anything runs.
+// model passes, a gradient that disagrees with finite differences fails by name (also when one
+// element of many is wrong and only a random direction looks at it), nodes without a rule are
+// listed before anything runs, and --batch checks a fixed-batch model on fewer samples.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -65,6 +66,34 @@ TEST(GradCheck, DisagreementFailsByName) {
   EXPECT_GT(r.worst()->relative_error, 0.1);
 }
 
+// One random direction checks every element at once: a gradient wrong in 1 element of 1000
+// (Relu's subgradient at exactly 0) fails the parameter without sampling that element.
+TEST(GradCheck, OneDirectionCatchesOneWrongElement) {
+  std::vector<float> w(1000);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.1f + 0.001f * static_cast<float>(i);
+  w[617] = 0.0f;
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::fixed(1000)});
+  b.initializer("w", Tensor::from_vector<float>({1000}, w));
+  b.node("Relu", {"w"}, {"r"});
+  b.node("Mul", {"r", "x"}, {"y"});
+  b.output("y");
+  auto m = b.build();
+  GradCheckReport r = check_model_gradients(*m, {{"x", randn({1000}, 21, 1.0f)}},
+                                            {.elements_per_param = 0, .directions = 1});
+  ASSERT_EQ(r.params.size(), 1u);
+  EXPECT_EQ(r.params[0].directions, 1);
+  EXPECT_EQ(r.params[0].checked, 0);
+  EXPECT_FALSE(r.passed()) << r.params[0].relative_error;
+  EXPECT_GT(r.params[0].relative_error, 10 * r.tolerance);
+  // Without the kink the same check passes.
+  w[617] = 0.2f;
+  m->graph->initializers["w"] = Tensor::from_vector<float>({1000}, w);
+  r = check_model_gradients(*m, {{"x", randn({1000}, 21, 1.0f)}}, {.directions = 3});
+  EXPECT_TRUE(r.passed()) << r.params[0].relative_error;
+  EXPECT_EQ(r.params[0].directions, 3);
+}
+
 TEST(GradCheck, MissingRulesAreListedAndRefused) {
   test::ModelBuilder b(17);
   b.input("x", DataType::Float, SymShape{Dim::fixed(3), Dim::fixed(3)});
@@ -122,6 +151,20 @@ TEST_F(CliGradcheck, PassesListsAndFails) {
   EXPECT_NE(r.out.find("every node on the path"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("gradcheck: PASS: 3 parameters"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("w2"), std::string::npos) << r.out;
+
+  // A model exported with a fixed batch of 8, checked on 2 samples (--batch specialises it).
+  auto fixed = small_net();
+  fixed->graph->find_value("x")->type =
+      ValueType::tensor(DataType::Float, SymShape{Dim::fixed(8), Dim::fixed(6)});
+  fixed->graph->find_value("p")->type =
+      ValueType::tensor(DataType::Float, SymShape{Dim::fixed(8), Dim::fixed(3)});
+  const std::string batch8 = (dir_ / "net8.onnx").string();
+  save_model(*fixed, batch8);
+  r = onyx("gradcheck " + test::quote(batch8) + " --batch 2 --elements 2 --directions 2");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("checking on a batch of 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gradcheck: PASS: 3 parameters, 6 directions, 6 elements"), std::string::npos)
+      << r.out;
 
   r = onyx("gradcheck " + test::quote(good) + " --ops");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
