@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/ref_gemm.h"
 #include "kernels/cpu/simd/simd.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
@@ -20,40 +21,6 @@ using MatMulTypes =
 
 bool dnnl_float(DataType dt) {
   return dt == DataType::Float || dt == DataType::Float16 || dt == DataType::BFloat16;
-}
-
-/// C[M,N] = A[M,K] * B[K,N], A and B read through (row, column) strides, C contiguous.
-/// Tiles of rows x columns x depth keep B's tile in cache; accumulates in acc_t<T>.
-template <typename T>
-void ref_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
-              int64_t b_rs, int64_t b_cs, T* C, int threads) {
-  using Acc = acc_t<T>;
-  constexpr int64_t kRows = 16, kCols = 256, kDepth = 256;
-  int64_t row_blocks = (M + kRows - 1) / kRows, col_blocks = (N + kCols - 1) / kCols;
-  parallel_for(row_blocks * col_blocks, threads, 1, [&](int64_t tb, int64_t te) {
-    Acc acc[kRows * kCols];
-    Acc brow[kCols];
-    for (int64_t t = tb; t < te; ++t) {
-      int64_t i0 = (t / col_blocks) * kRows, j0 = (t % col_blocks) * kCols;
-      int64_t mi = std::min(kRows, M - i0), nj = std::min(kCols, N - j0);
-      std::fill(acc, acc + kRows * kCols, Acc(0));
-      for (int64_t k0 = 0; k0 < K; k0 += kDepth) {
-        int64_t kk = std::min(kDepth, K - k0);
-        for (int64_t k = k0; k < k0 + kk; ++k) {
-          const T* b = B + k * b_rs + j0 * b_cs;
-          for (int64_t j = 0; j < nj; ++j) brow[j] = static_cast<Acc>(b[j * b_cs]);
-          for (int64_t i = 0; i < mi; ++i) {
-            Acc a = static_cast<Acc>(A[(i0 + i) * a_rs + k * a_cs]);
-            Acc* c = acc + i * kCols;
-            for (int64_t j = 0; j < nj; ++j) c[j] += a * brow[j];
-          }
-        }
-      }
-      for (int64_t i = 0; i < mi; ++i)
-        for (int64_t j = 0; j < nj; ++j)
-          C[(i0 + i) * N + j0 + j] = static_cast<T>(acc[i * kCols + j]);
-    }
-  });
 }
 
 /// Shapes of a MatMul after numpy's rules: 1-D operands promoted, batch dims broadcast.
