@@ -4,6 +4,7 @@
 // listed before anything runs, and --batch checks a fixed-batch model on fewer samples.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "autodiff/training_graph.h"
@@ -137,6 +138,35 @@ TEST(GradCheck, TorchStyleBidirectionalLstm) {
   EXPECT_TRUE(autodiff::missing_gradients(*m).empty());
   GradCheckReport r = check_model_gradients(*m, {{"x", randn({2, 5, 5}, 16, 1.0f)}}, {.elements_per_param = 8});
   ASSERT_EQ(r.params.size(), 5u);
+  EXPECT_TRUE(r.passed());
+  EXPECT_LT(r.worst()->relative_error, 1e-6) << r.worst()->name;
+}
+
+// A float32 model with rotary embeddings (ai.onnx RotaryEmbedding, float-only in ONNX) is
+// checked in float64 like any other: onyx's kernel runs double too.
+TEST(GradCheck, RotaryEmbeddingModel) {
+  std::vector<float> cs, sn;
+  for (int p = 0; p < 6; ++p)
+    for (int i = 0; i < 2; ++i) {
+      cs.push_back(std::cos(0.3f * static_cast<float>(p + 1) / static_cast<float>(i + 1)));
+      sn.push_back(std::sin(0.3f * static_cast<float>(p + 1) / static_cast<float>(i + 1)));
+    }
+  test::ModelBuilder b(23);
+  b.input("x", DataType::Float, SymShape{Dim::symbol("B"), Dim::fixed(3), Dim::fixed(8)});
+  b.input("pos", DataType::Int64, SymShape{Dim::symbol("B"), Dim::fixed(3)});
+  b.initializer("w1", randn({8, 8}, 31)).initializer("w2", randn({8, 3}, 32));
+  b.initializer("cos", Tensor::from_vector<float>({6, 2}, cs));
+  b.initializer("sin", Tensor::from_vector<float>({6, 2}, sn));
+  b.node("MatMul", {"x", "w1"}, {"h"});
+  test::set_attrs(b.node("RotaryEmbedding", {"h", "cos", "sin", "pos"}, {"r"}),
+                  {test::attr_int("num_heads", 2)});
+  b.node("MatMul", {"r", "w2"}, {"y"});
+  b.output("y");
+  auto m = b.build();
+  NamedTensors feeds{{"x", randn({2, 3, 8}, 33, 1.0f)},
+                     {"pos", Tensor::from_vector<int64_t>({2, 3}, {0, 1, 2, 5, 3, 4})}};
+  GradCheckReport r = check_model_gradients(*m, feeds, {.elements_per_param = 4, .directions = 2});
+  ASSERT_EQ(r.params.size(), 2u) << "the caches are not parameters";
   EXPECT_TRUE(r.passed());
   EXPECT_LT(r.worst()->relative_error, 1e-6) << r.worst()->name;
 }
