@@ -355,7 +355,7 @@ TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
   std::unordered_set<const Node*> forward_nodes;
   for (const auto& n : g.nodes()) forward_nodes.insert(n.get());
   auto grads = differentiate(m, {{ln.loss, seed}}, wrt);
-  recompute_segments(g, forward_nodes, recompute);
+  tg.recompute = recompute_segments(m, forward_nodes, recompute);
   std::vector<Value*> fwd_outs = g.outputs;
   g.outputs.clear();
   tg.loss = named_output(g, ln.loss, "loss")->name;

@@ -32,6 +32,7 @@ struct TrainingGraph {
   /// BatchNormalization running mean/var.
   std::vector<std::pair<std::string, std::string>> state_updates;
   std::vector<std::string> forward_outputs;  // the forward graph's outputs, still produced
+  RecomputeReport recompute;                 // what activation recomputation did
 };
 
 /// Forward graph + loss + backward. `trainable` lists parameter initializers; empty means

@@ -1,5 +1,6 @@
 #include "graph/schema.h"
 
+#include <algorithm>
 #include <sstream>
 #include <unordered_map>
 
@@ -18,6 +19,16 @@ struct RawSchema {
 
 constexpr RawSchema kRaw[] = {
 #include "graph/onnx_schemas.inc"
+};
+
+/// Types onyx accepts beyond ONNX's constraint (op, domain, constraint, type). `onyx gradcheck`
+/// converts a model to float64 (graph/float64.h); an op whose ONNX constraint stops at float32
+/// would make every model using it uncheckable, so its kernel also runs in double.
+struct TypeExtension {
+  const char *op, *domain, *constraint, *type;
+};
+constexpr TypeExtension kExtensions[] = {
+    {"RotaryEmbedding", "", "T", "tensor(double)"},
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -79,6 +90,11 @@ struct Table {
       domains[s.domain] = true;
       by_op[s.domain + '\n' + s.name].push_back(std::move(s));
     }
+    for (const auto& e : kExtensions)
+      for (OpSchema& s : by_op[canonical_domain(e.domain) + '\n' + e.op]) {
+        auto& allowed = s.constraints[e.constraint];
+        if (std::find(allowed.begin(), allowed.end(), e.type) == allowed.end()) allowed.push_back(e.type);
+      }
   }
 };
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
 
 #include <unistd.h>
@@ -58,6 +59,31 @@ Dataset bind_dataset(Dataset data, const TrainingSession& ts, const std::string&
       spdlog::warn("{} '{}': ignoring '{}', which feeds no batch input ({})", flag, data.dir, file,
                    fmt::join(ts.batch_inputs(), ", "));
   return bound;
+}
+
+/// The shapes of the first batch of `data` (`batch` samples or all there are) for the model's
+/// inputs and `labels`, so a recomputation budget is planned before training starts; empty
+/// when a model input has no file (bind_dataset then names what is missing).
+std::map<std::string, Shape> first_batch_shapes(const Dataset& data, const Model& forward,
+                                                const std::string& labels, int64_t batch) {
+  std::vector<std::string> wanted;
+  for (const Value* v : forward.graph->inputs)
+    if (!forward.graph->is_initializer(v)) wanted.push_back(v->name);
+  std::map<std::string, Shape> shapes;
+  for (const std::string& name : wanted) {
+    auto it = std::find(data.names.begin(), data.names.end(), npy_file_name(name));
+    if (it == data.names.end()) return {};
+    Shape s = data.arrays[static_cast<size_t>(it - data.names.begin())].shape();
+    s[0] = std::min(batch, data.samples);
+    shapes[name] = s;
+  }
+  if (auto it = std::find(data.names.begin(), data.names.end(), npy_file_name(labels));
+      it != data.names.end()) {
+    Shape s = data.arrays[static_cast<size_t>(it - data.names.begin())].shape();
+    s[0] = std::min(batch, data.samples);
+    shapes[labels] = s;
+  }
+  return shapes;
 }
 
 /// Loss and (for classification losses) accuracy of the model on all of `data`.
@@ -166,9 +192,18 @@ int train(const TrainOptions& o) {
   std::string prediction = o.loss_output;
   if (prediction.empty() && !forward->graph->outputs.empty())
     prediction = forward->graph->outputs.front()->name;
+  if (config.recompute.budget_bytes > 0)
+    config.recompute.input_shapes = first_batch_shapes(raw, *forward, o.labels, o.batch);
   auto t_build = Clock::now();
   TrainingSession ts(std::move(forward), config);
   spdlog::info("built the training graph in {:.2f} s", seconds_since(t_build));
+  const bool recomputes = !o.recompute.empty() || config.recompute.budget_bytes > 0;
+  bool recompute_reported = false;
+  auto report_recompute = [&] {
+    if (!recomputes || recompute_reported || !lead || ts.recompute_report().candidates == 0) return;
+    fmt::print("{}\n", ts.recompute_report().summary());
+    recompute_reported = true;
+  };
   Dataset data = bind_dataset(std::move(raw), ts, "--data");
   std::optional<Dataset> val;
   if (!o.val_data.empty())
@@ -199,6 +234,7 @@ int train(const TrainOptions& o) {
         "{} optimizer steps\n",
         o.model, ts.parameter_names().size(), data.samples, per_epoch, global_batch, o.epochs,
         total_steps);
+  report_recompute();
   std::fflush(stdout);
   MetricsLog metrics(lead ? o.metrics : std::string(), !o.resume.empty());
   ProgressBar bar(lead && !o.no_progress && ProgressBar::is_terminal(stderr), stderr);
@@ -219,6 +255,7 @@ int train(const TrainOptions& o) {
       auto t_step = Clock::now();
       StepResult r = ts.train_step_detailed(gather_batch(data, order, begin, end));
       double dt = seconds_since(t_step);
+      report_recompute();  // a budget planned from the first batch is known now
       ++micro;
       epoch_loss += r.loss * static_cast<double>(end - begin);
       epoch_samples += end - begin;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "autodiff/loss.h"
@@ -131,6 +132,11 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--recompute", o.recompute,
                   "REGEX over forward node names: recompute those activations in backward (one "
                   "segment per distinct match, e.g. '^/h\\.\\d+/' per block); less memory")
+      ->group(opt_group);
+  app->add_option("--recompute-budget", o.recompute_budget,
+                  "SIZE (e.g. 256MiB): recompute as few segments as needed (largest first; the "
+                  "--recompute segments, else the blocks between the forward graph's cut points) "
+                  "for the planned peak activation memory of the first batch to fit")
       ->group(opt_group);
   app->add_option("--recompute-every", o.recompute_every,
                   "Recompute only every K-th segment")
@@ -265,6 +271,30 @@ ParamGroup parse_param_group(const std::string& spec) {
   return g;
 }
 
+int64_t parse_byte_size(const std::string& text, const std::string& flag) {
+  static const std::map<std::string, double> units = {
+      {"", 1},          {"B", 1},           {"K", 1024.0},    {"KiB", 1024.0},
+      {"M", 1048576.0}, {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GiB", 1073741824.0},
+      {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"kB", 1e3}, {"KB", 1e3},
+      {"MB", 1e6},      {"GB", 1e9},        {"TB", 1e12}};
+  double number = 0;
+  size_t used = 0;
+  try {
+    number = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  unit.erase(0, unit.find_first_not_of(' '));
+  auto it = used > 0 ? units.find(unit) : units.end();
+  ONYX_CHECK(it != units.end() && std::isfinite(number),
+             "[train] {} '{}' is not a size: expected a number of bytes with an optional unit "
+             "(B, KiB, MiB, GiB, TiB or K, M, G, T; kB, MB, GB, TB), e.g. 256MiB", flag, text);
+  const double bytes = number * it->second;
+  ONYX_CHECK(bytes >= 1 && bytes < 9.2e18, "[train] {} '{}' should be at least 1 byte", flag, text);
+  return static_cast<int64_t>(bytes);
+}
+
 TrainingConfig training_config(const TrainOptions& o, int64_t total_steps) {
   ONYX_CHECK(!o.nesterov || o.momentum > 0, "[train] --nesterov needs --momentum > 0");
   ONYX_CHECK(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
@@ -301,6 +331,8 @@ TrainingConfig training_config(const TrainOptions& o, int64_t total_steps) {
   c.decay_1d = o.decay_1d;
   c.freeze = o.freeze;
   c.recompute = {.pattern = o.recompute, .every = o.recompute_every};
+  if (!o.recompute_budget.empty())
+    c.recompute.budget_bytes = parse_byte_size(o.recompute_budget, "--recompute-budget");
   for (const auto& spec : o.param_groups) c.param_groups.push_back(parse_param_group(spec));
   return c;
 }

@@ -26,7 +26,8 @@ struct TrainOptions {
   std::vector<std::string> freeze, param_groups;  // regexes; "REGEX:lr=X,weight_decay=Y"
   bool decay_1d = false;
   std::string recompute;  // regex over forward node names: one segment per distinct match
-  int recompute_every = 1;  // cross-entropy/NLL: 1 ([N, C, ...]) or -1 ([N, S, C] logits)
+  int recompute_every = 1;
+  std::string recompute_budget;  // "256MiB": choose segments for the planned peak to fit
   // Optimizer and learning-rate schedule.
   std::string optimizer = "adamw";
   double lr = 1e-3, momentum = 0, weight_decay = 0, eps = 1e-8;
@@ -69,5 +70,9 @@ TrainingConfig training_config(const TrainOptions& o, int64_t total_steps);
 /// "REGEX:lr=R,weight_decay=W" (either key optional) as a ParamGroup; onyx::Error naming the
 /// spec otherwise.
 ParamGroup parse_param_group(const std::string& spec);
+/// "268435456", "256MiB", "256 MiB", "1.5GiB", "512M" (K/M/G/T and KiB/MiB/GiB/TiB: powers of
+/// 1024; kB/KB/MB/GB/TB: powers of 1000; B or nothing: bytes) as bytes; onyx::Error naming
+/// `flag` for anything else or a size below 1 byte.
+int64_t parse_byte_size(const std::string& text, const std::string& flag);
 
 }  // namespace onyx::cli

@@ -49,6 +49,7 @@ struct TrainingSession::Impl {
   int64_t micro = 0;                     // micro-batches applied so far
   int threads = 1;
   std::vector<std::string> batch_inputs, model_inputs;
+  bool budget_pending = false;  // recompute.budget_bytes waits for the first batch's shapes
 
   /// `params` less those matching a freeze regex; onyx::Error for a regex that is invalid,
   /// matches nothing, or leaves nothing to train.
@@ -114,10 +115,19 @@ struct TrainingSession::Impl {
     ONYX_CHECK(cfg.clip_norm >= 0, "[training] clip_norm should be >= 0 but is {}", cfg.clip_norm);
     threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     forward = std::move(fwd);
-    tg = autodiff::build_training_graph(*forward, cfg.loss, cfg.trainable, cfg.recompute);
+    // A memory budget for symbolic shapes waits for the first batch to size the graph.
+    autodiff::RecomputeSpec recompute = cfg.recompute;
+    autodiff::check_recompute_spec(recompute);
+    if (recompute.budget_bytes > 0 && recompute.input_shapes.empty() && !fixed_inputs(*forward)) {
+      recompute = {};
+      budget_pending = true;
+    }
+    // With freezing the first graph only names the parameters: recompute in the second.
+    tg = autodiff::build_training_graph(*forward, cfg.loss, cfg.trainable,
+                                        cfg.freeze.empty() ? recompute : autodiff::RecomputeSpec{});
     if (!cfg.freeze.empty()) {
       std::vector<std::string> kept = frozen_out(tg.params, cfg.freeze);
-      tg = autodiff::build_training_graph(*forward, cfg.loss, kept, cfg.recompute);
+      tg = autodiff::build_training_graph(*forward, cfg.loss, kept, recompute);
     }
     training_copy = clone_model(*tg.model);
     Graph& g = *tg.model->graph;
@@ -189,6 +199,40 @@ struct TrainingSession::Impl {
     if (cfg.communicator) start_data_parallel();
   }
 
+  /// True when every fed input of `m` has a fully fixed shape.
+  static bool fixed_inputs(const Model& m) {
+    const Graph& g = *m.graph;
+    for (const Value* in : g.inputs) {
+      if (g.is_initializer(in) || !in->type.is_tensor()) continue;
+      if (!in->type.shape) return false;
+      for (const Dim& d : *in->type.shape)
+        if (!d.is_fixed()) return false;
+    }
+    return true;
+  }
+
+  /// Plans the recomputation budget for the first batch's shapes: rebuilds the training graph
+  /// with it and swaps the training session. Parameters, gradients, their flat layout and the
+  /// optimizer stay as they are (the rebuilt graph has the same parameters and gradients).
+  void plan_budget(const NamedTensors& batch) {
+    autodiff::RecomputeSpec spec = cfg.recompute;
+    for (const auto& name : batch_inputs)
+      if (auto it = batch.find(name); it != batch.end()) spec.input_shapes[name] = it->second.shape();
+    autodiff::TrainingGraph planned = autodiff::build_training_graph(*forward, cfg.loss, tg.params, spec);
+    ONYX_CHECK(planned.params == tg.params && planned.grads == tg.grads && planned.loss == tg.loss,
+               "[training] the training graph rebuilt for the recomputation budget has other "
+               "parameters or gradients than the one built first");
+    training_copy = clone_model(*planned.model);
+    std::set<std::string> fed(tg.params.begin(), tg.params.end());
+    for (const auto& [in, upd] : tg.state_updates) fed.insert(in);
+    SessionOptions so;
+    so.intra_op_threads = threads;
+    train = std::make_unique<Session>(without_defaults(*planned.model, fed), so);
+    planned.model.reset();
+    tg = std::move(planned);
+    budget_pending = false;
+  }
+
   Tensor pview(size_t i) const { return params.view(flat_index[i]); }
   Tensor gview(size_t i) const { return grads.view(flat_index[i]); }
 
@@ -240,6 +284,7 @@ struct TrainingSession::Impl {
   }
 
   StepResult step(const NamedTensors& batch) {
+    if (budget_pending) plan_budget(batch);
     std::vector<std::string> wanted = {tg.loss};
     wanted.insert(wanted.end(), tg.grads.begin(), tg.grads.end());
     for (const auto& [in, upd] : tg.state_updates) wanted.push_back(upd);
@@ -379,6 +424,9 @@ double TrainingSession::learning_rate() const {
 const std::vector<std::string>& TrainingSession::batch_inputs() const { return impl_->batch_inputs; }
 const TrainingConfig& TrainingSession::config() const { return impl_->cfg; }
 const Model& TrainingSession::training_model() const { return *impl_->training_copy; }
+const autodiff::RecomputeReport& TrainingSession::recompute_report() const {
+  return impl_->tg.recompute;
+}
 size_t TrainingSession::num_gradient_buckets() const {
   return impl_->buckets ? impl_->buckets->num_buckets() : 0;
 }

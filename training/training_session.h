@@ -62,7 +62,11 @@ struct TrainingConfig {
   /// otherwise train what was meant to stay frozen).
   std::vector<std::string> freeze;
   /// Activation recomputation: forward segments whose activations backward recomputes
-  /// instead of keeping (autodiff/recompute.h); less memory, the same gradients.
+  /// instead of keeping (autodiff/recompute.h); less memory, the same gradients. With
+  /// `recompute.budget_bytes` the segments are chosen for the planned peak to fit the budget,
+  /// sized for `recompute.input_shapes`, else for the model's fixed input shapes, else for the
+  /// first batch's shapes (the training graph is then rebuilt at the first train_step, which
+  /// throws when the budget cannot be met). The choice is in recompute_report().
   autodiff::RecomputeSpec recompute;
   /// Data-parallel training: each rank trains on its own slice of every global batch;
   /// gradients are averaged over ranks bucket by bucket while backward runs (see
@@ -133,6 +137,9 @@ class TrainingSession {
   const Model& training_model() const;
   /// Data parallelism: the number of gradient buckets (0 without a communicator).
   size_t num_gradient_buckets() const;
+  /// What activation recomputation chose (segments, planned peak before and after); all zero
+  /// without recomputation and, with a budget planned from the first batch, until it is run.
+  const autodiff::RecomputeReport& recompute_report() const;
 
  private:
   struct Impl;

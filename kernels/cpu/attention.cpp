@@ -445,7 +445,8 @@ void register_attention_kernels(KernelRegistry& r) {
          INT_MAX,
          "cpu",
          0,
-         {DataType::Float, DataType::Float16, DataType::BFloat16},
+         // Double beyond ONNX's constraint (graph/schema.cpp): float64 gradient checks.
+         {DataType::Float, DataType::Double, DataType::Float16, DataType::BFloat16},
          make_factory<RotaryEmbeddingKernel>()});
 }
 

@@ -85,7 +85,8 @@ class ConvKernel final : public Kernel {
     }
     ONYX_CHECK(block_ == 0, "[{}] oneDNN has no convolution for X {} and W {}", ctx.label(),
                shape_str(X.shape()), shape_str(W.shape()));
-    ref_conv(g, X, W, B, Y, transpose, ctx.threads());
+    if (X.dtype() == DataType::Double) gemm_conv(g, X, W, B, Y, transpose, ctx.threads());
+    else ref_conv(g, X, W, B, Y, transpose, ctx.threads());
     conv_epilogue(Y, Z, act_, ctx.threads());
   }
 

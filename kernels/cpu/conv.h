@@ -79,6 +79,11 @@ void conv_fill_bias(Tensor& Y, const Tensor* B, int64_t M, int64_t block);
 /// Direct (transposed) convolution of plain float tensors, accumulating in acc_t<T>.
 void ref_conv(const Geometry& g, const Tensor& X, const Tensor& W, const Tensor* B, Tensor& Y,
               bool transpose, int threads);
+/// The same for double tensors as im2col + our blocked gemm (conv_gemm.cpp): 10x and more
+/// faster than the direct loops where output rows are short (late ResNet stages, weight
+/// gradients), which is where float64 gradient checks spend their time.
+void gemm_conv(const Geometry& g, const Tensor& X, const Tensor& W, const Tensor* B, Tensor& Y,
+               bool transpose, int threads);
 
 /// How one tensor of a oneDNN convolution is laid out in our buffers: plain NCHW (block 0) or
 /// blocked [N, ceil(C/block), H, W, block] (oneDNN's nChw8c / nChw16c, padded channels zero).

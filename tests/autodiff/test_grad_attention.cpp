@@ -1,7 +1,8 @@
 // Finite-difference checks of the attention gradient rules (float64): Attention (opset 23-25:
 // 3-D and 4-D inputs, grouped KV heads, scale, softcap, boolean and additive masks, causal and
 // windowed masks, past KV caches as constants and as parameters, present outputs in the loss,
-// nonpad_kv_seqlen) and RotaryEmbedding (float32 only in ONNX, so checked through Casts).
+// nonpad_kv_seqlen) and RotaryEmbedding (in float64, which onyx runs beyond ONNX's float32-only
+// constraint, and in float32 through Casts).
 #include <algorithm>
 #include <cmath>
 
@@ -179,37 +180,48 @@ TEST(GradAttention, StackedLayers) {
 
 namespace {
 
-/// cos/sin caches [rows0, rows1, half] (or [rows0, half] when rows1 is 0), float initializers.
-void add_caches(Graph& g, int64_t rows0, int64_t rows1, int64_t half) {
-  std::vector<float> cs, sn;
+/// cos/sin caches [rows0, rows1, half] (or [rows0, half] when rows1 is 0), initializers of
+/// float64 or float32.
+void add_caches(Graph& g, int64_t rows0, int64_t rows1, int64_t half, bool f64) {
+  std::vector<double> cs, sn;
   for (int64_t r = 0; r < rows0 * std::max<int64_t>(rows1, 1); ++r)
     for (int64_t i = 0; i < half; ++i) {
       double a = (r % 7 + 1) * std::pow(10.0, -static_cast<double>(i) / half);
-      cs.push_back(static_cast<float>(std::cos(a)));
-      sn.push_back(static_cast<float>(std::sin(a)));
+      cs.push_back(std::cos(a));
+      sn.push_back(std::sin(a));
     }
   Shape s = rows1 ? Shape{rows0, rows1, half} : Shape{rows0, half};
-  g.add_initializer("cos", Tensor::from_vector<float>(s, cs));
-  g.add_initializer("sin", Tensor::from_vector<float>(s, sn));
+  auto make = [&](const std::vector<double>& v) {
+    return f64 ? Tensor::from_vector<double>(s, v)
+               : Tensor::from_vector<float>(s, std::vector<float>(v.begin(), v.end()));
+  };
+  g.add_initializer("cos", make(cs));
+  g.add_initializer("sin", make(sn));
 }
 
-/// x (float64) -> Cast(float) -> RotaryEmbedding -> Cast(float64). The op is linear in x, so
-/// central differences are exact but for float32 rounding: a large eps keeps that small.
+/// RotaryEmbedding in float64 (onyx's kernel runs double beyond ONNX's constraint, for gradient
+/// checks) with the usual tolerances, and as ONNX types it: x (float64) -> Cast(float) ->
+/// RotaryEmbedding -> Cast(float64), where the op is linear in x, so central differences are
+/// exact but for float32 rounding: a large eps keeps that small.
 void check_rotary(Shape xs, int64_t cache_rows0, int64_t cache_rows1, int64_t half,
                   std::vector<Attribute> attrs, std::vector<double> pos = {}) {
-  GradCase gc{.op = "RotaryEmbedding", .inputs = {P("x", xs)}, .opset = 23};
-  if (!pos.empty()) gc.inputs.push_back(C("pos", {xs[0], xs[xs.size() == 3 ? 1 : 2]}, pos));
-  gc.eps = 0.05, gc.rtol = 1e-4, gc.atol = 2e-5;
-  gc.build = [=](Graph& g) -> std::vector<Value*> {
-    add_caches(g, cache_rows0, cache_rows1, half);
-    auto to = [](DataType t) { return attr_int("to", static_cast<int64_t>(t)); };
-    Value* xf = add(g, "Cast", {g.find_value("x")}, {to(DataType::Float)});
-    std::vector<Value*> ins = {xf, g.find_value("cos"), g.find_value("sin")};
-    if (!pos.empty()) ins.push_back(g.find_value("pos"));
-    Value* y = add(g, "RotaryEmbedding", ins, attrs);
-    return {add(g, "Cast", {y}, {to(DataType::Double)})};
-  };
-  check_gradient(gc);
+  for (bool f64 : {true, false}) {
+    SCOPED_TRACE(f64 ? "float64" : "float32");
+    GradCase gc{.op = "RotaryEmbedding", .inputs = {P("x", xs)}, .opset = 23};
+    if (!pos.empty()) gc.inputs.push_back(C("pos", {xs[0], xs[xs.size() == 3 ? 1 : 2]}, pos));
+    if (!f64) gc.eps = 0.05, gc.rtol = 1e-4, gc.atol = 2e-5;
+    gc.build = [=](Graph& g) -> std::vector<Value*> {
+      add_caches(g, cache_rows0, cache_rows1, half, f64);
+      auto to = [](DataType t) { return attr_int("to", static_cast<int64_t>(t)); };
+      Value* x = g.find_value("x");
+      if (!f64) x = add(g, "Cast", {x}, {to(DataType::Float)});
+      std::vector<Value*> ins = {x, g.find_value("cos"), g.find_value("sin")};
+      if (!pos.empty()) ins.push_back(g.find_value("pos"));
+      Value* y = add(g, "RotaryEmbedding", ins, attrs);
+      return {f64 ? y : add(g, "Cast", {y}, {to(DataType::Double)})};
+    };
+    check_gradient(gc);
+  }
 }
 
 }  // namespace

@@ -295,7 +295,41 @@ TEST_F(CliTrain, BadInputIsOneLineError) {
                         "junk.onyx");
 }
 
+// --recompute-budget: planned from the data's first batch before training starts, printed,
+// the losses unchanged; a budget nothing can meet and a size that is none are one-line errors.
+TEST_F(CliTrain, RecomputeBudget) {
+  Result plain = onyx("train " + base_args() + " --no-shuffle --metrics " + quote(path("a.jsonl")));
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  Result budget = onyx("train " + base_args() + " --no-shuffle --recompute-budget 1GiB --metrics " +
+                       quote(path("b.jsonl")));
+  ASSERT_EQ(budget.code, 0) << budget.err;
+  EXPECT_NE(budget.out.find("recompute: 0 of"), std::string::npos) << budget.out;
+  EXPECT_NE(budget.out.find("(budget 1024.0 MiB)"), std::string::npos) << budget.out;
+  auto a = read_jsonl(path("a.jsonl")), b = read_jsonl(path("b.jsonl"));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].at("type") == "step") {
+      EXPECT_EQ(a[i].at("loss"), b[i].at("loss")) << i;
+    }
+  expect_one_line_error(onyx("train " + base_args() + " --recompute-budget 1"), "out of reach");
+  expect_one_line_error(onyx("train " + base_args() + " --recompute-budget 12XB"),
+                        "--recompute-budget '12XB' is not a size");
+}
+
 }  // namespace
+
+TEST(CliTrainOptions, ByteSizes) {
+  EXPECT_EQ(cli::parse_byte_size("268435456", "--x"), 268435456);
+  EXPECT_EQ(cli::parse_byte_size("256MiB", "--x"), 256 << 20);
+  EXPECT_EQ(cli::parse_byte_size("256 MiB", "--x"), 256 << 20);
+  EXPECT_EQ(cli::parse_byte_size("256M", "--x"), 256 << 20);
+  EXPECT_EQ(cli::parse_byte_size("1.5GiB", "--x"), int64_t(3) << 29);
+  EXPECT_EQ(cli::parse_byte_size("2kB", "--x"), 2000);
+  EXPECT_EQ(cli::parse_byte_size("3MB", "--x"), 3000000);
+  for (const char* bad : {"", "MiB", "12XB", "-5MiB", "0", "0.1", "1e30GiB", "nan"})
+    EXPECT_THROW(cli::parse_byte_size(bad, "--x"), Error) << bad;
+}
+
 // --param-group REGEX:lr=R,weight_decay=W; the regex may itself hold ':'.
 TEST(CliTrainOptions, ParamGroupSpecs) {
   ParamGroup g = cli::parse_param_group("(?:norm|bias):lr=1e-4,weight_decay=0");

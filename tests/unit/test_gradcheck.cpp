@@ -1,8 +1,10 @@
 // Whole-model gradient checks (training/gradient_check.h) and `onyx gradcheck`: a correct
-// model passes, a gradient that disagrees with finite differences fails by name, and nodes
-// without a rule are listed before anything runs.
+// model passes, a gradient that disagrees with finite differences fails by name (also when one
+// element of many is wrong and only a random direction looks at it), nodes without a rule are
+// listed before anything runs, and --batch checks a fixed-batch model on fewer samples.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "autodiff/training_graph.h"
@@ -65,6 +67,34 @@ TEST(GradCheck, DisagreementFailsByName) {
   EXPECT_GT(r.worst()->relative_error, 0.1);
 }
 
+// One random direction checks every element at once: a gradient wrong in 1 element of 1000
+// (Relu's subgradient at exactly 0) fails the parameter without sampling that element.
+TEST(GradCheck, OneDirectionCatchesOneWrongElement) {
+  std::vector<float> w(1000);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.1f + 0.001f * static_cast<float>(i);
+  w[617] = 0.0f;
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::fixed(1000)});
+  b.initializer("w", Tensor::from_vector<float>({1000}, w));
+  b.node("Relu", {"w"}, {"r"});
+  b.node("Mul", {"r", "x"}, {"y"});
+  b.output("y");
+  auto m = b.build();
+  GradCheckReport r = check_model_gradients(*m, {{"x", randn({1000}, 21, 1.0f)}},
+                                            {.elements_per_param = 0, .directions = 1});
+  ASSERT_EQ(r.params.size(), 1u);
+  EXPECT_EQ(r.params[0].directions, 1);
+  EXPECT_EQ(r.params[0].checked, 0);
+  EXPECT_FALSE(r.passed()) << r.params[0].relative_error;
+  EXPECT_GT(r.params[0].relative_error, 10 * r.tolerance);
+  // Without the kink the same check passes.
+  w[617] = 0.2f;
+  m->graph->initializers["w"] = Tensor::from_vector<float>({1000}, w);
+  r = check_model_gradients(*m, {{"x", randn({1000}, 21, 1.0f)}}, {.directions = 3});
+  EXPECT_TRUE(r.passed()) << r.params[0].relative_error;
+  EXPECT_EQ(r.params[0].directions, 3);
+}
+
 TEST(GradCheck, MissingRulesAreListedAndRefused) {
   test::ModelBuilder b(17);
   b.input("x", DataType::Float, SymShape{Dim::fixed(3), Dim::fixed(3)});
@@ -112,6 +142,35 @@ TEST(GradCheck, TorchStyleBidirectionalLstm) {
   EXPECT_LT(r.worst()->relative_error, 1e-6) << r.worst()->name;
 }
 
+// A float32 model with rotary embeddings (ai.onnx RotaryEmbedding, float-only in ONNX) is
+// checked in float64 like any other: onyx's kernel runs double too.
+TEST(GradCheck, RotaryEmbeddingModel) {
+  std::vector<float> cs, sn;
+  for (int p = 0; p < 6; ++p)
+    for (int i = 0; i < 2; ++i) {
+      cs.push_back(std::cos(0.3f * static_cast<float>(p + 1) / static_cast<float>(i + 1)));
+      sn.push_back(std::sin(0.3f * static_cast<float>(p + 1) / static_cast<float>(i + 1)));
+    }
+  test::ModelBuilder b(23);
+  b.input("x", DataType::Float, SymShape{Dim::symbol("B"), Dim::fixed(3), Dim::fixed(8)});
+  b.input("pos", DataType::Int64, SymShape{Dim::symbol("B"), Dim::fixed(3)});
+  b.initializer("w1", randn({8, 8}, 31)).initializer("w2", randn({8, 3}, 32));
+  b.initializer("cos", Tensor::from_vector<float>({6, 2}, cs));
+  b.initializer("sin", Tensor::from_vector<float>({6, 2}, sn));
+  b.node("MatMul", {"x", "w1"}, {"h"});
+  test::set_attrs(b.node("RotaryEmbedding", {"h", "cos", "sin", "pos"}, {"r"}),
+                  {test::attr_int("num_heads", 2)});
+  b.node("MatMul", {"r", "w2"}, {"y"});
+  b.output("y");
+  auto m = b.build();
+  NamedTensors feeds{{"x", randn({2, 3, 8}, 33, 1.0f)},
+                     {"pos", Tensor::from_vector<int64_t>({2, 3}, {0, 1, 2, 5, 3, 4})}};
+  GradCheckReport r = check_model_gradients(*m, feeds, {.elements_per_param = 4, .directions = 2});
+  ASSERT_EQ(r.params.size(), 2u) << "the caches are not parameters";
+  EXPECT_TRUE(r.passed());
+  EXPECT_LT(r.worst()->relative_error, 1e-6) << r.worst()->name;
+}
+
 class CliGradcheck : public test::CliProcessTest {};
 
 TEST_F(CliGradcheck, PassesListsAndFails) {
@@ -122,6 +181,20 @@ TEST_F(CliGradcheck, PassesListsAndFails) {
   EXPECT_NE(r.out.find("every node on the path"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("gradcheck: PASS: 3 parameters"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("w2"), std::string::npos) << r.out;
+
+  // A model exported with a fixed batch of 8, checked on 2 samples (--batch specialises it).
+  auto fixed = small_net();
+  fixed->graph->find_value("x")->type =
+      ValueType::tensor(DataType::Float, SymShape{Dim::fixed(8), Dim::fixed(6)});
+  fixed->graph->find_value("p")->type =
+      ValueType::tensor(DataType::Float, SymShape{Dim::fixed(8), Dim::fixed(3)});
+  const std::string batch8 = (dir_ / "net8.onnx").string();
+  save_model(*fixed, batch8);
+  r = onyx("gradcheck " + test::quote(batch8) + " --batch 2 --elements 2 --directions 2");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("checking on a batch of 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gradcheck: PASS: 3 parameters, 6 directions, 6 elements"), std::string::npos)
+      << r.out;
 
   r = onyx("gradcheck " + test::quote(good) + " --ops");
   EXPECT_EQ(r.code, 0) << r.out << r.err;
