@@ -60,7 +60,8 @@ ValueSizes value_sizes(Model& model, const std::map<std::string, Shape>& input_s
       if (!o || numel.count(o)) continue;
       int64_t largest = -1;
       for (const Value* in : n->inputs)
-        if (auto it = in ? numel.find(in) : numel.end(); it != numel.end()) largest = std::max(largest, it->second);
+        if (auto it = in ? numel.find(in) : numel.end(); it != numel.end())
+          largest = std::max(largest, it->second);
       if (largest >= 0) numel[o] = largest;
     }
   }

@@ -105,7 +105,8 @@ Applied apply_segments(Graph& g, const std::unordered_set<const Node*>& forward,
                        const std::vector<const Segment*>& segments) {
   Applied applied;
   std::unordered_set<const Node*> clones;
-  for (size_t k = segments.size(); k-- > 0;) recompute_one(g, *segments[k], forward, clones, applied);
+  for (size_t k = segments.size(); k-- > 0;)
+    recompute_one(g, *segments[k], forward, clones, applied);
   return applied;
 }
 
@@ -116,7 +117,8 @@ void undo_segments(Graph& g, const Applied& applied) {
   g.prune_values();
 }
 
-std::vector<Segment> pattern_segments(const Graph& g, const std::unordered_set<const Node*>& forward,
+std::vector<Segment> pattern_segments(const Graph& g,
+                                      const std::unordered_set<const Node*>& forward,
                                       const std::string& pattern) {
   const std::regex re = compile_pattern(pattern);
   // Segments by matched text, in forward order of their first node.
@@ -145,7 +147,9 @@ int64_t planned_peak(const Graph& g, const ValueSizes& sizes, const Applied* app
   });
 }
 
-std::string mib(int64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0); }
+std::string mib(int64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0);
+}
 
 }  // namespace recompute_detail
 
@@ -158,7 +162,8 @@ std::string RecomputeReport::summary() const {
     s += fmt::format("; planned peak activation memory {} -> {}", mib(planned_peak_before),
                      mib(planned_peak_after));
   if (budget_bytes > 0) s += fmt::format(" (budget {})", mib(budget_bytes));
-  if (unknown_sizes > 0) s += fmt::format("; {} values of unknown size counted as 0", unknown_sizes);
+  if (unknown_sizes > 0)
+    s += fmt::format("; {} values of unknown size counted as 0", unknown_sizes);
   return s;
 }
 
@@ -169,7 +174,8 @@ ValueSizes sizes_for_planning(Model& m, const RecomputeSpec& spec) {
   const Graph& g = *m.graph;
   std::map<std::string, int64_t> bound = bind_input_dims(g, spec.input_shapes);
   for (const Value* in : g.inputs) {
-    if (g.is_initializer(in) || spec.input_shapes.count(in->name) || !in->type.is_tensor()) continue;
+    if (g.is_initializer(in) || spec.input_shapes.count(in->name) || !in->type.is_tensor())
+      continue;
     bool concrete = in->type.shape.has_value();
     if (concrete)
       for (const Dim& d : *in->type.shape)

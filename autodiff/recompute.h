@@ -62,7 +62,8 @@ void check_recompute_spec(const RecomputeSpec& spec);
 /// `forward`; every other node is backward. Random nodes (Dropout, Random*, Bernoulli,
 /// Multinomial) and nodes with subgraphs are never recomputed: their outputs stay
 /// checkpoints, so gradients stay bit-identical. onyx::Error for an invalid pattern, every < 1,
-/// a pattern that matches no node, a budget without concrete shapes, or a budget that cannot be met.
+/// a pattern that matches no node, a budget without concrete shapes, or a budget that cannot be
+/// met.
 RecomputeReport recompute_segments(Model& m, const std::unordered_set<const Node*>& forward,
                                    const RecomputeSpec& spec);
 

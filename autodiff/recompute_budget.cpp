@@ -69,8 +69,9 @@ std::vector<Segment> cut_segments(const Graph& g, const std::unordered_set<const
   size_t first_act = order.size();
   for (size_t i = 0; i < order.size(); ++i) {
     const Node* n = order[i];
-    const bool from_batch = !shape_only(*n) && std::any_of(n->inputs.begin(), n->inputs.end(),
-                                                           [&](const Value* v) { return v && act.count(v); });
+    const bool from_batch =
+        !shape_only(*n) && std::any_of(n->inputs.begin(), n->inputs.end(),
+                                       [&](const Value* v) { return v && act.count(v); });
     if (!from_batch) continue;
     first_act = std::min(first_act, i);
     for (const Value* o : n->outputs) {
@@ -129,7 +130,8 @@ RecomputeReport recompute_to_budget(Graph& g, const std::unordered_set<const Nod
   std::vector<size_t> by_saving(candidates.size());
   std::iota(by_saving.begin(), by_saving.end(), size_t(0));
   std::vector<int64_t> saving(candidates.size());
-  for (size_t k = 0; k < candidates.size(); ++k) saving[k] = saved_bytes(candidates[k], forward, sizes);
+  for (size_t k = 0; k < candidates.size(); ++k)
+    saving[k] = saved_bytes(candidates[k], forward, sizes);
   std::stable_sort(by_saving.begin(), by_saving.end(),
                    [&](size_t a, size_t b) { return saving[a] > saving[b]; });
   // Segments must be applied in forward order (see apply_segments): keep the chosen set sorted.
@@ -155,12 +157,14 @@ RecomputeReport recompute_to_budget(Graph& g, const std::unordered_set<const Nod
     else chosen[k] = false;
   }
   if (best > budget_bytes) {
-    const int64_t all = candidates.empty() ? best : peak_with(std::vector<bool>(candidates.size(), true));
-    ONYX_THROW("[recompute] a planned peak of activation memory within {} is out of reach: it is {} "
-               "without recomputation and {} at the least (recomputing {} of {} candidate "
+    const int64_t all =
+        candidates.empty() ? best : peak_with(std::vector<bool>(candidates.size(), true));
+    const size_t used = all < best ? candidates.size()
+                                   : static_cast<size_t>(std::count(chosen.begin(), chosen.end(), true));
+    ONYX_THROW("[recompute] a planned peak of activation memory within {} is out of reach: it is "
+               "{} without recomputation and {} at the least (recomputing {} of {} candidate "
                "segments{}); raise the budget to at least that, or use a smaller batch",
-               mib(budget_bytes), mib(r.planned_peak_before), mib(std::min(best, all)),
-               all < best ? candidates.size() : static_cast<size_t>(std::count(chosen.begin(), chosen.end(), true)),
+               mib(budget_bytes), mib(r.planned_peak_before), mib(std::min(best, all)), used,
                candidates.size(), candidates.empty() ? ", and the forward graph has no cut point" : "");
   }
   Applied a = apply_segments(g, forward, in_order(chosen));

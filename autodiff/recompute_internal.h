@@ -37,7 +37,8 @@ Applied apply_segments(Graph& g, const std::unordered_set<const Node*>& forward,
 void undo_segments(Graph& g, const Applied& applied);
 
 /// The segments by forward-node names (RecomputeSpec::pattern), in forward order.
-std::vector<Segment> pattern_segments(const Graph& g, const std::unordered_set<const Node*>& forward,
+std::vector<Segment> pattern_segments(const Graph& g,
+                                      const std::unordered_set<const Node*>& forward,
                                       const std::string& pattern);
 /// The stretches of the forward graph between its cut points (recompute_budget.cpp).
 std::vector<Segment> cut_segments(const Graph& g, const std::unordered_set<const Node*>& forward,

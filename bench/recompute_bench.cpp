@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   onyx::NamedTensors b = {{input, onyx::Tensor::from_vector<int64_t>({batch, seq}, x)},
                           {"labels", onyx::Tensor::from_vector<int64_t>({batch, seq}, y)}};
   std::vector<Row> rows;
-  const std::map<std::string, onyx::Shape> shapes = {{input, {batch, seq}}, {"labels", {batch, seq}}};
+  const std::map<std::string, onyx::Shape> shapes = {{input, {batch, seq}},
+                                                     {"labels", {batch, seq}}};
   struct Variant {
     std::string what;
     onyx::autodiff::RecomputeSpec spec;

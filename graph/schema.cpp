@@ -93,7 +93,8 @@ struct Table {
     for (const auto& e : kExtensions)
       for (OpSchema& s : by_op[canonical_domain(e.domain) + '\n' + e.op]) {
         auto& allowed = s.constraints[e.constraint];
-        if (std::find(allowed.begin(), allowed.end(), e.type) == allowed.end()) allowed.push_back(e.type);
+        if (std::find(allowed.begin(), allowed.end(), e.type) == allowed.end())
+          allowed.push_back(e.type);
       }
   }
 };
