@@ -66,9 +66,22 @@ def _export(module: torch.nn.Module, args: tuple, opset: int, dynamic_batch: boo
     """The module as ONNX bytes, in training mode (Dropout and BatchNorm keep their training
     structure; onyx derives the eval graph from it), and the number of outputs. The probe run
     and the tracing run the module, which moves BatchNorm's running statistics in training
-    mode: they are restored, so wrapping changes nothing in the module."""
-    input_names = [f"input_{i}" for i in range(len(args))]
+    mode: they are restored (also when either fails), so wrapping changes nothing in the
+    module."""
     saved_buffers = {k: b.detach().clone() for k, b in module.named_buffers()}
+    was_training = module.training
+    try:
+        return _trace(module, args, opset, dynamic_batch)
+    finally:
+        module.train(was_training)
+        with torch.no_grad():
+            for k, b in module.named_buffers():
+                if k in saved_buffers:
+                    b.copy_(saved_buffers[k])
+
+
+def _trace(module: torch.nn.Module, args: tuple, opset: int, dynamic_batch: bool) -> tuple[bytes, int]:
+    input_names = [f"input_{i}" for i in range(len(args))]
     try:
         with torch.no_grad():
             probe = module(*args)
@@ -83,7 +96,6 @@ def _export(module: torch.nn.Module, args: tuple, opset: int, dynamic_batch: boo
     dynamic_axes = None
     if dynamic_batch:
         dynamic_axes = {n: {0: "batch"} for n in input_names + output_names}
-    was_training = module.training
     buf = io.BytesIO()
     try:
         module.train()
@@ -92,17 +104,9 @@ def _export(module: torch.nn.Module, args: tuple, opset: int, dynamic_batch: boo
             torch.onnx.export(module, args, buf, input_names=input_names, output_names=output_names,
                               opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
                               do_constant_folding=False, dynamic_axes=dynamic_axes, dynamo=False)
-    except Error:
-        raise
     except Exception as e:  # the exporter's own errors: unsupported op, data-dependent control flow
         raise Error(f"[onyx.torch] torch.onnx.export could not export {type(module).__name__}: "
                     f"{type(e).__name__}: {e}") from e
-    finally:
-        module.train(was_training)
-        with torch.no_grad():
-            for k, b in module.named_buffers():
-                if k in saved_buffers:
-                    b.copy_(saved_buffers[k])
     return buf.getvalue(), len(outs)
 
 

@@ -252,6 +252,22 @@ def test_module_that_cannot_be_exported():
         onyx.torch.wrap(Fft(), (torch.randn(2, 8),))
     with pytest.raises(onyx.Error, match="tensor"):
         onyx.torch.wrap(MLP(), ("not a tensor",))
+    # A module that fails on its example inputs after a BatchNorm ran: named, and the running
+    # statistics the failed probe moved are put back.
+    class BnThenFail(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            self.bn(x)
+            raise ValueError("boom")
+
+    bad = BnThenFail().train()
+    with pytest.raises(onyx.Error, match="fails on example_inputs.*boom"):
+        onyx.torch.wrap(bad, (torch.randn(8, 4) + 3.0,))
+    assert torch.equal(bad.bn.running_mean, torch.zeros(4))
+    assert int(bad.bn.num_batches_tracked) == 0
     # The process is fine: wrapping still works.
     model, (x,), _ = make("mlp")
     assert rel_err(onyx.torch.wrap(model, (x,))(x), model(x)) < 1e-5
