@@ -13,5 +13,8 @@ ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
 # AVX2 code (its CPUID has no AVX-512).
 if grep -qw avx512f /proc/cpuinfo; then
   echo "test: the suite again with ONYX_ISA=avx2"
-  ONYX_ISA=avx2 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)" -LE valgrind
+  # Not the interop label: its processes load libtorch_cpu, whose bundled oneDNN exports the
+  # same dnnl symbols as ours, so ONYX_ISA's dnnl::set_max_cpu_isa cap lands in the wrong copy
+  # and oneDNN refuses our primitives (known limit of ONYX_ISA with libtorch in-process).
+  ONYX_ISA=avx2 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)" -LE 'valgrind|interop'
 fi
