@@ -354,6 +354,10 @@ TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
   }
   std::unordered_set<const Node*> forward_nodes;
   for (const auto& n : g.nodes()) forward_nodes.insert(n.get());
+  // A graph input with 1 as its default: loss scaling feeds its scale here, so every
+  // gradient comes out scaled without an extra node.
+  make_overridable_input(g, seed);
+  tg.loss_seed = seed->name;
   auto grads = differentiate(m, {{ln.loss, seed}}, wrt);
   tg.recompute = recompute_segments(m, forward_nodes, recompute);
   std::vector<Value*> fwd_outs = g.outputs;

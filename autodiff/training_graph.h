@@ -32,6 +32,9 @@ struct TrainingGraph {
   /// BatchNormalization running mean/var.
   std::vector<std::pair<std::string, std::string>> state_updates;
   std::vector<std::string> forward_outputs;  // the forward graph's outputs, still produced
+  /// Graph input holding dLoss/dLoss, a scalar of the loss's type defaulting to 1; a loss
+  /// scaler feeds its scale there.
+  std::string loss_seed;
   RecomputeReport recompute;                 // what activation recomputation did
 };
 

@@ -96,6 +96,16 @@ struct Table {
         if (std::find(allowed.begin(), allowed.end(), e.type) == allowed.end())
           allowed.push_back(e.type);
       }
+    // bfloat16 wherever float16 is accepted: autocast (graph/autocast.h) runs models of any
+    // opset in bfloat16, and ONNX added bfloat16 to most ops in later versions without
+    // changing their meaning (Conv and ConvTranspose only in opset 22); onyx's kernels take
+    // bfloat16 wherever they take float16.
+    for (auto& [key, versions] : by_op)
+      for (OpSchema& s : versions)
+        for (auto& [name, allowed] : s.constraints)
+          if (std::find(allowed.begin(), allowed.end(), "tensor(float16)") != allowed.end() &&
+              std::find(allowed.begin(), allowed.end(), "tensor(bfloat16)") == allowed.end())
+            allowed.push_back("tensor(bfloat16)");
   }
 };
 

@@ -12,6 +12,7 @@
 #include "inference/arena.h"
 #include "inference/executor.h"
 #include "inference/optimizer.h"
+#include "inference/precision.h"
 #include "inference/profiler.h"
 
 namespace onyx {
@@ -52,6 +53,10 @@ struct Session::Impl {
     // The preview-training Gradient op is defined by autodiff of the graph around it.
     autodiff::expand_gradient_ops(*model);
     canonicalize_opsets(*model);
+    AutocastReport amp = autocast_for_providers(*model, options.precision);
+    if (options.precision != Precision::Float32)
+      spdlog::info("session: {}: {} nodes in {}, {} kept in float32, {} casts", precision_name(options.precision),
+                   amp.lowered, precision_name(options.precision), amp.float32, amp.casts);
     cpu = make_cpu_provider();
     omp_set_num_threads(threads);
     size_t removed = optimize_graph(*model, options.opt_level, *cpu);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/autocast.h"
 #include "graph/ir.h"
 #include "graph/tensor.h"
 
@@ -33,6 +34,10 @@ struct SessionOptions {
   std::string profile_path = "onyx_profile.json";
   /// trace, debug, info, warn, error, off
   std::string log_level = "warn";
+  /// bf16/fp16: matrix products and convolutions run in that format, weights converted once
+  /// here, softmax/norms/reductions in float32 (graph/autocast.h's policy table); inputs
+  /// and outputs keep their declared float32 types.
+  Precision precision = Precision::Float32;
 };
 
 /// A graph input or output as declared by the model.

@@ -14,7 +14,7 @@ namespace onyx::cli {
 namespace {
 
 struct BenchOptions {
-  std::string model, opt = "all";
+  std::string model, opt = "all", precision = "fp32";
   std::vector<std::string> dims;
   int threads = 0, iters = 100, warmup = 10;
   int64_t batch = 1;
@@ -31,6 +31,7 @@ int bench(const BenchOptions& o, const CommonOptions& common) {
   SessionOptions so;
   so.intra_op_threads = o.threads;
   so.opt_level = opt_level_from_name(o.opt);
+  so.precision = parse_precision(o.precision);
   so.log_level = common.log_level;
   Session session(o.model, so);
   NamedValues feeds = make_feeds(session, {}, true, parse_dims(o.dims), o.batch, o.seed);
@@ -84,6 +85,12 @@ Command add_bench_command(CLI::App& parent, const CommonOptions& common) {
   app->add_option("--opt", o->opt, "Graph optimization level")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
+  app->add_option("--precision", o->precision,
+                  "fp32, or bf16/fp16: matrix products and convolutions in that format (weights "
+                  "converted once), softmax/norms/reductions in float32; inputs and outputs keep "
+                  "their types")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   return {app, [o, &common] { return bench(*o, common); }};
 }
 

@@ -15,7 +15,7 @@ namespace onyx::cli {
 namespace {
 
 struct RunOptions {
-  std::string model, output_dir, profile, opt = "all";
+  std::string model, output_dir, profile, opt = "all", precision = "fp32";
   std::vector<std::string> inputs, dims;
   bool random = false;
   int threads = 0;
@@ -59,6 +59,7 @@ int run(const RunOptions& o, const CommonOptions& common) {
   SessionOptions so;
   so.intra_op_threads = o.threads;
   so.opt_level = opt_level_from_name(o.opt);
+  so.precision = parse_precision(o.precision);
   so.log_level = common.log_level;
   so.profiling = !o.profile.empty();
   if (so.profiling) so.profile_path = o.profile;
@@ -133,6 +134,12 @@ Command add_run_command(CLI::App& parent, const CommonOptions& common) {
   app->add_option("--opt", o->opt, "Graph optimization level")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
+  app->add_option("--precision", o->precision,
+                  "fp32, or bf16/fp16: matrix products and convolutions in that format (weights "
+                  "converted once), softmax/norms/reductions in float32; inputs and outputs keep "
+                  "their types")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app->add_option("--profile", o->profile, "Write a Chrome-trace profile of the run to FILE");
   return {app, [o, &common] { return run(*o, common); }};
 }

@@ -231,9 +231,10 @@ int train(const TrainOptions& o) {
   if (lead)
     fmt::print(
         "training {}: {} parameters, {} samples, {} batches of {} per epoch, {} epochs, "
-        "{} optimizer steps\n",
+        "{} optimizer steps{}\n",
         o.model, ts.parameter_names().size(), data.samples, per_epoch, global_batch, o.epochs,
-        total_steps);
+        total_steps,
+        config.precision == Precision::Float32 ? "" : fmt::format(", {} mixed precision", precision_name(config.precision)));
   report_recompute();
   std::fflush(stdout);
   MetricsLog metrics(lead ? o.metrics : std::string(), !o.resume.empty());
@@ -243,6 +244,7 @@ int train(const TrainOptions& o) {
   int64_t last_checkpoint_step = -1;
   double group_loss = 0, group_seconds = 0;
   int64_t group_micro = 0, group_samples = 0;
+  int64_t skipped_steps = 0;  // fp16 steps the loss scaler skipped
 
   for (int64_t epoch = micro / per_epoch; epoch < o.epochs; ++epoch) {
     std::vector<int64_t> order = epoch_order(data.samples, o.shuffle, seed, epoch);
@@ -260,15 +262,28 @@ int train(const TrainOptions& o) {
       epoch_loss += r.loss * static_cast<double>(end - begin);
       epoch_samples += end - begin;
       group_loss += r.loss, group_seconds += dt, group_samples += end - begin, ++group_micro;
-      if (r.stepped) {
-        double loss = group_loss / static_cast<double>(group_micro);
-        metrics.write({{"type", "step"},
+      if (r.skipped) {
+        // fp16: the loss scaler found inf/NaN gradients; no step, a smaller scale.
+        ++skipped_steps;
+        metrics.write({{"type", "skipped_step"},
                        {"step", ts.step()},
                        {"epoch", epoch + 1},
-                       {"loss", loss},
-                       {"lr", r.lr},
-                       {"grad_norm", r.grad_norm},
-                       {"samples_per_s", static_cast<double>(group_samples) / group_seconds}});
+                       {"loss", group_loss / static_cast<double>(group_micro)},
+                       {"loss_scale", r.loss_scale},
+                       {"next_loss_scale", ts.loss_scale()}});
+        group_loss = group_seconds = 0, group_micro = group_samples = 0;
+      }
+      if (r.stepped) {
+        double loss = group_loss / static_cast<double>(group_micro);
+        nlohmann::json step = {{"type", "step"},
+                               {"step", ts.step()},
+                               {"epoch", epoch + 1},
+                               {"loss", loss},
+                               {"lr", r.lr},
+                               {"grad_norm", r.grad_norm},
+                               {"samples_per_s", static_cast<double>(group_samples) / group_seconds}};
+        if (r.loss_scale > 0) step["loss_scale"] = r.loss_scale;
+        metrics.write(step);
         curve.steps.push_back(static_cast<double>(ts.step()));
         curve.loss.push_back(loss);
         group_loss = group_seconds = 0, group_micro = group_samples = 0;
@@ -304,6 +319,11 @@ int train(const TrainOptions& o) {
       }
     }
     metrics.write(summary);
+    if (ts.loss_scale() > 0) {
+      summary["loss_scale"] = ts.loss_scale();
+      summary["skipped_steps"] = skipped_steps;
+      line += fmt::format("  loss_scale {:g} ({} skipped)", ts.loss_scale(), skipped_steps);
+    }
     if (lead)
       fmt::print("{}  lr {:.2e}  {:.0f} samples/s  {:.2f} s\n", line, ts.learning_rate(),
                  epoch_samples * world / train_seconds, train_seconds);

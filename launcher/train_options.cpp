@@ -157,6 +157,24 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
       ->check(CLI::NonNegativeNumber)
       ->group(opt_group);
 
+  const std::string amp_group = "Mixed precision";
+  app->add_option("--precision", o.precision,
+                  "fp32, or bf16/fp16: matrix products and convolutions in that format, softmax, "
+                  "norms, reductions and the loss in float32, weights and optimizer in float32")
+      ->capture_default_str()
+      ->transform(CLI::IsMember({"fp32", "bf16", "fp16"}, CLI::ignore_case))
+      ->group(amp_group);
+  app->add_option("--init-loss-scale", o.init_loss_scale,
+                  "fp16: the dynamic loss scale to start from (as torch.amp.GradScaler)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(amp_group);
+  app->add_option("--loss-scale-interval", o.loss_scale_interval,
+                  "fp16: clean steps in a row before the loss scale doubles")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->group(amp_group);
+
   const std::string lr_group = "Learning-rate schedule";
   app->add_option("--schedule", o.schedule, "Schedule after the warm-up")
       ->capture_default_str()
@@ -334,6 +352,9 @@ TrainingConfig training_config(const TrainOptions& o, int64_t total_steps) {
   if (!o.recompute_budget.empty())
     c.recompute.budget_bytes = parse_byte_size(o.recompute_budget, "--recompute-budget");
   for (const auto& spec : o.param_groups) c.param_groups.push_back(parse_param_group(spec));
+  c.precision = parse_precision(o.precision);
+  c.loss_scaler.init_scale = o.init_loss_scale;
+  c.loss_scaler.growth_interval = o.loss_scale_interval;
   return c;
 }
 

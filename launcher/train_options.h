@@ -28,6 +28,10 @@ struct TrainOptions {
   std::string recompute;  // regex over forward node names: one segment per distinct match
   int recompute_every = 1;
   std::string recompute_budget;  // "256MiB": choose segments for the planned peak to fit
+  // Mixed precision.
+  std::string precision = "fp32";  // fp32 | bf16 | fp16
+  double init_loss_scale = 65536.0;
+  int64_t loss_scale_interval = 2000;
   // Optimizer and learning-rate schedule.
   std::string optimizer = "adamw";
   double lr = 1e-3, momentum = 0, weight_decay = 0, eps = 1e-8;

@@ -7,9 +7,12 @@
 #include <set>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "autodiff/training_graph.h"
 #include "graph/error.h"
 #include "graph/onnx_io.h"
+#include "inference/precision.h"
 #include "optimizers/flat_buffer.h"
 #include "optimizers/grad_accumulate.h"
 #include "optimizers/grad_clip.h"
@@ -35,6 +38,8 @@ nlohmann::json shape_json(const Shape& s) { return nlohmann::json(s); }
 struct TrainingSession::Impl {
   TrainingConfig cfg;
   std::unique_ptr<Model> forward;        // as given, for export
+  std::unique_ptr<Model> amp_forward;    // bf16/fp16: the forward after autocast
+  std::optional<optim::LossScaler> scaler;  // fp16: dynamic loss scaling
   std::unique_ptr<Model> training_copy;  // the training graph as built
   autodiff::TrainingGraph tg;            // names (its model moved into the session)
   std::unique_ptr<Session> train, eval, predict;
@@ -50,6 +55,9 @@ struct TrainingSession::Impl {
   int threads = 1;
   std::vector<std::string> batch_inputs, model_inputs;
   bool budget_pending = false;  // recompute.budget_bytes waits for the first batch's shapes
+
+  /// The forward graph the training, evaluation and prediction graphs are built from.
+  const Model& graph_forward() const { return amp_forward ? *amp_forward : *forward; }
 
   /// `params` less those matching a freeze regex; onyx::Error for a regex that is invalid,
   /// matches nothing, or leaves nothing to train.
@@ -115,6 +123,16 @@ struct TrainingSession::Impl {
     ONYX_CHECK(cfg.clip_norm >= 0, "[training] clip_norm should be >= 0 but is {}", cfg.clip_norm);
     threads = cfg.threads > 0 ? cfg.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     forward = std::move(fwd);
+    if (cfg.precision != Precision::Float32) {
+      // Autocast before autodiff: each weight's Cast has a gradient rule that casts back, so
+      // gradients arrive in float32 while the products of both passes run in the low format.
+      amp_forward = clone_model(*forward);
+      autodiff::prepare_for_training(*amp_forward);
+      AutocastReport amp = autocast_for_providers(*amp_forward, cfg.precision);
+      spdlog::info("training: {}: {} nodes in {}, {} kept in float32, {} casts", precision_name(cfg.precision),
+                   amp.lowered, precision_name(cfg.precision), amp.float32, amp.casts);
+    }
+    if (cfg.precision == Precision::Float16) scaler.emplace(cfg.loss_scaler);
     // A memory budget for symbolic shapes waits for the first batch to size the graph.
     autodiff::RecomputeSpec recompute = cfg.recompute;
     autodiff::check_recompute_spec(recompute);
@@ -123,11 +141,11 @@ struct TrainingSession::Impl {
       budget_pending = true;
     }
     // With freezing the first graph only names the parameters: recompute in the second.
-    tg = autodiff::build_training_graph(*forward, cfg.loss, cfg.trainable,
+    tg = autodiff::build_training_graph(graph_forward(), cfg.loss, cfg.trainable,
                                         cfg.freeze.empty() ? recompute : autodiff::RecomputeSpec{});
     if (!cfg.freeze.empty()) {
       std::vector<std::string> kept = frozen_out(tg.params, cfg.freeze);
-      tg = autodiff::build_training_graph(*forward, cfg.loss, kept, recompute);
+      tg = autodiff::build_training_graph(graph_forward(), cfg.loss, kept, recompute);
     }
     training_copy = clone_model(*tg.model);
     Graph& g = *tg.model->graph;
@@ -178,13 +196,15 @@ struct TrainingSession::Impl {
 
     std::set<std::string> fed(tg.params.begin(), tg.params.end());
     for (const auto& [in, upd] : tg.state_updates) fed.insert(in);
+    std::set<std::string> fed_train = fed;
+    if (scaler) fed_train.insert(tg.loss_seed);  // the loss scale, fed each step
     SessionOptions so;
     so.intra_op_threads = threads;
-    train = std::make_unique<Session>(without_defaults(*tg.model, fed), so);
+    train = std::make_unique<Session>(without_defaults(*tg.model, fed_train), so);
     tg.model.reset();
     eval = std::make_unique<Session>(
-        without_defaults(*autodiff::build_eval_graph(*forward, cfg.loss, tg.params), fed), so);
-    auto pm = clone_model(*forward);
+        without_defaults(*autodiff::build_eval_graph(graph_forward(), cfg.loss, tg.params), fed), so);
+    auto pm = clone_model(graph_forward());
     for (const auto& p : tg.params) {
       Value* v = pm->graph->find_value(p);
       if (std::find(pm->graph->inputs.begin(), pm->graph->inputs.end(), v) == pm->graph->inputs.end())
@@ -218,13 +238,14 @@ struct TrainingSession::Impl {
     autodiff::RecomputeSpec spec = cfg.recompute;
     for (const auto& name : batch_inputs)
       if (auto it = batch.find(name); it != batch.end()) spec.input_shapes[name] = it->second.shape();
-    autodiff::TrainingGraph planned = autodiff::build_training_graph(*forward, cfg.loss, tg.params, spec);
+    autodiff::TrainingGraph planned = autodiff::build_training_graph(graph_forward(), cfg.loss, tg.params, spec);
     ONYX_CHECK(planned.params == tg.params && planned.grads == tg.grads && planned.loss == tg.loss,
                "[training] the training graph rebuilt for the recomputation budget has other "
                "parameters or gradients than the one built first");
     training_copy = clone_model(*planned.model);
     std::set<std::string> fed(tg.params.begin(), tg.params.end());
     for (const auto& [in, upd] : tg.state_updates) fed.insert(in);
+    if (scaler) fed.insert(tg.loss_seed);  // the loss scale, fed each step
     SessionOptions so;
     so.intra_op_threads = threads;
     train = std::make_unique<Session>(without_defaults(*planned.model, fed), so);
@@ -247,6 +268,13 @@ struct TrainingSession::Impl {
     std::vector<dist::GradSlice> slices;
     for (const auto& s : grads.segments()) slices.push_back({s.offset, s.size});
     buckets = std::make_unique<dist::GradientBuckets>(comm, grads.tensor(), slices, cfg.buckets);
+  }
+
+  /// True on every rank when `flag` is true on any.
+  bool any_rank(bool flag) const {
+    Tensor t = Tensor::from_vector<int32_t>({1}, {flag ? 1 : 0});
+    cfg.communicator->allreduce(t, dist::ReduceOp::Max)->wait();
+    return t.data<int32_t>()[0] != 0;
   }
 
   /// All ranks agree whether the micro-batch succeeded and on the mean loss.
@@ -309,18 +337,21 @@ struct TrainingSession::Impl {
     std::string why;
     try {
       RunStats stats;
-      out = train->run(feeds(batch, true), wanted, ro, &stats);
+      NamedTensors f = feeds(batch, true);
+      if (scaler) f[tg.loss_seed] = Tensor::from_vector<float>({}, {scaler->scale()});
+      out = train->run(f, wanted, ro, &stats);
       r.peak_bytes = stats.peak_bytes;
       r.loss = out.at(tg.loss).to_double_vector().at(0);
-      // Check everything before touching any buffer, so a failed step changes nothing.
-      ONYX_CHECK(std::isfinite(r.loss), "[training] the loss is {} at step {} (micro-batch {}); no "
+      // Check everything before touching any buffer, so a failed step changes nothing. With
+      // loss scaling an overflow is not an error: the scaler skips the step below.
+      ONYX_CHECK(scaler || std::isfinite(r.loss), "[training] the loss is {} at step {} (micro-batch {}); no "
                  "weights were changed", r.loss, opt->steps_taken(), micro);
       for (size_t i = 0; i < tg.grads.size(); ++i) {
         const Tensor& gr = out.at(tg.grads[i]);
         ONYX_CHECK(gr.dtype() == DataType::Float && gr.shape() == param_shapes[i],
                    "[training] gradient '{}' is {} {}, expected float {}", tg.grads[i], dtype_name(gr.dtype()),
                    shape_str(gr.shape()), shape_str(param_shapes[i]));
-        ONYX_CHECK(!optim::has_non_finite(gr.data<float>(), gr.numel(), threads),
+        ONYX_CHECK(scaler || !optim::has_non_finite(gr.data<float>(), gr.numel(), threads),
                    "[training] the gradient of '{}' has NaN or infinite values at step {}; no weights "
                    "were changed", tg.params[i], opt->steps_taken());
       }
@@ -356,7 +387,19 @@ struct TrainingSession::Impl {
     ++micro;
     if (last) {
       double scale = 1.0 / (static_cast<double>(cfg.accumulation_steps) * world);
-      if (scale != 1.0) optim::scale_grads(grads.data(), grads.size(), scale, threads);
+      if (scaler) {
+        // Unscale, average and look for inf/NaN in one pass; every rank decides alike.
+        r.loss_scale = scaler->scale();
+        bool found_inf = scaler->unscale(grads.data(), grads.size(), scale, threads);
+        if (cfg.communicator) found_inf = any_rank(found_inf);
+        scaler->update(found_inf);
+        if (found_inf) {
+          r.skipped = true;
+          return r;
+        }
+      } else if (scale != 1.0) {
+        optim::scale_grads(grads.data(), grads.size(), scale, threads);
+      }
       r.grad_norm = optim::clip_by_global_norm(grads.data(), grads.size(), cfg.clip_norm, threads);
       if (cfg.clip_norm <= 0) r.grad_norm = optim::global_norm(grads.data(), grads.size(), threads);
       r.lr = cfg.schedule.lr_at(opt->steps_taken(), cfg.optimizer.lr);
@@ -418,6 +461,7 @@ void TrainingSession::set_parameter(const std::string& name, const Tensor& value
 Tensor TrainingSession::flat_parameters() const { return impl_->params.tensor(); }
 Tensor TrainingSession::flat_gradients() const { return impl_->grads.tensor(); }
 int64_t TrainingSession::step() const { return impl_->opt->steps_taken(); }
+double TrainingSession::loss_scale() const { return impl_->scaler ? impl_->scaler->scale() : 0.0; }
 double TrainingSession::learning_rate() const {
   return impl_->cfg.schedule.lr_at(impl_->opt->steps_taken(), impl_->cfg.optimizer.lr);
 }
@@ -442,7 +486,12 @@ void TrainingSession::save_checkpoint(const std::string& path) const {
             {"seed", m.cfg.seed},
             {"accumulation_steps", m.cfg.accumulation_steps},
             {"lr", m.cfg.optimizer.lr},
-            {"schedule", m.cfg.schedule.kind}};
+            {"schedule", m.cfg.schedule.kind},
+            {"precision", precision_name(m.cfg.precision)}};
+  if (m.scaler) {
+    d.meta["loss_scale"] = m.scaler->scale();
+    d.meta["growth_tracker"] = m.scaler->growth_tracker();
+  }
   for (size_t i = 0; i < m.tg.params.size(); ++i) d.tensors.emplace_back("param/" + m.tg.params[i], m.pview(i));
   for (const auto& [n, t] : m.state) d.tensors.emplace_back("state/" + n, t);
   for (auto& [n, t] : m.opt->state()) d.tensors.emplace_back("optim/" + n, t);
@@ -499,7 +548,18 @@ void TrainingSession::load_checkpoint(const std::string& path) {
   int64_t micro = d.meta.at("micro");
   bool partial = micro % m.cfg.accumulation_steps != 0;
   if (partial) copies.emplace_back(take("grad_accum", m.grads.tensor()), m.grads.tensor());
+  // The loss scaler's state, when both the file and the session have one (a float32 or bf16
+  // checkpoint continues in fp16 from the configured initial scale).
+  std::optional<std::pair<float, int64_t>> scaler_state;
+  if (m.scaler && d.meta.contains("loss_scale")) {
+    ONYX_CHECK(d.meta["loss_scale"].is_number() && d.meta.value("growth_tracker", nlohmann::json()).is_number_integer(),
+               "[checkpoint] '{}': the loss scaler state is malformed", path);
+    scaler_state.emplace(d.meta["loss_scale"].get<float>(), d.meta["growth_tracker"].get<int64_t>());
+    optim::LossScaler probe(m.scaler->config());
+    probe.set_state(scaler_state->first, scaler_state->second);  // validates before any commit
+  }
   m.opt->load_state(ostate);
+  if (scaler_state) m.scaler->set_state(scaler_state->first, scaler_state->second);
   for (auto& [src, dst] : copies) std::memcpy(dst.raw(), src.raw(), src.nbytes());
   m.micro = micro;
   m.cfg.seed = d.meta.at("seed");

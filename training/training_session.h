@@ -23,6 +23,7 @@
 #include "distributed/communicator.h"
 #include "distributed/data_parallel.h"
 #include "inference/session.h"
+#include "optimizers/loss_scaler.h"
 #include "optimizers/lr_schedule.h"
 #include "optimizers/optimizer.h"
 
@@ -74,6 +75,15 @@ struct TrainingConfig {
   /// train like one process with batch N*b (mean-reduced losses, no BatchNorm).
   std::shared_ptr<dist::Communicator> communicator;
   dist::BucketConfig buckets;
+  /// Mixed precision (graph/autocast.h): bf16 or fp16 runs matrix products and convolutions,
+  /// forward and backward, in that format and softmax, norms, reductions and the loss in
+  /// float32. Parameters, gradients and optimizer state stay float32 (master weights): each
+  /// step casts every weight once and its gradient comes back in float32.
+  Precision precision = Precision::Float32;
+  /// Dynamic loss scaling (optimizers/loss_scaler.h, torch.amp.GradScaler's rules), on for
+  /// fp16; bf16 has float32's range and needs none. A step whose gradients overflow is
+  /// skipped (StepResult::skipped), not an error.
+  optim::LossScalerConfig loss_scaler;
 };
 
 /// What one train_step did.
@@ -83,6 +93,11 @@ struct StepResult {
   double grad_norm = 0;   // global norm before clipping (when a step was taken)
   bool stepped = false;   // true on the last micro-batch of an accumulation group
   size_t peak_bytes = 0;  // most intermediate bytes the training graph held at once
+  /// fp16: the loss scale this step ran with; 0 without loss scaling.
+  double loss_scale = 0;
+  /// fp16: the gradients held an inf or NaN, so the loss scaler skipped the optimizer step
+  /// (and lowered the scale); the micro-batches of the group are spent.
+  bool skipped = false;
 };
 
 class TrainingSession {
@@ -114,8 +129,10 @@ class TrainingSession {
   Tensor flat_parameters() const;
   Tensor flat_gradients() const;
 
-  /// Optimizer steps taken so far.
+  /// Optimizer steps taken so far (steps the loss scaler skipped do not count).
   int64_t step() const;
+  /// The loss scaler's current scale (fp16), 0 without one.
+  double loss_scale() const;
   /// Learning rate the next optimizer step will use.
   double learning_rate() const;
   /// Names of the inputs a batch must provide (model inputs, then labels).
