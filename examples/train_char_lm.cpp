@@ -1,7 +1,9 @@
 // Trains a small character-level transformer language model with onyx::TrainingSession.
 //
 //   tools/gen_char_lm.py --out char_lm.onnx          # the model: 2 causal blocks, dim 64
-//   train_char_lm char_lm.onnx [TEXT] [STEPS]         # TEXT: /usr/share/common-licenses/GPL-3
+//   train_char_lm char_lm.onnx [TEXT] [STEPS] [PRECISION]
+//                                    # TEXT: /usr/share/common-licenses/GPL-3; PRECISION: fp32
+//                                    # (default), or bf16/fp16 mixed precision
 //
 // The model reads T bytes and predicts, at every position, the byte that follows. Training
 // samples random windows from the first 90% of the text; the last 10% is held out. The program
@@ -38,8 +40,8 @@ double held_out_loss(const onyx::TrainingSession& ts, const std::vector<int64_t>
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 4) {
-    std::cerr << "usage: train_char_lm MODEL.onnx [TEXT] [STEPS]\n";
+  if (argc < 2 || argc > 5) {
+    std::cerr << "usage: train_char_lm MODEL.onnx [TEXT] [STEPS] [fp32|bf16|fp16]\n";
     return 2;
   }
   const std::string text_path = argc > 2 ? argv[2] : "/usr/share/common-licenses/GPL-3";
@@ -58,6 +60,8 @@ int main(int argc, char** argv) {
                        .min_lr = 3e-4};
     config.clip_norm = 1.0;
     config.threads = 2;
+    // Mixed precision: matrix products in bf16/fp16, weights and optimizer in float32.
+    if (argc > 4) config.precision = onyx::parse_precision(argv[4]);
 
     // 2. Build the session: loads the forward model, appends the loss, derives the backward
     //    graph, compiles both and lays the parameters out in one flat buffer.
@@ -95,9 +99,10 @@ int main(int argc, char** argv) {
     std::printf("text: %s, %zu chars (%zu train, %zu held out); unigram entropy %.3f nats/char\n",
                 text_path.c_str(), text.size(), train.size(), held.size(), entropy);
     std::printf("model: %s, context %lld, vocab %lld, %zu parameter tensors; "
-                "%d AdamW steps of %lld windows\n",
+                "%d AdamW steps of %lld windows, %s\n",
                 argv[1], static_cast<long long>(T), static_cast<long long>(vocab),
-                ts.parameter_names().size(), steps, static_cast<long long>(batch));
+                ts.parameter_names().size(), steps, static_cast<long long>(batch),
+                onyx::precision_name(config.precision));
     std::printf("held-out loss before training: %.3f\n", held_out_loss(ts, held, T));
 
     // 6. Train: each step samples windows of T+1 chars; the labels are the inputs shifted by one.
