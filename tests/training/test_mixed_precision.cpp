@@ -1,0 +1,252 @@
+// Mixed-precision training: the loss scaler against torch.amp.GradScaler's recorded decisions,
+// bf16/fp16 TrainingSessions (float32 master weights and gradients, each weight cast once),
+// skipped overflow steps, and the scaler state in checkpoints.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "optimizers/loss_scaler.h"
+#include "training/training_session.h"
+#include "training_models.h"
+
+namespace onyx::test {
+namespace {
+
+// ---- The loss scaler, step by step against torch ----
+
+/// Replays tools/gen_grad_scaler_sequence.py's cases: per step the gradient c * scale is made
+/// in float32 (inf/NaN where torch's was), unscaled, and the scaler updated; the skip decision,
+/// the next scale and the growth tracker must be torch's exactly.
+TEST(LossScaler, ReplaysTorchGradScalerDecisions) {
+  std::ifstream f(std::string(ONYX_TEST_DATA) + "/grad_scaler/sequences.json");
+  ASSERT_TRUE(f) << "missing tests/data/grad_scaler/sequences.json";
+  nlohmann::json data = nlohmann::json::parse(f);
+  ASSERT_GE(data["cases"].size(), 4u);
+  size_t steps = 0, skipped = 0, grown = 0;
+  for (const auto& c : data["cases"]) {
+    optim::LossScalerConfig cfg;
+    cfg.init_scale = c["config"].value("init_scale", cfg.init_scale);
+    cfg.growth_factor = c["config"].value("growth_factor", cfg.growth_factor);
+    cfg.backoff_factor = c["config"].value("backoff_factor", cfg.backoff_factor);
+    cfg.growth_interval = c["config"].value("growth_interval", cfg.growth_interval);
+    optim::LossScaler scaler(cfg);
+    for (const auto& s : c["steps"]) {
+      const std::string kind = s[0];
+      const float ran_with = s[1].get<float>(), next = s[3].get<float>();
+      const bool torch_skipped = s[2].get<int>() != 0;
+      const int64_t tracker = s[4];
+      SCOPED_TRACE(fmt::format("case {} step {}", c["name"].get<std::string>(), steps));
+      ASSERT_EQ(scaler.scale(), ran_with);
+      float g[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+      if (kind == "i") g[1] = INFINITY;
+      if (kind == "n") g[2] = NAN;
+      for (float& x : g) x *= scaler.scale();  // the backward of sum(p * c) * scale
+      bool found_inf = scaler.unscale(g, 4, 1.0, 2);
+      ASSERT_EQ(found_inf, torch_skipped);
+      if (!found_inf) {
+        for (int i = 0; i < 4; ++i) EXPECT_EQ(g[i], static_cast<float>(i + 1));
+      }
+      scaler.update(found_inf);
+      ASSERT_EQ(scaler.scale(), next);
+      ASSERT_EQ(scaler.growth_tracker(), tracker);
+      ++steps, skipped += found_inf, grown += next > ran_with;
+    }
+  }
+  // The data exercises every rule: skips, growth, growth refused at float32's maximum.
+  EXPECT_GT(skipped, 20u);
+  EXPECT_GT(grown, 5u);
+  EXPECT_GT(steps, 4000u);
+}
+
+TEST(LossScaler, UnscaleFoldsInAveragingAndReadsEachGradientOnce) {
+  optim::LossScaler scaler({.init_scale = 1024.0});
+  std::vector<float> g(100000, 1024.0f * 3.0f);
+  EXPECT_FALSE(scaler.unscale(g.data(), static_cast<int64_t>(g.size()), 0.25, 2));
+  for (float x : g) ASSERT_EQ(x, 0.75f);
+  g[77777] = -INFINITY;
+  EXPECT_TRUE(scaler.unscale(g.data(), static_cast<int64_t>(g.size()), 1.0, 2));
+}
+
+TEST(LossScaler, RefusesWhatTorchRefuses) {
+  auto throws = [](optim::LossScalerConfig c) {
+    try {
+      optim::LossScaler s(c);
+      return std::string();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_NE(throws({.growth_factor = 1.0}).find("growth_factor should be > 1"), std::string::npos);
+  EXPECT_NE(throws({.backoff_factor = 1.5}).find("backoff_factor should be in (0, 1)"), std::string::npos);
+  EXPECT_NE(throws({.growth_interval = 0}).find("growth_interval should be >= 1"), std::string::npos);
+  EXPECT_NE(throws({.init_scale = 0.0}).find("init_scale"), std::string::npos);
+  EXPECT_NE(throws({.init_scale = 1e300}).find("does not fit a float32"), std::string::npos);
+  optim::LossScaler s;
+  EXPECT_THROW(s.set_state(-1.0f, 0), Error);
+  EXPECT_THROW(s.set_state(INFINITY, 0), Error);
+  EXPECT_THROW(s.set_state(2.0f, -3), Error);
+  EXPECT_EQ(s.scale(), 65536.0f);  // untouched by the refused states
+}
+
+// ---- TrainingSession in bf16 / fp16 ----
+
+TrainingConfig config(Precision p) {
+  TrainingConfig cfg;
+  cfg.optimizer = {.name = "adamw", .lr = 0.01};
+  cfg.threads = 1;
+  cfg.precision = p;
+  return cfg;
+}
+
+/// Nodes of `m` that read value `name`.
+size_t readers(const Model& m, const std::string& name) {
+  const Value* v = m.graph->find_value(name);
+  return v ? v->consumers.size() : 0;
+}
+
+TEST(MixedPrecision, EachWeightIsCastOnceAndGradientsComeBackInFloat32) {
+  for (Precision p : {Precision::BFloat16, Precision::Float16}) {
+    TrainingSession ts(mlp_model(8, 16, 3), config(p));
+    const Model& tm = ts.training_model();
+    const DataType low = precision_dtype(p);
+    for (const char* w : {"w1", "w2"}) {
+      // The float32 master weight feeds exactly one node, its Cast to the low format.
+      const Value* v = tm.graph->find_value(w);
+      ASSERT_EQ(readers(tm, w), 1u) << w;
+      const Node* cast = v->consumers[0].first;
+      EXPECT_EQ(cast->op_type, "Cast") << w;
+      EXPECT_EQ(cast->attr_int("to", 0), static_cast<int64_t>(low)) << w;
+    }
+    // Gemms run in the low format, forward and backward.
+    size_t low_gemms = 0;
+    for (const auto& n : tm.graph->nodes())
+      if ((n->op_type == "Gemm" || n->op_type == "MatMul") && n->inputs[0]->type.elem == low) ++low_gemms;
+    EXPECT_GE(low_gemms, 4u) << precision_name(p);
+    auto batch = class_batch(16, 8, 3, 1);
+    StepResult r = ts.train_step_detailed(batch);
+    EXPECT_TRUE(r.stepped);
+    EXPECT_EQ(ts.flat_gradients().dtype(), DataType::Float);
+    EXPECT_EQ(ts.flat_parameters().dtype(), DataType::Float);
+    EXPECT_EQ(r.loss_scale, p == Precision::Float16 ? 65536.0 : 0.0);
+    EXPECT_EQ(ts.loss_scale(), p == Precision::Float16 ? 65536.0 : 0.0);
+  }
+}
+
+TEST(MixedPrecision, TracksFloat32TrainingWithinTheFormatsTolerance) {
+  TrainingSession f32(mlp_model(8, 16, 3), config(Precision::Float32));
+  TrainingSession bf16(mlp_model(8, 16, 3), config(Precision::BFloat16));
+  TrainingSession fp16(mlp_model(8, 16, 3), config(Precision::Float16));
+  double first = 0, l32 = 0, lb = 0, lh = 0;
+  for (int s = 0; s < 40; ++s) {
+    auto batch = class_batch(32, 8, 3, 100 + s);
+    l32 = f32.train_step(batch);
+    lb = bf16.train_step(batch);
+    lh = fp16.train_step(batch);
+    if (s == 0) {
+      first = l32;
+      // Same weights, one step: the losses differ by the rounding of the products only.
+      EXPECT_NEAR(lb, l32, 2e-2 * l32);
+      EXPECT_NEAR(lh, l32, 3e-3 * l32);
+    }
+  }
+  EXPECT_LT(l32, 0.6 * first);
+  EXPECT_NEAR(lb, l32, 0.1 * l32 + 0.02);
+  EXPECT_NEAR(lh, l32, 0.05 * l32 + 0.01);
+}
+
+/// A batch whose gradients overflow float16 at the given scale: x far outside N(0, 1).
+NamedTensors overflowing_batch() {
+  auto b = class_batch(8, 8, 3, 5);
+  float* x = b.at("x").data<float>();
+  for (int64_t i = 0; i < b.at("x").numel(); ++i) x[i] *= 1e4f;
+  return b;
+}
+
+TEST(MixedPrecision, Fp16SkipsOverflowingStepsAndBacksOff) {
+  TrainingConfig cfg = config(Precision::Float16);
+  cfg.loss_scaler = {.init_scale = 1024.0, .growth_interval = 2};
+  TrainingSession ts(mlp_model(8, 16, 3), cfg);
+  Tensor before = ts.flat_parameters().clone();
+  StepResult r = ts.train_step_detailed(overflowing_batch());
+  EXPECT_TRUE(r.skipped);
+  EXPECT_FALSE(r.stepped);
+  EXPECT_EQ(r.loss_scale, 1024.0);
+  EXPECT_EQ(ts.loss_scale(), 512.0);
+  EXPECT_EQ(ts.step(), 0);
+  EXPECT_EQ(std::memcmp(before.raw(), ts.flat_parameters().raw(), before.nbytes()), 0)
+      << "a skipped step changed the weights";
+  // Two clean steps: taken, and the scale grows back after growth_interval of them.
+  for (int s = 0; s < 2; ++s) {
+    r = ts.train_step_detailed(class_batch(8, 8, 3, 10 + s));
+    EXPECT_TRUE(r.stepped);
+    EXPECT_FALSE(r.skipped);
+    EXPECT_EQ(r.loss_scale, 512.0);
+  }
+  EXPECT_EQ(ts.loss_scale(), 1024.0);
+  EXPECT_EQ(ts.step(), 2);
+}
+
+TEST(MixedPrecision, WithoutAScalerAnOverflowIsAnError) {
+  // bf16 has float32's range: the same batch trains; an inf in the data is an error as in fp32.
+  TrainingSession ts(mlp_model(8, 16, 3), config(Precision::BFloat16));
+  EXPECT_TRUE(ts.train_step_detailed(overflowing_batch()).stepped);
+  auto bad = class_batch(8, 8, 3, 6);
+  bad.at("x").data<float>()[3] = INFINITY;
+  Tensor before = ts.flat_parameters().clone();
+  EXPECT_THROW(ts.train_step(bad), Error);
+  EXPECT_EQ(std::memcmp(before.raw(), ts.flat_parameters().raw(), before.nbytes()), 0);
+}
+
+TEST(MixedPrecision, Fp16WithAccumulationSkipsTheWholeGroup) {
+  TrainingConfig cfg = config(Precision::Float16);
+  cfg.accumulation_steps = 2;
+  cfg.loss_scaler.init_scale = 1024.0;
+  TrainingSession ts(mlp_model(8, 16, 3), cfg);
+  Tensor before = ts.flat_parameters().clone();
+  EXPECT_FALSE(ts.train_step_detailed(overflowing_batch()).stepped);
+  StepResult r = ts.train_step_detailed(class_batch(8, 8, 3, 7));  // clean, but the group overflowed
+  EXPECT_TRUE(r.skipped);
+  EXPECT_EQ(ts.step(), 0);
+  EXPECT_EQ(std::memcmp(before.raw(), ts.flat_parameters().raw(), before.nbytes()), 0);
+  r = ts.train_step_detailed(class_batch(8, 8, 3, 8));
+  r = ts.train_step_detailed(class_batch(8, 8, 3, 9));
+  EXPECT_TRUE(r.stepped);
+  EXPECT_EQ(ts.step(), 1);
+}
+
+TEST(MixedPrecision, CheckpointsKeepTheScalerAndResumeBitIdentically) {
+  TrainingConfig cfg = config(Precision::Float16);
+  cfg.loss_scaler = {.init_scale = 4096.0, .growth_interval = 3};
+  auto batch = [](int s) { return s == 1 ? overflowing_batch() : class_batch(8, 8, 3, 50 + s); };
+  const std::string path = (std::filesystem::temp_directory_path() / "onyx_amp_ckpt.onyx").string();
+  TrainingSession a(mlp_model(8, 16, 3), cfg);
+  for (int s = 0; s < 3; ++s) a.train_step(batch(s));
+  a.save_checkpoint(path);
+  const double scale_at_save = a.loss_scale();
+  EXPECT_EQ(scale_at_save, 2048.0);  // one overflow
+  for (int s = 3; s < 7; ++s) a.train_step(batch(s));
+
+  TrainingSession b(mlp_model(8, 16, 3), cfg);
+  b.load_checkpoint(path);
+  EXPECT_EQ(b.loss_scale(), scale_at_save);
+  for (int s = 3; s < 7; ++s) b.train_step(batch(s));
+  EXPECT_EQ(b.loss_scale(), a.loss_scale());
+  EXPECT_EQ(b.loss_scale(), 4096.0);  // grew after 3 clean steps
+  EXPECT_EQ(b.step(), a.step());
+  EXPECT_EQ(std::memcmp(a.flat_parameters().raw(), b.flat_parameters().raw(), a.flat_parameters().nbytes()), 0);
+  std::filesystem::remove(path);
+}
+
+TEST(MixedPrecision, ExportedModelIsTheFloat32Forward) {
+  TrainingSession ts(mlp_model(8, 16, 3), config(Precision::BFloat16));
+  ts.train_step(class_batch(16, 8, 3, 3));
+  auto m = ts.inference_model();
+  for (const auto& n : m->graph->nodes()) EXPECT_NE(n->op_type, "Cast");
+  EXPECT_EQ(m->graph->initializers.at("w1").dtype(), DataType::Float);
+}
+
+}  // namespace
+}  // namespace onyx::test
