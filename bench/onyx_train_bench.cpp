@@ -4,6 +4,7 @@
 //
 //   onyx_train_bench --model m.onnx --data DIR [--threads 2] [--warmup 3] [--iters 10]
 //                    [--max-seconds 60] [--lr 1e-3] [--weight-decay 0.01]
+//                    [--precision fp32|bf16|fp16]
 //
 // DIR holds <name>.pb (TensorProto) for every batch input the session asks for (the model's
 // inputs, then "labels"). The loss is softmax cross-entropy (mean) on the model's first
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   std::string model, data;
   int threads = 2, warmup = 3, iters = 10;
   double max_seconds = 60, lr = 1e-3, weight_decay = 0.01;
+  std::string precision = "fp32";
   CLI::App app("Time onyx training steps on one fixed batch (used by bench/run_train.sh)");
   app.add_option("--model", model, "forward ONNX model")->required()->check(CLI::ExistingFile);
   app.add_option("--data", data, "folder of <input>.pb")->required()->check(CLI::ExistingDirectory);
@@ -74,6 +76,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--lr", lr, "AdamW learning rate")->capture_default_str();
   app.add_option("--weight-decay", weight_decay, "AdamW weight decay")->capture_default_str();
+  app.add_option("--precision", precision, "fp32, or bf16/fp16 mixed precision")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -83,6 +88,7 @@ int main(int argc, char** argv) {
     cfg.optimizer = {.name = "adamw", .lr = lr, .weight_decay = weight_decay};
     cfg.decay_1d = true;  // torch.optim.AdamW decays biases and norm scales too
     cfg.threads = threads;
+    cfg.precision = onyx::parse_precision(precision);
     auto t0 = Clock::now();
     onyx::TrainingSession ts(model, cfg);
     const double setup_ms = ms_since(t0);

@@ -5,6 +5,7 @@
 # steps next to PyTorch's. Arguments go to `bench/train_bench_torch.py table`, e.g.
 #   bench/run_train.sh                                 # mlp, resnet18, bert; 2 threads
 #   bench/run_train.sh --models mlp bert --threads 2 --iters 20
+#   bench/run_train.sh --precision bf16                # float32 and bf16, onyx and PyTorch autocast
 # Environment: ONYX_BUILD_DIR (default build), ONYX_PYTHON (default .venv/bin/python).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,7 +3,8 @@
 
     train_bench_torch.py table --onyx-bench PATH [--models mlp resnet18 bert] [--threads 2]
                                [--warmup 3] [--iters 10] [--max-seconds 60] [--json FILE]
-    train_bench_torch.py run --dir bench/models/train/mlp [--threads 2] ...
+                               [--precision bf16|fp16]
+    train_bench_torch.py run --dir bench/models/train/mlp [--threads 2] [--precision bf16] ...
 
 `run` times PyTorch training steps on one model folder written by gen_train_bench_models.py
 and prints one JSON line, the same fields as bench/onyx_train_bench: the module is the
@@ -15,6 +16,11 @@ is one model's), with the same thread count (also OMP_NUM_THREADS / MKL_NUM_THRE
 optimizer settings, warm-up and step counts, and prints a markdown table of median step times,
 their ratio and peak RSS, then the first two steps' losses of both as a check that both train
 the same model on the same batch.
+
+With `table --precision bf16` (or fp16) every model runs four ways: onyx in float32 and in
+mixed precision (`onyx_train_bench --precision`), PyTorch in float32 and under CPU autocast
+(`torch.autocast("cpu", dtype=torch.bfloat16)` around forward and loss, as PyTorch's AMP recipe
+has it; fp16 adds torch.amp.GradScaler), and the table adds the speed-ups.
 """
 import argparse
 import json
@@ -168,11 +174,23 @@ def run(args):
         load_tensor(os.path.join(folder, f"{n}.pb"))).copy())
     inputs, labels = [read(n) for n in meta["inputs"]], read(meta["labels"])
 
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    scaler = torch.amp.GradScaler("cpu") if args.precision == "fp16" else None
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(module(*inputs), labels)
-        loss.backward()
-        opt.step()
+        if low is None:
+            loss = torch.nn.functional.cross_entropy(module(*inputs), labels)
+        else:
+            with torch.autocast("cpu", dtype=low):
+                loss = torch.nn.functional.cross_entropy(module(*inputs), labels)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         return loss.item()
 
     losses, ms = [step() for _ in range(args.warmup)], []
@@ -211,6 +229,8 @@ def table(args):
     common = ["--threads", str(args.threads), "--warmup", str(args.warmup), "--iters",
               str(args.iters), "--max-seconds", str(args.max_seconds), "--lr", str(args.lr),
               "--weight-decay", str(args.weight_decay)]
+    if args.precision != "fp32":
+        return precision_table(args, env, common)
     load_before = os.getloadavg()
     rows = []
     for name in args.models:
@@ -264,6 +284,70 @@ def table(args):
     return 0 if all("median_ms" in r["onyx"] and "median_ms" in r["torch"] for r in rows) else 1
 
 
+def precision_table(args, env, common):
+    """Four runs per model: onyx and PyTorch, each in float32 and in args.precision."""
+    load_before = os.getloadavg()
+    p = args.precision
+    rows = []
+    for name in args.models:
+        folder = os.path.join(args.models_dir, name)
+        with open(os.path.join(folder, "meta.json")) as f:
+            meta = json.load(f)
+        row = {"model": name, "batch": meta["batch"], "parameters": meta["parameters"],
+               "threads": args.threads, "precision": p}
+        for prec in ("fp32", p):
+            print(f"[{name}] onyx {prec} ...", file=sys.stderr, flush=True)
+            row[f"onyx_{prec}"] = run_json(
+                [args.onyx_bench, "--model", os.path.join(folder, "model.onnx"), "--data", folder,
+                 "--precision", prec] + common, env, "onyx_train_bench")
+            print(f"[{name}] pytorch {prec} ...", file=sys.stderr, flush=True)
+            row[f"torch_{prec}"] = run_json(
+                [sys.executable, os.path.abspath(__file__), "run", "--dir", folder,
+                 "--precision", prec] + common, env, "train_bench_torch.py run")
+        rows.append(row)
+
+    ms = lambda r: r.get("median_ms")
+    cell = lambda r: f"{ms(r):.1f}" if ms(r) else "error"
+    ratio = lambda a, b: f"{ms(a) / ms(b):.2f}" if ms(a) and ms(b) else "-"
+    mb = lambda r: f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "-"
+    print(f"| model | batch | threads | onyx fp32 ms | onyx {p} ms | onyx {p} speed-up | PyTorch fp32 ms "
+          f"| PyTorch autocast {p} ms | PyTorch {p} speed-up | onyx {p} / PyTorch {p} "
+          f"| peak MB onyx fp32 / {p} | peak MB PyTorch fp32 / {p} |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        of, ol, tf, tl = r["onyx_fp32"], r[f"onyx_{p}"], r["torch_fp32"], r[f"torch_{p}"]
+        print(f"| {r['model']} ({r['parameters'] / 1e6:.1f} M) | {r['batch']} | {r['threads']} | "
+              f"{cell(of)} | {cell(ol)} | {ratio(of, ol)} | {cell(tf)} | {cell(tl)} | {ratio(tf, tl)} | "
+              f"{ratio(ol, tl)} | {mb(of)} / {mb(ol)} | {mb(tf)} / {mb(tl)} |")
+    print()
+    print(f"Losses of the first two steps (the same batch), float32 vs {p}:")
+    for r in rows:
+        parts = []
+        for k in ("onyx_fp32", f"onyx_{p}", "torch_fp32", f"torch_{p}"):
+            v = r[k]
+            parts.append(f"{k} " + (f"{v['losses'][0]:.5f}, {v['losses'][1]:.5f}" if "losses" in v
+                                     else "error: " + " ".join(v.get("error", ["?"]))))
+        print(f"  {r['model']}: " + "; ".join(parts))
+    print(f"\nload average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} on "
+          f"{os.cpu_count()} CPUs; CPU flags: {cpu_flags()}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    keys = ("onyx_fp32", f"onyx_{p}", "torch_fp32", f"torch_{p}")
+    return 0 if all(ms(r[k]) for r in rows for k in keys) else 1
+
+
+def cpu_flags():
+    """The low-precision instruction sets this CPU has (what the speed-ups depend on)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    have = [x for x in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16") if x in flags]
+    return " ".join(have) or "none of avx2/avx512"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -275,6 +359,8 @@ def main():
         p.add_argument("--max-seconds", type=float, default=60, help="stop timing after this")
         p.add_argument("--lr", type=float, default=1e-3)
         p.add_argument("--weight-decay", type=float, default=0.01)
+        p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                       help="run: PyTorch under CPU autocast; table: both sides, float32 and this")
     sub.choices["run"].add_argument("--dir", required=True, help="a model folder")
     t = sub.choices["table"]
     t.add_argument("--onyx-bench", required=True, help="path of onyx_train_bench")

@@ -129,7 +129,7 @@ struct TrainingSession::Impl {
       amp_forward = clone_model(*forward);
       autodiff::prepare_for_training(*amp_forward);
       AutocastReport amp = autocast_for_providers(*amp_forward, cfg.precision);
-      spdlog::info("training: {}: {} nodes in {}, {} kept in float32, {} casts", precision_name(cfg.precision),
+      spdlog::debug("training: {}: {} nodes in {}, {} kept in float32, {} casts", precision_name(cfg.precision),
                    amp.lowered, precision_name(cfg.precision), amp.float32, amp.casts);
     }
     if (cfg.precision == Precision::Float16) scaler.emplace(cfg.loss_scaler);
