@@ -55,7 +55,7 @@ void save_outputs(const onyx::Session& session, const onyx::NamedTensors& out,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, inputs, save, profile, opt = "all";
+  std::string model, inputs, save, profile, opt = "all", precision = "fp32";
   int threads = 2, warmup = 3, iters = 20;
   double max_seconds = 15;
   CLI::App app("Time one onyx model run on saved inputs (used by bench/run_bench.py)");
@@ -69,6 +69,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-seconds", max_seconds, "stop timing after this long (>= 3 runs)")
       ->capture_default_str();
   app.add_option("--opt-level", opt, "none, basic, extended, all")->capture_default_str();
+  app.add_option("--precision", precision, "fp32, or bf16/fp16 (SessionOptions::precision)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--save-outputs", save, "write the outputs as output_<i>.pb here");
   app.add_option("--profile", profile, "write a Chrome trace of the runs here");
   CLI11_PARSE(app, argc, argv);
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
     onyx::SessionOptions so;
     so.intra_op_threads = threads;
     so.opt_level = onyx::opt_level_from_name(opt);
+    so.precision = onyx::parse_precision(precision);
     so.profiling = !profile.empty();
     so.profile_path = profile;
     auto t0 = Clock::now();

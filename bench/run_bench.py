@@ -84,11 +84,11 @@ def run_ort(model_path, feeds_by_batch, args):
     return results
 
 
-def run_onyx(model_path, input_dir, out_dir, args):
+def run_onyx(model_path, input_dir, out_dir, args, precision=None):
     cmd = [args.onyx_bench, "--model", model_path, "--inputs", input_dir, "--threads",
            str(args.threads), "--warmup", str(args.warmup), "--iters", str(args.iters),
            "--max-seconds", str(args.max_seconds), "--opt-level", args.opt_level,
-           "--save-outputs", out_dir]
+           "--save-outputs", out_dir, "--precision", precision or "fp32"]
     if args.profile:
         cmd += ["--profile", os.path.join(out_dir, "profile.json")]
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -142,6 +142,10 @@ def main():
     ap.add_argument("--batches", type=int, nargs="*",
                     help="batch sizes to time (default: each model's own, 1 and 32)")
     ap.add_argument("--opt-level", default="all", help="onyx optimization level")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                    help="bf16/fp16: onyx also runs in that precision (SessionOptions::precision); "
+                         "the table adds its time, its speed-up over onyx float32 and its "
+                         "largest difference from ONNX Runtime's float32 outputs")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
     ap.add_argument("--profile", action="store_true",
                     help="profile onyx's runs and print its time by op type (slows onyx)")
@@ -193,10 +197,21 @@ def main():
                     row["error"] = err
                 print(f"  {name} batch {bs}: onyx {'done' if res else 'FAILED'} "
                       f"({time.time() - t0:.0f}s)", flush=True)
+                if args.precision != "fp32":
+                    low_dir = os.path.join(work, f"{name}_b{bs}_out_{args.precision}")
+                    os.makedirs(low_dir)
+                    low, err = run_onyx(model_path, in_dir, low_dir, args, args.precision)
+                    row["low_ms"] = low["median_ms"] if low else None
+                    row["low_diff"] = max_rel_diff(low_dir, ort_outs) if low else None
+                    if err:
+                        row["error"] = f"{args.precision}: {err}"
             rows.append(row)
 
     head = ["model", "batch", "onyx median ms", "ORT median ms", "onyx/ORT", "onyx items/s",
             "ORT items/s", "runs onyx/ORT", "max diff"]
+    p = args.precision
+    if p != "fp32":
+        head += [f"onyx {p} ms", f"{p} speed-up", f"{p}/ORT", f"{p} max diff"]
     table = []
     for r in rows:
         onyx_ms = r["onyx_ms"]
@@ -206,6 +221,12 @@ def main():
                       f"{r['ort_ms']:.2f}", f"{onyx_ms / r['ort_ms']:.2f}" if onyx_ms else "",
                       tput(onyx_ms), tput(r["ort_ms"]), f"{r['onyx_runs']}/{r['ort_runs']}",
                       f"{r['diff']:.1e}" if r["diff"] is not None else ""])
+        if p != "fp32":
+            low = r.get("low_ms")
+            table[-1] += [f"{low:.2f}" if low else "failed",
+                          f"{onyx_ms / low:.2f}" if low and onyx_ms else "",
+                          f"{low / r['ort_ms']:.2f}" if low else "",
+                          f"{r['low_diff']:.1e}" if r.get("low_diff") is not None else ""]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *table)]
     print()
     print(fmt_row(head, widths))
