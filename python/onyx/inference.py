@@ -67,6 +67,9 @@ class SessionOptions:
         self.profile_file_prefix = "onyx_profile"
         self.log_severity_level = -1
         self.optimized_model_filepath = ""
+        # onyx's own: "bf16"/"fp16" run matrix products and convolutions in that format
+        # (weights converted once), softmax/norms/reductions in float32; I/O stays float32.
+        self.precision = "fp32"
 
     def _onyx_kwargs(self):
         level = GraphOptimizationLevel(int(self.graph_optimization_level))
@@ -78,7 +81,8 @@ class SessionOptions:
                     profiling=bool(self.enable_profiling),
                     profile_path=f"{self.profile_file_prefix}_"
                                  f"{time.strftime('%Y-%m-%d_%H-%M-%S')}.json",
-                    log_level=_LOG_LEVELS[self.log_severity_level])
+                    log_level=_LOG_LEVELS[self.log_severity_level],
+                    precision=str(self.precision))
 
 
 class RunOptions:

@@ -90,7 +90,8 @@ void bind_inference(nb::module_& m) {
       .def(
           "__init__",
           [](Session* self, nb::handle model, int threads, const std::string& opt_level,
-             bool profiling, const std::string& profile_path, const std::string& log_level) {
+             bool profiling, const std::string& profile_path, const std::string& log_level,
+             const std::string& precision) {
             std::unique_ptr<Model> loaded = load_model_arg(model);
             SessionOptions options;
             options.intra_op_threads = threads;
@@ -98,11 +99,13 @@ void bind_inference(nb::module_& m) {
             options.profiling = profiling;
             options.profile_path = profile_path;
             options.log_level = log_level;
+            options.precision = parse_precision(precision);
             nb::gil_scoped_release unlocked;
             new (self) Session(std::move(loaded), options);
           },
           "model"_a, nb::kw_only(), "threads"_a = 0, "opt_level"_a = "all",
-          "profiling"_a = false, "profile_path"_a = "onyx_profile.json", "log_level"_a = "warn")
+          "profiling"_a = false, "profile_path"_a = "onyx_profile.json", "log_level"_a = "warn",
+          "precision"_a = "fp32")
       .def("run", &run, "output_names"_a.none(), "input_feed"_a, "seed"_a = nb::none(),
            "Runs the model; returns the outputs (all when output_names is None or empty) as "
            "numpy arrays viewing onyx's buffers.")

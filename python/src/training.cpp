@@ -87,7 +87,8 @@ void bind_training(nb::module_& m) {
              int accumulation_steps, uint64_t seed, int threads,
              std::vector<std::string> trainable, std::vector<std::string> freeze,
              const nb::list& param_groups, std::optional<std::string> recompute,
-             int recompute_every) {
+             int recompute_every, const std::string& precision, double init_loss_scale,
+             int64_t loss_scale_interval) {
             TrainingConfig c;
             c.loss.kind = loss;
             c.loss.output = output.value_or("");
@@ -111,6 +112,9 @@ void bind_training(nb::module_& m) {
             c.freeze = std::move(freeze);
             c.param_groups = param_groups_from(param_groups);
             c.recompute = {.pattern = recompute.value_or(""), .every = recompute_every};
+            c.precision = parse_precision(precision);
+            c.loss_scaler.init_scale = init_loss_scale;
+            c.loss_scaler.growth_interval = loss_scale_interval;
             std::unique_ptr<Model> forward = load_model_arg(model);
             auto* s = new (self) PyTrainingSession();
             try {
@@ -131,6 +135,7 @@ void bind_training(nb::module_& m) {
           "accumulation_steps"_a = 1, "seed"_a = 0, "threads"_a = 0,
           "trainable"_a = std::vector<std::string>{}, "freeze"_a = std::vector<std::string>{},
           "param_groups"_a = nb::list(), "recompute"_a = nb::none(), "recompute_every"_a = 1,
+          "precision"_a = "fp32", "init_loss_scale"_a = 65536.0, "loss_scale_interval"_a = 2000,
           R"(model: path or serialized bytes of the forward ONNX model.
 loss: output (the model's own scalar output), softmax_cross_entropy, nll, mse, l1, huber,
   bce_with_logits; on `output` (default: the first output), labels fed as `labels`.
@@ -140,7 +145,9 @@ schedule: constant, linear, cosine (warmup_steps, total_steps, min_lr), step (st
 trainable: parameters to train (default: every float initializer reaching the loss);
 freeze: regexes of parameters kept fixed; param_groups: [{"match": regex, "lr": .., "weight_decay": ..}].
 recompute: regex of forward nodes whose activations backward recomputes (recompute_every: every
-  k-th segment). threads: intra-op threads (0: one per core).)")
+  k-th segment). threads: intra-op threads (0: one per core).
+precision: fp32, or bf16/fp16 mixed precision (float32 master weights); fp16 scales the loss
+  dynamically as torch.amp.GradScaler (init_loss_scale, loss_scale_interval).)")
       .def("train_step",
            [](const PyTrainingSession& s, const nb::dict& batch) {
              NamedTensors b = batch_from_dict(batch);
@@ -157,10 +164,13 @@ recompute: regex of forward nodes whose activations backward recomputes (recompu
              d["lr"] = r.lr;
              d["grad_norm"] = r.grad_norm;
              d["stepped"] = r.stepped;
+             d["skipped"] = r.skipped;
+             d["loss_scale"] = r.loss_scale;
              d["peak_bytes"] = r.peak_bytes;
              return d;
            },
-           "batch"_a, "As train_step; returns loss, lr, grad_norm, stepped and peak_bytes.")
+           "batch"_a, "As train_step; returns loss, lr, grad_norm, stepped, peak_bytes and, for "
+           "fp16, skipped (the loss scaler skipped an overflowing step) and loss_scale.")
       .def("eval_step",
            [](const PyTrainingSession& s, const nb::dict& batch) {
              NamedTensors b = batch_from_dict(batch);

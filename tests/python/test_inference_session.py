@@ -101,6 +101,17 @@ def test_bench_mlp_equals_onnxruntime(bench_mlp, batch, rng):
     assert max_rel_diff(got, want) <= 1e-5
 
 
+@pytest.mark.parametrize("precision, tol", [("bf16", 3e-2), ("fp16", 3e-3)])
+def test_bench_mlp_in_mixed_precision_stays_close_and_float32(bench_mlp, precision, tol, rng):
+    x = rng.standard_normal((8, 784)).astype(np.float32)
+    (want,) = ort_session(bench_mlp).run(None, {"x": x})
+    (got,) = onyx_session(bench_mlp, threads=2, precision=precision).run(["probs"], {"x": x})
+    assert got.dtype == np.float32
+    assert 0 < max_rel_diff(got, want) <= tol  # not float32 (> 0), within the format's error
+    with pytest.raises(onyx.Error, match="expected fp32, bf16 or fp16"):
+        onyx_session(bench_mlp, precision="fp8")
+
+
 def test_model_from_bytes_and_pathlike(gemm_model_bytes, tmp_path):
     path = tmp_path / "gemm.onnx"
     path.write_bytes(gemm_model_bytes)

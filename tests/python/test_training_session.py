@@ -56,6 +56,20 @@ def test_training_lowers_the_loss_and_reports_steps(data):
     assert ts.learning_rate == pytest.approx(0.0, abs=1e-9)  # the end of the cosine decay
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_trains_and_reports_the_loss_scale(data, precision):
+    ts = onyx.TrainingSession(MLP / "model.onnx", optimizer="adamw", lr=1e-2, threads=1,
+                              precision=precision, init_loss_scale=1024.0)
+    before = np.mean([ts.eval_step(batch(data, i))["loss"] for i in range(10)])
+    for step in range(60):
+        info = ts.train_step_detailed(batch(data, step))
+        assert info["loss_scale"] == (1024.0 if precision == "fp16" else 0.0)
+        assert info["stepped"] and not info["skipped"]
+    after = np.mean([ts.eval_step(batch(data, i))["loss"] for i in range(10)])
+    assert after < 0.5 * before
+    assert ts.parameter("fc1.weight").dtype == np.float32  # master weights stay float32
+
+
 def test_checkpoint_round_trip_resumes_identically(data, tmp_path):
     ts = onyx.TrainingSession(str(MLP / "model.onnx"), optimizer="adam", lr=3e-3, threads=1)
     for step in range(5):
