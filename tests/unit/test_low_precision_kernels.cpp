@@ -1,0 +1,337 @@
+// The 16-bit float path of the CPU kernels, checked against float32 (issue 13, mixed
+// precision). Each case runs one node twice on the same values: once with float32 inputs
+// holding values already rounded to bfloat16/float16, once with bfloat16/float16 inputs, and
+// compares the outputs in float32. The backward cases do the same for the graphs the gradient
+// rules emit (autodiff::build_backward_graphs), and the accumulation cases pin down that sums,
+// norms, softmax and dot products accumulate in float32, not in the 16-bit type.
+//
+// Tolerance rule (one rule for every case): with u the format's unit roundoff (2^-8 for
+// bfloat16's 8-bit significand, 2^-11 for float16's 11 bits), an output element passes when
+//   |low - ref| <= rtol * |ref| + atol,  rtol = c * u,  atol = c * u * scale,
+// c = 2 for a forward node (the output's own rounding plus one more rounding inside the
+// kernel) and 8 for a backward graph (a chain of nodes, each rounding its output). The inputs
+// are exactly representable in both runs, so a kernel that computes in float32 and rounds
+// once differs from the reference by about u * |ref|. `scale` bounds the absolute error where
+// the output can cancel to near zero: 1 for elementwise ops on values of magnitude ~1; for a
+// dot product or sum of K terms of magnitude m, sqrt(K) * m (rounding errors of the terms
+// and any partial sums add up like a random walk). A 16-bit accumulator fails that bound on
+// long sums, which the Accumulation tests check exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autodiff/training_graph.h"
+#include "kernels/dispatch.h"
+#include "test_util.h"
+
+namespace onyx::test {
+namespace {
+
+// ---- inputs ---------------------------------------------------------------------------------
+
+/// One node input: random floats in [lo, hi] (rounded to the format), fixed float values, or a
+/// fixed input of another dtype (indices, shapes, axes, conditions).
+struct In {
+  std::string name;
+  Shape shape;
+  double lo = -1, hi = 1;
+  DataType fixed = DataType::Undefined;  // Undefined: a float input of the run's dtype
+  std::vector<double> values;             // given values (else random)
+  bool omitted = false;
+};
+In F(std::string n, Shape s, double lo = -1, double hi = 1) { return {std::move(n), std::move(s), lo, hi}; }
+In FV(std::string n, Shape s, std::vector<double> v) {
+  In i{std::move(n), std::move(s)};
+  i.values = std::move(v);
+  return i;
+}
+In I64(std::string n, Shape s, std::vector<double> v) {
+  In i{std::move(n), std::move(s)};
+  i.fixed = DataType::Int64;
+  i.values = std::move(v);
+  return i;
+}
+In Bool(std::string n, Shape s, std::vector<double> v) {
+  In i{std::move(n), std::move(s)};
+  i.fixed = DataType::Bool;
+  i.values = std::move(v);
+  return i;
+}
+In Omit() {
+  In i;
+  i.omitted = true;
+  return i;
+}
+
+struct Case {
+  std::string name, op;
+  std::vector<In> ins;
+  std::vector<Attribute> attrs;
+  int outputs = 1;
+  double scale = 1;  // atol multiplier, see the rule at the top
+  int64_t opset = 21;
+};
+
+double unit_roundoff(DataType dt) { return dt == DataType::BFloat16 ? 0x1p-8 : 0x1p-11; }
+
+float round_to(DataType dt, float x) {
+  return dt == DataType::BFloat16 ? static_cast<float>(bfloat16(x)) : static_cast<float>(float16(x));
+}
+
+/// A tensor of float dtype `dt` holding `v` (converted once, so exact when `v` is representable).
+Tensor float_tensor(DataType dt, const Shape& s, const std::vector<float>& v) {
+  Tensor t = Tensor::empty(dt, s);
+  dispatch<FloatTypes>(dt, "test", [&]<typename T>() {
+    T* p = t.data<T>();
+    for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(v[i]);
+  });
+  return t;
+}
+
+Tensor fixed_tensor(const In& in) {
+  if (in.fixed == DataType::Bool) {
+    Tensor t = Tensor::empty(DataType::Bool, in.shape);
+    for (size_t i = 0; i < in.values.size(); ++i) t.data<bool>()[i] = in.values[i] != 0;
+    return t;
+  }
+  return T_<int64_t>(in.shape, in.values);
+}
+
+/// The values each float input takes, already rounded to `low` (so both runs see the same).
+std::vector<std::vector<float>> draw(const std::vector<In>& ins, DataType low, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<float>> out;
+  for (const In& in : ins) {
+    std::vector<float> v;
+    if (!in.omitted && in.fixed == DataType::Undefined) {
+      std::uniform_real_distribution<double> u(in.lo, in.hi);
+      for (int64_t i = 0; i < shape_numel(in.shape); ++i)
+        v.push_back(round_to(low, static_cast<float>(in.values.empty() ? u(rng) : in.values[i])));
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+/// Feeds for one run in float dtype `dt`.
+NamedTensors feeds_for(const std::vector<In>& ins, const std::vector<std::vector<float>>& vals,
+                       DataType dt) {
+  NamedTensors f;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (ins[i].omitted) continue;
+    f[ins[i].name] = ins[i].fixed == DataType::Undefined ? float_tensor(dt, ins[i].shape, vals[i])
+                                                          : fixed_tensor(ins[i]);
+  }
+  return f;
+}
+
+std::unique_ptr<Model> one_node(const Case& c, const NamedTensors& feeds, int outputs) {
+  ModelBuilder b(c.opset);
+  std::vector<std::string> ins, outs;
+  for (const In& in : c.ins) {
+    ins.push_back(in.omitted ? "" : in.name);
+    if (!in.omitted) b.input(in.name, feeds.at(in.name).dtype(), feeds.at(in.name).shape());
+  }
+  for (int i = 0; i < outputs; ++i) outs.push_back(fmt::format("y{}", i));
+  set_attrs(b.node(c.op, ins, outs), c.attrs);
+  for (const auto& o : outs) b.output(o);
+  return b.build();
+}
+
+/// Largest violation of the rule, as a message ("" when every element passes).
+std::string compare(const Tensor& low, const Tensor& ref, double rtol, double atol) {
+  if (low.shape() != ref.shape())
+    return fmt::format("shape {} vs float32 {}", shape_str(low.shape()), shape_str(ref.shape()));
+  auto a = low.to_double_vector(), b = ref.to_double_vector();
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double err = std::abs(a[i] - b[i]), tol = rtol * std::abs(b[i]) + atol;
+    bool bad = !(err <= tol) && !(std::isinf(b[i]) && a[i] == b[i]);
+    if (bad && (worst == 0 || err / tol > worst)) worst = err / tol, at = i;
+  }
+  if (worst == 0) return "";
+  return fmt::format("element {}: {} vs float32 {} (|diff| {:.3g} is {:.2f}x the tolerance)", at,
+                     a[at], b[at], std::abs(a[at] - b[at]), worst);
+}
+
+// ---- forward --------------------------------------------------------------------------------
+
+Attribute ints(const std::string& n, std::vector<int64_t> v) { return attr_ints(n, std::move(v)); }
+
+std::vector<Case> forward_cases() {
+  const double s96 = std::sqrt(96.0), s32 = std::sqrt(32.0);
+  return {
+      // MatMul: K terms of magnitude <= 1.
+      {"MatMul_2d", "MatMul", {F("a", {64, 96}), F("b", {96, 48})}, {}, 1, s96},
+      {"MatMul_batched", "MatMul", {F("a", {3, 16, 32}), F("b", {3, 32, 24})}, {}, 1, s32},
+      {"MatMul_broadcast_batch", "MatMul", {F("a", {2, 1, 8, 32}), F("b", {3, 32, 16})}, {}, 1, s32},
+      {"MatMul_shared_weight", "MatMul", {F("a", {4, 8, 64}), F("b", {64, 32})}, {}, 1, 8},
+      {"MatMul_1d_left", "MatMul", {F("a", {32}), F("b", {2, 32, 16})}, {}, 1, s32},
+      {"MatMul_1d_right", "MatMul", {F("a", {4, 32}), F("b", {32})}, {}, 1, s32},
+      {"MatMul_1d_both", "MatMul", {F("a", {32}), F("b", {32})}, {}, 1, s32},
+      {"MatMul_one_row", "MatMul", {F("a", {1, 64}), F("b", {64, 40})}, {}, 1, 8},
+      // Gemm: alpha * K terms + beta * C.
+      {"Gemm_alpha_beta_C_row", "Gemm", {F("a", {16, 32}), F("b", {32, 24}), F("c", {24})},
+       {attr_float("alpha", 0.5), attr_float("beta", 2.0)}, 1, s32},
+      {"Gemm_transA_transB_C_col", "Gemm", {F("a", {32, 16}), F("b", {24, 32}), F("c", {16, 1})},
+       {attr_int("transA", 1), attr_int("transB", 1)}, 1, s32},
+      {"Gemm_C_full", "Gemm", {F("a", {16, 32}), F("b", {32, 24}), F("c", {16, 24})},
+       {attr_int("transB", 0), attr_float("beta", -1.0)}, 1, s32},
+      {"Gemm_C_scalar", "Gemm", {F("a", {8, 32}), F("b", {24, 32}), F("c", {})},
+       {attr_int("transB", 1)}, 1, s32},
+      {"Gemm_no_C", "Gemm", {F("a", {8, 32}), F("b", {32, 24})}, {attr_float("alpha", 2.0)}, 1, 2 * s32},
+      {"Gemm_one_row", "Gemm", {F("a", {1, 64}), F("b", {64, 24}), F("c", {24})}, {}, 1, 8},
+      // Conv: K = C/group * kernel size.
+      {"Conv_2d_stride_pad_group_bias", "Conv",
+       {F("x", {2, 4, 9, 9}), F("w", {6, 2, 3, 3}), F("b", {6})},
+       {attr_int("group", 2), ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}, 1, std::sqrt(18.0)},
+      {"Conv_2d_dilation", "Conv", {F("x", {1, 3, 10, 10}), F("w", {4, 3, 3, 3})},
+       {ints("dilations", {2, 2}), ints("pads", {2, 1, 2, 1})}, 1, std::sqrt(27.0)},
+      {"Conv_depthwise", "Conv", {F("x", {1, 8, 7, 7}), F("w", {8, 1, 3, 3}), F("b", {8})},
+       {attr_int("group", 8), ints("pads", {1, 1, 1, 1})}, 1, 3},
+      {"Conv_1d", "Conv", {F("x", {2, 3, 20}), F("w", {5, 3, 4}), F("b", {5})},
+       {ints("strides", {2}), ints("pads", {1, 1})}, 1, std::sqrt(12.0)},
+      {"Conv_resnet_3x3", "Conv", {F("x", {1, 16, 14, 14}), F("w", {16, 16, 3, 3})},
+       {ints("pads", {1, 1, 1, 1})}, 1, 12},
+      // ConvTranspose: each output sums at most C/group * kernel size terms.
+      {"ConvTranspose_stride_output_padding", "ConvTranspose",
+       {F("x", {1, 4, 5, 5}), F("w", {4, 3, 3, 3}), F("b", {3})},
+       {ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1}), ints("output_padding", {1, 1})}, 1, 6},
+      {"ConvTranspose_group", "ConvTranspose", {F("x", {2, 4, 6, 6}), F("w", {4, 2, 3, 3})},
+       {attr_int("group", 2), ints("strides", {2, 2})}, 1, std::sqrt(18.0)},
+      {"ConvTranspose_1d", "ConvTranspose", {F("x", {1, 3, 8}), F("w", {3, 2, 4})},
+       {ints("strides", {2})}, 1, std::sqrt(12.0)},
+      // Einsum.
+      {"Einsum_bmm", "Einsum", {F("a", {2, 8, 16}), F("b", {2, 16, 8})},
+       {attr_string("equation", "bij,bjk->bik")}, 1, 4},
+      {"Einsum_attention_scores", "Einsum", {F("q", {1, 2, 8, 16}), F("k", {1, 2, 8, 16})},
+       {attr_string("equation", "bhqd,bhkd->bhqk")}, 1, 4},
+      {"Einsum_dot", "Einsum", {F("a", {64}), F("b", {64})}, {attr_string("equation", "i,i->")}, 1, 8},
+      {"Einsum_reduce", "Einsum", {F("a", {3, 64, 5})}, {attr_string("equation", "bij->bj")}, 1, 8},
+      // Elementwise.
+      {"Add_broadcast", "Add", {F("a", {4, 1, 8}), F("b", {3, 1})}},
+      {"Sub_broadcast", "Sub", {F("a", {4, 8}), F("b", {8})}},
+      {"Mul_broadcast", "Mul", {F("a", {2, 3, 4}), F("b", {1})}},
+      {"Div_broadcast", "Div", {F("a", {2, 3, 4}), F("b", {3, 1}, 0.5, 2)}},
+      {"Relu", "Relu", {F("x", {4, 33})}},
+      {"Gelu", "Gelu", {F("x", {4, 33}, -4, 4)}},
+      {"Gelu_tanh", "Gelu", {F("x", {4, 33}, -4, 4)}, {attr_string("approximate", "tanh")}},
+      {"Sigmoid", "Sigmoid", {F("x", {4, 33}, -6, 6)}},
+      {"Tanh", "Tanh", {F("x", {4, 33}, -3, 3)}},
+      {"Erf", "Erf", {F("x", {4, 33}, -3, 3)}},
+      {"Sqrt", "Sqrt", {F("x", {4, 33}, 0, 4)}},
+      {"Neg", "Neg", {F("x", {4, 33})}},
+      {"Exp", "Exp", {F("x", {4, 33}, -3, 3)}},
+      {"Log", "Log", {F("x", {4, 33}, 0.1, 4)}},
+      {"Where", "Where", {Bool("c", {2, 1, 4}, {1, 0, 1, 1, 0, 0, 1, 0}), F("a", {3, 4}), F("b", {4})}},
+      {"Clip", "Clip", {F("x", {4, 33}), FV("lo", {}, {-0.25}), FV("hi", {}, {0.5})}},
+      {"Clip_max_only", "Clip", {F("x", {4, 33}), Omit(), FV("hi", {}, {0.5})}},
+      {"Max", "Max", {F("a", {3, 4}), F("b", {4}), F("c", {2, 1, 1})}},
+      {"Min", "Min", {F("a", {3, 4}), F("b", {4})}},
+      {"LeakyRelu", "LeakyRelu", {F("x", {4, 33})}, {attr_float("alpha", 0.1)}},
+      {"Softplus", "Softplus", {F("x", {4, 33}, -5, 5)}},
+      // Softmax over long rows: one sum of 4096 terms per row.
+      {"Softmax_long_row", "Softmax", {F("x", {4, 4096}, -8, 8)}, {attr_int("axis", -1)}},
+      {"Softmax_axis1", "Softmax", {F("x", {2, 3, 5}, -4, 4)}, {attr_int("axis", 1)}},
+      {"LogSoftmax_long_row", "LogSoftmax", {F("x", {4, 4096}, -8, 8)}, {attr_int("axis", -1)}},
+      // Norms: the output is x_hat * scale + bias, terms of magnitude ~3.
+      {"LayerNormalization_long_row", "LayerNormalization",
+       {F("x", {4, 2048}, -2, 2), F("s", {2048}), F("b", {2048})}, {attr_int("axis", -1)}, 3, 3, 17},
+      {"LayerNormalization_axis1", "LayerNormalization", {F("x", {2, 3, 8}), F("s", {3, 8})},
+       {attr_int("axis", 1)}, 1, 3, 17},
+      {"BatchNormalization_inference", "BatchNormalization",
+       {F("x", {2, 3, 4, 4}), F("s", {3}), F("b", {3}), F("m", {3}), F("v", {3}, 0.5, 1.5)}, {}, 1, 3},
+      {"BatchNormalization_training", "BatchNormalization",
+       {F("x", {2, 3, 4, 4}), F("s", {3}), F("b", {3}), F("m", {3}), F("v", {3}, 0.5, 1.5)},
+       {attr_int("training_mode", 1)}, 3, 3},
+      {"GroupNormalization", "GroupNormalization", {F("x", {2, 6, 4, 4}), F("s", {6}), F("b", {6})},
+       {attr_int("num_groups", 3)}, 1, 3},
+      {"InstanceNormalization", "InstanceNormalization", {F("x", {2, 3, 5, 5}), F("s", {3}), F("b", {3})},
+       {}, 1, 3},
+      // Reductions.
+      {"ReduceSum_axis", "ReduceSum", {F("x", {4, 6, 8}), I64("axes", {1}, {1})}, {}, 1, std::sqrt(6.0)},
+      {"ReduceSum_all", "ReduceSum", {F("x", {4, 6, 8})}, {attr_int("keepdims", 0)}, 1, std::sqrt(192.0)},
+      {"ReduceMean", "ReduceMean", {F("x", {4, 6, 8}), I64("axes", {2}, {0, 2})}},
+      {"ReduceMax", "ReduceMax", {F("x", {4, 6, 8}), I64("axes", {1}, {-1})}, {attr_int("keepdims", 0)}},
+      {"ReduceSumSquare", "ReduceSumSquare", {F("x", {4, 6, 8}), I64("axes", {1}, {1})}, {}, 1, std::sqrt(6.0)},
+      // Data movement.
+      {"Transpose", "Transpose", {F("x", {4, 6, 8})}, {ints("perm", {2, 0, 1})}},
+      {"Reshape", "Reshape", {F("x", {4, 6, 8}), I64("shape", {2}, {8, -1})}},
+      {"Concat", "Concat", {F("a", {2, 3, 4}), F("b", {2, 5, 4})}, {attr_int("axis", 1)}},
+      {"Split", "Split", {F("x", {2, 5, 4}), I64("split", {2}, {2, 3})}, {attr_int("axis", 1)}, 2},
+      {"Slice", "Slice",
+       {F("x", {6, 8}), I64("starts", {2}, {1, 7}), I64("ends", {2}, {5, 0}), I64("axes", {2}, {0, 1}),
+        I64("steps", {2}, {2, -2})}},
+      {"Gather", "Gather", {F("x", {5, 4}), I64("i", {3}, {4, 0, -2})}, {attr_int("axis", 0)}},
+      {"Gather_axis1", "Gather", {F("x", {3, 5, 4}), I64("i", {2, 2}, {1, 3, 3, 0})}, {attr_int("axis", 1)}},
+      {"Expand", "Expand", {F("x", {3, 1}), I64("shape", {3}, {2, 3, 4})}},
+      {"MaxPool", "MaxPool", {F("x", {1, 3, 8, 8})},
+       {ints("kernel_shape", {3, 3}), ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}},
+      {"AveragePool", "AveragePool", {F("x", {1, 3, 8, 8})},
+       {ints("kernel_shape", {3, 3}), ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}},
+      {"AveragePool_count_include_pad", "AveragePool", {F("x", {1, 3, 8, 8})},
+       {ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1}), attr_int("count_include_pad", 1)}},
+      {"GlobalAveragePool", "GlobalAveragePool", {F("x", {2, 3, 16, 16})}},
+      {"Dropout_inference", "Dropout", {F("x", {4, 33})}, {}, 2},
+      {"Dropout_ratio0_training", "Dropout",
+       {F("x", {4, 33}), FV("r", {}, {0.0}), Bool("t", {}, {1})}, {}, 2},
+      {"Identity", "Identity", {F("x", {4, 33})}},
+      {"Pad_constant", "Pad", {F("x", {3, 4}), I64("p", {4}, {1, 0, 2, 3}), FV("v", {}, {0.5})}},
+      {"Pad_reflect", "Pad", {F("x", {3, 4}), I64("p", {4}, {1, 2, 1, 2})}, {attr_string("mode", "reflect")}},
+      {"Tile", "Tile", {F("x", {2, 3}), I64("r", {2}, {2, 3})}},
+      {"CumSum", "CumSum", {F("x", {4, 64}), I64("axis", {}, {1})}, {}, 1, 8},
+      {"CumSum_exclusive_reverse", "CumSum", {F("x", {4, 64}), I64("axis", {}, {1})},
+       {attr_int("exclusive", 1), attr_int("reverse", 1)}, 1, 8},
+  };
+}
+
+struct Param {
+  Case c;
+  DataType dt;
+};
+
+std::string param_name(const testing::TestParamInfo<Param>& p) {
+  return p.param.c.name + (p.param.dt == DataType::BFloat16 ? "_bf16" : "_fp16");
+}
+
+std::vector<Param> with_dtypes(const std::vector<Case>& cases) {
+  std::vector<Param> out;
+  for (const Case& c : cases)
+    for (DataType dt : {DataType::BFloat16, DataType::Float16}) out.push_back({c, dt});
+  return out;
+}
+
+uint64_t seed_of(const std::string& s) { return std::hash<std::string>{}(s) & 0xffffffff; }
+
+class LowPrecisionForward : public testing::TestWithParam<Param> {};
+
+TEST_P(LowPrecisionForward, MatchesFloat32) {
+  const Case& c = GetParam().c;
+  const DataType low = GetParam().dt;
+  auto vals = draw(c.ins, low, seed_of(c.name));
+  NamedTensors f32 = feeds_for(c.ins, vals, DataType::Float), f16 = feeds_for(c.ins, vals, low);
+  SessionOptions so;
+  so.intra_op_threads = 2;
+  auto ref = Session(one_node(c, f32, c.outputs), so).run(f32);
+  auto got = Session(one_node(c, f16, c.outputs), so).run(f16);
+  const double u = unit_roundoff(low);
+  for (int i = 0; i < c.outputs; ++i) {
+    std::string y = fmt::format("y{}", i);
+    const Tensor& r = ref.at(y);
+    // Float outputs follow the input dtype; others (masks, float32 statistics) keep theirs.
+    if (r.dtype() == DataType::Float && c.op != "LayerNormalization") {
+      EXPECT_EQ(got.at(y).dtype(), low) << y;
+    }
+    EXPECT_EQ(compare(got.at(y), r, 2 * u, 2 * u * c.scale), "") << c.name << " output " << y;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionForward, testing::ValuesIn(with_dtypes(forward_cases())),
+                         param_name);
+
+}  // namespace
+}  // namespace onyx::test
