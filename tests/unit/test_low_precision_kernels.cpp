@@ -333,5 +333,153 @@ TEST_P(LowPrecisionForward, MatchesFloat32) {
 INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionForward, testing::ValuesIn(with_dtypes(forward_cases())),
                          param_name);
 
+
+// ---- accumulation in float32 ----------------------------------------------------------------
+// A 16-bit accumulator stops growing once the step is below half an ulp of the sum: adding
+// ones sticks at 256 in bfloat16 and at 2048 in float16. Each case below sums far more terms
+// than that, with exact answers, so only a float32 (or wider) accumulator passes.
+
+const DataType kLow[] = {DataType::BFloat16, DataType::Float16};
+const char* low_name(DataType dt) { return dt == DataType::BFloat16 ? "bf16" : "fp16"; }
+
+Tensor filled(DataType dt, const Shape& s, float v) {
+  return float_tensor(dt, s, std::vector<float>(static_cast<size_t>(shape_numel(s)), v));
+}
+
+/// Every element of `t` is `want` rounded to t's format (within `ulps` units of roundoff).
+void expect_all(const Tensor& t, double want, const std::string& what, double ulps = 1) {
+  const double tol = ulps * unit_roundoff(t.dtype()) * std::abs(want);
+  auto v = t.to_double_vector();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!(std::abs(v[i] - want) <= tol)) {
+      ADD_FAILURE() << what << " (" << low_name(t.dtype()) << "): element " << i << " is " << v[i]
+                    << ", want " << want;
+      return;
+    }
+}
+
+TEST(LowPrecisionAccumulation, ReduceSumOfOnesIsExact) {
+  for (DataType dt : kLow) {
+    // 65536 = 2^16 is exact in bfloat16; float16 tops out at 65504, so it sums 16384.
+    const int64_t n = dt == DataType::BFloat16 ? 65536 : 16384;
+    auto all = run_op("ReduceSum", {{"x", filled(dt, {n}, 1)}}, {attr_int("keepdims", 0)});
+    expect_all(all.at("y0"), double(n), "ReduceSum over one long axis", 0);
+    // A strided reduction (over the outer axis) and a partial one.
+    auto outer = run_op("ReduceSum", {{"x", filled(dt, {n / 8, 8}, 1)}, {"a", T_<int64_t>({1}, {0})}});
+    expect_all(outer.at("y0"), double(n / 8), "ReduceSum over the outer axis", 0);
+    auto sq = run_op("ReduceSumSquare", {{"x", filled(dt, {4, n / 4}, 1)}, {"a", T_<int64_t>({1}, {1})}});
+    expect_all(sq.at("y0"), double(n / 4), "ReduceSumSquare", 0);
+    auto l1 = run_op("ReduceL1", {{"x", filled(dt, {4, n / 4}, -1)}, {"a", T_<int64_t>({1}, {1})}});
+    expect_all(l1.at("y0"), double(n / 4), "ReduceL1", 0);
+  }
+}
+
+TEST(LowPrecisionAccumulation, ReduceMeanOfManyValues) {
+  for (DataType dt : kLow) {
+    // 0.375 * k is exact in float32 for every partial sum here, so any float32 accumulator
+    // (whatever its order) gives 0.375 exactly; a 16-bit one sticks near 0.375 * 2^9 or 2^12.
+    const float v = 0.375f;
+    auto last = run_op("ReduceMean", {{"x", filled(dt, {3, 40000}, v)}, {"a", T_<int64_t>({1}, {1})}});
+    expect_all(last.at("y0"), v, "ReduceMean over the last axis", 0);
+    auto first = run_op("ReduceMean", {{"x", filled(dt, {40000, 3}, v)}, {"a", T_<int64_t>({1}, {0})}});
+    expect_all(first.at("y0"), v, "ReduceMean over the first axis", 0);
+    auto lse = run_op("ReduceLogSumExp", {{"x", filled(dt, {2, 4096}, 0)}, {"a", T_<int64_t>({1}, {1})}});
+    expect_all(lse.at("y0"), std::log(4096.0), "ReduceLogSumExp");
+  }
+}
+
+TEST(LowPrecisionAccumulation, SoftmaxOverLongRows) {
+  for (DataType dt : kLow) {
+    // Equal logits: every probability is 1/n = 2^-12, exact in both formats.
+    Tensor x = filled(dt, {3, 4096}, 0.5f);
+    expect_all(run_op("Softmax", {{"x", x}}).at("y0"), 1.0 / 4096, "Softmax", 0);
+    expect_all(run_op("LogSoftmax", {{"x", x}}).at("y0"), -std::log(4096.0), "LogSoftmax");
+    // The same along a non-last axis.
+    Tensor xt = filled(dt, {4096, 3}, 0.5f);
+    expect_all(run_op("Softmax", {{"x", xt}}, {attr_int("axis", 0)}).at("y0"), 1.0 / 4096,
+               "Softmax over axis 0", 0);
+  }
+}
+
+/// n values alternating mean - 1, mean + 1: mean `mean`, variance 1.
+std::vector<float> alternating(int64_t n, float mean) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = mean + (i % 2 ? 1.0f : -1.0f);
+  return v;
+}
+
+TEST(LowPrecisionAccumulation, NormsOverLongRows) {
+  for (DataType dt : kLow) {
+    const int64_t n = 8192;
+    // Normalised values are exactly -1, +1 (variance 1, epsilon negligible at 1e-9); a 16-bit
+    // sum of 8192 values near 3 would stick far below 3 * 8192.
+    Tensor x = float_tensor(dt, {2, n}, [&] {
+      auto a = alternating(n, 3), b = alternating(n, 3);
+      a.insert(a.end(), b.begin(), b.end());
+      return a;
+    }());
+    auto ln = run_op("LayerNormalization", {{"x", x}, {"s", filled(dt, {n}, 1)}, {"b", filled(dt, {n}, 0)}},
+                     {attr_float("epsilon", 1e-9)}, 3, 17);
+    auto y = ln.at("y0").to_double_vector();
+    for (size_t i = 0; i < y.size(); i += 997) EXPECT_NEAR(std::abs(y[i]), 1.0, 0.02) << "LayerNormalization " << low_name(dt);
+    expect_all(ln.at("y1"), 3.0, "LayerNormalization Mean", 1);
+    expect_all(ln.at("y2"), 1.0, "LayerNormalization InvStdDev", 2);
+
+    Tensor x4 = float_tensor(dt, {1, 2, 64, 64}, [&] {
+      auto a = alternating(4096, 3), b = alternating(4096, 3);
+      a.insert(a.end(), b.begin(), b.end());
+      return a;
+    }());
+    Tensor s2 = filled(dt, {2}, 1), b2 = filled(dt, {2}, 0);
+    for (const char* op : {"InstanceNormalization", "GroupNormalization"}) {
+      std::vector<Attribute> at = {attr_float("epsilon", 1e-9)};
+      if (std::string(op) == "GroupNormalization") at.push_back(attr_int("num_groups", 2));
+      auto r = run_op(op, {{"x", x4}, {"s", s2}, {"b", b2}}, at).at("y0").to_double_vector();
+      for (size_t i = 0; i < r.size(); i += 997) EXPECT_NEAR(std::abs(r[i]), 1.0, 0.02) << op << " " << low_name(dt);
+    }
+    // BatchNormalization in training mode: batch mean 3 and variance 1 over 4096 values per
+    // channel; the new running mean with momentum 0 is the batch mean.
+    auto bn = run_op("BatchNormalization",
+                     {{"x", x4}, {"s", s2}, {"b", b2}, {"m", filled(dt, {2}, 0)}, {"v", filled(dt, {2}, 1)}},
+                     {attr_int("training_mode", 1), attr_float("momentum", 0), attr_float("epsilon", 1e-9)}, 3);
+    auto by = bn.at("y0").to_double_vector();
+    for (size_t i = 0; i < by.size(); i += 997) EXPECT_NEAR(std::abs(by[i]), 1.0, 0.02) << "BatchNormalization " << low_name(dt);
+    expect_all(bn.at("y1"), 3.0, "BatchNormalization running mean", 1);
+    expect_all(bn.at("y2"), 1.0, "BatchNormalization running var", 2);
+    expect_all(run_op("GlobalAveragePool", {{"x", x4}}).at("y0"), 3.0, "GlobalAveragePool", 1);
+  }
+}
+
+TEST(LowPrecisionAccumulation, DotProductsOfOnes) {
+  for (DataType dt : kLow) {
+    const int64_t K = 4096;  // exact in both formats; a 16-bit sum sticks at 256 or 2048
+    expect_all(run_op("MatMul", {{"a", filled(dt, {4, K}, 1)}, {"b", filled(dt, {K, 8}, 1)}}).at("y0"),
+               double(K), "MatMul K=4096", 0);
+    expect_all(run_op("MatMul", {{"a", filled(dt, {1, K}, 1)}, {"b", filled(dt, {K, 8}, 1)}}).at("y0"),
+               double(K), "MatMul one row K=4096", 0);
+    expect_all(run_op("MatMul", {{"a", filled(dt, {2, 3, K}, 1)}, {"b", filled(dt, {2, K, 5}, 1)}}).at("y0"),
+               double(K), "batched MatMul K=4096", 0);
+    expect_all(run_op("Gemm", {{"a", filled(dt, {K, 4}, 1)}, {"b", filled(dt, {8, K}, 1)}},
+                      {attr_int("transA", 1), attr_int("transB", 1)})
+                   .at("y0"),
+               double(K), "Gemm K=4096", 0);
+    expect_all(run_op("Einsum", {{"a", filled(dt, {2, K}, 1)}, {"b", filled(dt, {2, K}, 1)}},
+                      {attr_string("equation", "bk,bk->b")})
+                   .at("y0"),
+               double(K), "Einsum K=4096", 0);
+    // Conv with C * kh * kw = 1024 * 2 * 2 = 4096 terms per output.
+    expect_all(run_op("Conv", {{"x", filled(dt, {1, 1024, 3, 3}, 1)}, {"w", filled(dt, {2, 1024, 2, 2}, 1)}})
+                   .at("y0"),
+               double(K), "Conv 4096 terms", 0);
+    expect_all(run_op("ConvTranspose", {{"x", filled(dt, {1, 4096, 2, 2}, 1)}, {"w", filled(dt, {4096, 2, 1, 1}, 1)}})
+                   .at("y0"),
+               double(K), "ConvTranspose 4096 terms", 0);
+    // CumSum: element i is i + 1 rounded to the format once, not a rounded running sum.
+    auto cs = run_op("CumSum", {{"x", filled(dt, {K}, 1)}, {"a", T_<int64_t>({}, {0})}}).at("y0").to_double_vector();
+    for (int64_t i = 0; i < K; i += 7)
+      ASSERT_EQ(cs[i], round_to(dt, float(i + 1))) << "CumSum " << low_name(dt) << " at " << i;
+  }
+}
+
 }  // namespace
 }  // namespace onyx::test
