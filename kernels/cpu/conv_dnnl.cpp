@@ -68,6 +68,10 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
     return attr;
   };
   const bool blocked = spec.layout.src_block > 0 || spec.layout.dst_block > 0;
+  const char* prim_name = spec.transpose ? "deconvolution" : "convolution";
+  // Why a 16-bit dtype ends in float32: only reference primitives, or none at all.
+  bool low_reference = false;
+  auto fallback_why = [&] { return du::float32_fallback_why(prim_name, spec.dt, low_reference); };
   for (DataType run : {spec.dt, DataType::Float}) {
     // Blocked tensors first try the primitive on exactly our layouts (no reorders at all),
     // then whatever layout oneDNN prefers.
@@ -94,17 +98,24 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
                                                    pr);
             dnnl::deconvolution_forward::primitive_desc pd(desc, attr_for(false, run),
                                                            du::engine());
-            if (run != DataType::Float && du::is_reference_impl(pd)) continue;
+            if (run != DataType::Float && du::is_reference_impl(pd)) {
+              low_reference = true;
+              continue;
+            }
             finish_entry<dnnl::deconvolution_forward>(e, pd, false);
           } else {
             dnnl::convolution_forward::desc desc(prop, dnnl::algorithm::convolution_direct, src_a,
                                                  wei_a, e.bias_u, dst_a, strides, dil, pl, pr);
             dnnl::convolution_forward::primitive_desc pd(desc, attr_for(binary, run), du::engine());
-            if ((run != DataType::Float || forced) && du::is_reference_impl(pd)) continue;
+            if ((run != DataType::Float || forced) && du::is_reference_impl(pd)) {
+              low_reference = low_reference || run != DataType::Float;
+              continue;
+            }
             finish_entry<dnnl::convolution_forward>(e, pd, spec.has_sum && !binary);
           }
           e.run_dt = run;
           e.z_binary = binary;
+          if (run != spec.dt) e.why = fallback_why();
           return e;
         } catch (const dnnl::error&) {
           e = ConvEntry{};
@@ -113,6 +124,8 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
     }
     if (run == DataType::Float) break;
   }
+  e.why = fmt::format("oneDNN has no {} for this geometry; onyx's own loops run it, accumulating "
+                      "in float32", prim_name);
   return e;
 }
 

@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
@@ -76,6 +78,16 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd);
 
 /// Bytes of a scratch Tensor for `md` (a uint8 buffer of md.get_size()).
 Tensor scratch_for(KernelContext& ctx, const dnnl::memory::desc& md);
+
+/// Logs one spdlog::info line the first time in this process that op type `op` runs dtype `dt`
+/// on a slower path (its 16-bit inputs converted to float32, or onyx's own loops), saying
+/// `why`; later calls for the same (op, dt) log nothing. Thread-safe.
+void note_slow_path(std::string_view op, DataType dt, std::string_view why);
+/// True once note_slow_path(op, dt, ...) has been called in this process.
+bool slow_path_noted(std::string_view op, DataType dt);
+/// Why a 16-bit `primitive` ("matmul", "convolution") runs in float32: oneDNN has only its
+/// reference implementation (`reference`) or none for `dt` on this CPU's effective ISA.
+std::string float32_fallback_why(std::string_view primitive, DataType dt, bool reference);
 
 /// Converts a float16/bfloat16 tensor to a float32 scratch tensor (float32: returned as is).
 Tensor to_float32(KernelContext& ctx, const Tensor& t);

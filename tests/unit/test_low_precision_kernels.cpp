@@ -23,7 +23,14 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
 #include "autodiff/training_graph.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/dispatch.h"
 #include "test_util.h"
 
@@ -478,6 +485,58 @@ TEST(LowPrecisionAccumulation, DotProductsOfOnes) {
     auto cs = run_op("CumSum", {{"x", filled(dt, {K}, 1)}, {"a", T_<int64_t>({}, {0})}}).at("y0").to_double_vector();
     for (int64_t i = 0; i < K; i += 7)
       ASSERT_EQ(cs[i], round_to(dt, float(i + 1))) << "CumSum " << low_name(dt) << " at " << i;
+  }
+}
+
+
+// ---- the float32 fallback of oneDNN's primitives ---------------------------------------------
+
+TEST(LowPrecisionFallback, SlowPathIsLoggedOncePerOpAndDtype) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.push_back(sink);
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::info);
+  namespace du = cpu::dnnl_util;
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 4; ++i)
+    ts.emplace_back([] {
+      du::note_slow_path("LowPrecisionTestOp", DataType::BFloat16, "the test's reason");
+      du::note_slow_path("LowPrecisionTestOp", DataType::Float16, "the test's reason");
+    });
+  for (auto& t : ts) t.join();
+  spdlog::set_level(level);
+  sinks.pop_back();
+  int bf = 0, fp = 0;
+  for (const auto& line : sink->last_formatted()) {
+    if (line.find("LowPrecisionTestOp on bfloat16") != std::string::npos) ++bf;
+    if (line.find("LowPrecisionTestOp on float16") != std::string::npos) ++fp;
+    if (line.find("LowPrecisionTestOp") != std::string::npos) {
+      EXPECT_NE(line.find("the test's reason"), std::string::npos) << line;
+      EXPECT_NE(line.find("info"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(bf, 1);
+  EXPECT_EQ(fp, 1);
+  EXPECT_TRUE(du::slow_path_noted("LowPrecisionTestOp", DataType::Float16));
+  EXPECT_FALSE(du::slow_path_noted("LowPrecisionTestOp", DataType::Float));
+}
+
+// Where the fallback is taken depends on the CPU; these pin down both ends: an AVX2-only host
+// (ONYX_ISA=avx2) has no 16-bit primitives in oneDNN 2.6 and must say so, and a host with
+// AVX-512-BF16 must run bfloat16 MatMul and Conv natively (no conversion to float32).
+TEST(LowPrecisionFallback, WhichPathMatMulAndConvTake) {
+  namespace du = cpu::dnnl_util;
+  const DataType bf = DataType::BFloat16;
+  run_op("MatMul", {{"a", filled(bf, {32, 64}, 1)}, {"b", filled(bf, {64, 32}, 1)}});
+  run_op("Conv", {{"x", filled(bf, {1, 16, 8, 8}, 1)}, {"w", filled(bf, {16, 16, 3, 3}, 1)}});
+  const cpu::Isa isa = cpu::active_isa();
+  if (isa == cpu::Isa::Avx2) {
+    EXPECT_TRUE(du::slow_path_noted("MatMul", bf));
+    EXPECT_TRUE(du::slow_path_noted("Conv", bf));
+  } else if (isa >= cpu::Isa::Avx512Bf16) {
+    EXPECT_FALSE(du::slow_path_noted("MatMul", bf));
+    EXPECT_FALSE(du::slow_path_noted("Conv", bf));
   }
 }
 
