@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@
 #include <thread>
 
 #include "autodiff/training_graph.h"
+#include "graph/validate.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/dispatch.h"
@@ -64,6 +66,12 @@ In I64(std::string n, Shape s, std::vector<double> v) {
 In Bool(std::string n, Shape s, std::vector<double> v) {
   In i{std::move(n), std::move(s)};
   i.fixed = DataType::Bool;
+  i.values = std::move(v);
+  return i;
+}
+In F32(std::string n, Shape s, std::vector<double> v) {
+  In i{std::move(n), std::move(s)};
+  i.fixed = DataType::Float;
   i.values = std::move(v);
   return i;
 }
@@ -104,6 +112,7 @@ Tensor fixed_tensor(const In& in) {
     for (size_t i = 0; i < in.values.size(); ++i) t.data<bool>()[i] = in.values[i] != 0;
     return t;
   }
+  if (in.fixed == DataType::Float) return T_<float>(in.shape, in.values);
   return T_<int64_t>(in.shape, in.values);
 }
 
@@ -135,8 +144,18 @@ NamedTensors feeds_for(const std::vector<In>& ins, const std::vector<std::vector
   return f;
 }
 
+/// The opset a case's model imports: ONNX admits bfloat16 for these ops only from opset 22
+/// (Einsum from 28), so a 16-bit model of them must import at least that.
+int64_t opset_for(const Case& c) {
+  static const std::map<std::string, int64_t> since = {
+      {"Conv", 22},        {"ConvTranspose", 22},         {"MaxPool", 22},   {"AveragePool", 22},
+      {"GlobalAveragePool", 22}, {"InstanceNormalization", 22}, {"Softplus", 22}, {"Einsum", 28}};
+  auto it = since.find(c.op);
+  return it == since.end() ? c.opset : std::max(c.opset, it->second);
+}
+
 std::unique_ptr<Model> one_node(const Case& c, const NamedTensors& feeds, int outputs) {
-  ModelBuilder b(c.opset);
+  ModelBuilder b(opset_for(c));
   std::vector<std::string> ins, outs;
   for (const In& in : c.ins) {
     ins.push_back(in.omitted ? "" : in.name);
@@ -145,7 +164,10 @@ std::unique_ptr<Model> one_node(const Case& c, const NamedTensors& feeds, int ou
   for (int i = 0; i < outputs; ++i) outs.push_back(fmt::format("y{}", i));
   set_attrs(b.node(c.op, ins, outs), c.attrs);
   for (const auto& o : outs) b.output(o);
-  return b.build();
+  // As a loaded model would be: the 16-bit types must be ONNX-valid at the case's opset.
+  auto m = b.build();
+  validate_model(*m);
+  return m;
 }
 
 /// Largest violation of the rule, as a message ("" when every element passes).
@@ -285,7 +307,7 @@ std::vector<Case> forward_cases() {
       {"GlobalAveragePool", "GlobalAveragePool", {F("x", {2, 3, 16, 16})}},
       {"Dropout_inference", "Dropout", {F("x", {4, 33})}, {}, 2},
       {"Dropout_ratio0_training", "Dropout",
-       {F("x", {4, 33}), FV("r", {}, {0.0}), Bool("t", {}, {1})}, {}, 2},
+       {F("x", {4, 33}), F32("r", {}, {0.0}), Bool("t", {}, {1})}, {}, 2},
       {"Identity", "Identity", {F("x", {4, 33})}},
       {"Pad_constant", "Pad", {F("x", {3, 4}), I64("p", {4}, {1, 0, 2, 3}), FV("v", {}, {0.5})}},
       {"Pad_reflect", "Pad", {F("x", {3, 4}), I64("p", {4}, {1, 2, 1, 2})}, {attr_string("mode", "reflect")}},
@@ -340,6 +362,129 @@ TEST_P(LowPrecisionForward, MatchesFloat32) {
 INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionForward, testing::ValuesIn(with_dtypes(forward_cases())),
                          param_name);
 
+
+// ---- backward -------------------------------------------------------------------------------
+// The gradient rules emit plain ONNX ops in the forward's dtype; the backward of a 16-bit node
+// must run (every emitted op has a 16-bit kernel) and agree with the float32 backward on the
+// same values. `scale` bounds the sums the backward does (e.g. dB of a MatMul sums M terms).
+
+struct GradCase {
+  Case c;
+  std::vector<std::string> wrt;
+};
+
+std::vector<GradCase> backward_cases() {
+  const double s32 = std::sqrt(32.0);
+  return {
+      {{"MatMul_2d", "MatMul", {F("a", {16, 32}), F("b", {32, 24})}, {}, 1, s32}, {"a", "b"}},
+      {{"MatMul_broadcast_batch", "MatMul", {F("a", {2, 1, 8, 16}), F("b", {3, 16, 8})}, {}, 1, 6},
+       {"a", "b"}},
+      {{"MatMul_1d", "MatMul", {F("a", {16}), F("b", {16, 8})}, {}, 1, 4}, {"a", "b"}},
+      {{"Gemm_trans_alpha_beta_C", "Gemm", {F("a", {32, 16}), F("b", {24, 32}), F("c", {24})},
+        {attr_int("transA", 1), attr_int("transB", 1), attr_float("alpha", 0.5), attr_float("beta", 2.0)},
+        1, s32},
+       {"a", "b", "c"}},
+      {{"Conv_2d_stride_pad_group_bias", "Conv", {F("x", {2, 4, 9, 9}), F("w", {6, 2, 3, 3}), F("b", {6})},
+        {attr_int("group", 2), ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}, 1, std::sqrt(50.0)},
+       {"x", "w", "b"}},
+      {{"Conv_1d", "Conv", {F("x", {2, 3, 20}), F("w", {5, 3, 4})}, {ints("pads", {1, 1})}, 1, std::sqrt(38.0)},
+       {"x", "w"}},
+      {{"ConvTranspose_stride_output_padding_group", "ConvTranspose",
+        {F("x", {1, 4, 5, 5}), F("w", {4, 2, 3, 3}), F("b", {4})},
+        {attr_int("group", 2), ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1}),
+         ints("output_padding", {1, 1})},
+        1, std::sqrt(40.0)},
+       {"x", "w", "b"}},
+      {{"Einsum_bmm", "Einsum", {F("a", {2, 8, 16}), F("b", {2, 16, 8})},
+        {attr_string("equation", "bij,bjk->bik")}, 1, 4},
+       {"a", "b"}},
+      {{"Einsum_attention_scores", "Einsum", {F("q", {1, 2, 8, 16}), F("k", {1, 2, 8, 16})},
+        {attr_string("equation", "bhqd,bhkd->bhqk")}, 1, 4},
+       {"q", "k"}},
+      {{"Softmax", "Softmax", {F("x", {4, 256}, -4, 4)}, {attr_int("axis", -1)}}, {"x"}},
+      {{"LogSoftmax", "LogSoftmax", {F("x", {4, 256}, -4, 4)}, {attr_int("axis", -1)}, 1, 4}, {"x"}},
+      {{"LayerNormalization", "LayerNormalization", {F("x", {4, 256}, -2, 2), F("s", {256}), F("b", {256})},
+        {attr_int("axis", -1)}, 1, 3, 17},
+       {"x", "s", "b"}},
+      {{"Gelu", "Gelu", {F("x", {4, 33}, -4, 4)}}, {"x"}},
+      {{"Gelu_tanh", "Gelu", {F("x", {4, 33}, -4, 4)}, {attr_string("approximate", "tanh")}}, {"x"}},
+      {{"Erf", "Erf", {F("x", {4, 33}, -3, 3)}}, {"x"}},
+      {{"Add_broadcast", "Add", {F("a", {4, 1, 8}), F("b", {3, 1})}, {}, 1, s32}, {"a", "b"}},
+      {{"Mul_broadcast", "Mul", {F("a", {4, 3, 8}), F("b", {3, 1})}, {}, 1, std::sqrt(32.0)}, {"a", "b"}},
+      {{"Sigmoid", "Sigmoid", {F("x", {4, 33}, -4, 4)}}, {"x"}},
+      {{"Tanh", "Tanh", {F("x", {4, 33}, -2, 2)}}, {"x"}},
+      {{"Relu", "Relu", {F("x", {4, 33})}}, {"x"}},
+      {{"Transpose", "Transpose", {F("x", {4, 6, 8})}, {ints("perm", {2, 0, 1})}}, {"x"}},
+      {{"Reshape", "Reshape", {F("x", {4, 6, 8}), I64("shape", {2}, {8, -1})}}, {"x"}},
+      {{"MaxPool", "MaxPool", {F("x", {1, 3, 8, 8})},
+        {ints("kernel_shape", {3, 3}), ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}},
+       {"x"}},
+      {{"AveragePool", "AveragePool", {F("x", {1, 3, 8, 8})},
+        {ints("kernel_shape", {3, 3}), ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}},
+       {"x"}},
+      {{"GlobalAveragePool", "GlobalAveragePool", {F("x", {2, 3, 16, 16})}}, {"x"}},
+      {{"BatchNormalization_training", "BatchNormalization",
+        {F("x", {4, 3, 4, 4}), F("s", {3}), F("b", {3}), F("m", {3}), F("v", {3}, 0.5, 1.5)},
+        {attr_int("training_mode", 1)}, 1, 8},
+       {"x", "s", "b"}},
+  };
+}
+
+struct GradParam {
+  GradCase g;
+  DataType dt;
+};
+
+/// The gradients of one run: forward, then backward seeded with `seed_vals`.
+NamedTensors run_backward(const GradCase& gc, const NamedTensors& feeds, DataType dt,
+                          const std::vector<float>& seed_vals, std::vector<std::string>* grads) {
+  auto bg = autodiff::build_backward_graphs(*one_node(gc.c, feeds, 1), gc.wrt);
+  SessionOptions so;
+  so.intra_op_threads = 2;
+  Session fwd(std::move(bg.forward), so), bwd(std::move(bg.backward), so);
+  NamedTensors avail = fwd.run(feeds);
+  for (const auto& [k, v] : feeds) avail.emplace(k, v);
+  const Tensor& y = avail.at("y0");
+  EXPECT_EQ(static_cast<size_t>(y.numel()), seed_vals.size());
+  avail[bg.seeds.at(0)] = float_tensor(dt, y.shape(), seed_vals);
+  NamedTensors bfeeds;
+  for (const auto& in : bwd.inputs()) bfeeds[in.name] = avail.at(in.name);
+  *grads = bg.grads;
+  return bwd.run(bfeeds);
+}
+
+class LowPrecisionBackward : public testing::TestWithParam<GradParam> {};
+
+TEST_P(LowPrecisionBackward, MatchesFloat32) {
+  const GradCase& gc = GetParam().g;
+  const DataType low = GetParam().dt;
+  auto vals = draw(gc.c.ins, low, seed_of(gc.c.name));
+  NamedTensors f32 = feeds_for(gc.c.ins, vals, DataType::Float), f16 = feeds_for(gc.c.ins, vals, low);
+  // The seed: random, rounded, of the forward output's shape.
+  const Tensor y = Session(one_node(gc.c, f32, 1)).run(f32).at("y0");
+  auto seed = draw({F("seed", y.shape())}, low, seed_of(gc.c.name) + 1)[0];
+  std::vector<std::string> names_ref, names_low;
+  auto ref = run_backward(gc, f32, DataType::Float, seed, &names_ref);
+  auto got = run_backward(gc, f16, low, seed, &names_low);
+  ASSERT_EQ(names_ref, names_low);
+  const double u = unit_roundoff(low);
+  for (const auto& g : names_ref) {
+    EXPECT_EQ(got.at(g).dtype(), low) << g;
+    EXPECT_EQ(compare(got.at(g), ref.at(g), 8 * u, 8 * u * gc.c.scale), "") << gc.c.name << " " << g;
+  }
+}
+
+std::vector<GradParam> grad_params() {
+  std::vector<GradParam> out;
+  for (const GradCase& g : backward_cases())
+    for (DataType dt : {DataType::BFloat16, DataType::Float16}) out.push_back({g, dt});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionBackward, testing::ValuesIn(grad_params()),
+                         [](const testing::TestParamInfo<GradParam>& p) {
+                           return p.param.g.c.name + (p.param.dt == DataType::BFloat16 ? "_bf16" : "_fp16");
+                         });
 
 // ---- accumulation in float32 ----------------------------------------------------------------
 // A 16-bit accumulator stops growing once the step is below half an ulp of the sum: adding
