@@ -19,6 +19,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -315,6 +317,33 @@ std::vector<Case> forward_cases() {
       {"CumSum", "CumSum", {F("x", {4, 64}), I64("axis", {}, {1})}, {}, 1, 8},
       {"CumSum_exclusive_reverse", "CumSum", {F("x", {4, 64}), I64("axis", {}, {1})},
        {attr_int("exclusive", 1), attr_int("reverse", 1)}, 1, 8},
+      // Large, odd sizes: the vectorised and multi-threaded paths with their tails.
+      {"Add_big_same_shape", "Add", {F("a", {517, 131}), F("b", {517, 131})}},
+      {"Add_big_scalar", "Add", {F("a", {517, 131}), F("b", {})}},
+      {"Mul_big_row", "Mul", {F("a", {517, 131}), F("b", {131})}},
+      {"Sub_big_column", "Sub", {F("a", {517, 131}), F("b", {517, 1})}},
+      {"Div_big_outer", "Div", {F("a", {7, 1, 131}), F("b", {1, 517, 1}, 0.5, 2)}},
+      {"Relu_big", "Relu", {F("x", {517, 131})}},
+      {"Gelu_big", "Gelu", {F("x", {517, 131}, -4, 4)}},
+      {"Gelu_tanh_big", "Gelu", {F("x", {517, 131}, -4, 4)}, {attr_string("approximate", "tanh")}},
+      {"Sigmoid_big", "Sigmoid", {F("x", {517, 131}, -6, 6)}},
+      {"Tanh_big", "Tanh", {F("x", {517, 131}, -3, 3)}},
+      {"Erf_big", "Erf", {F("x", {517, 131}, -3, 3)}},
+      {"Exp_big", "Exp", {F("x", {517, 131}, -3, 3)}},
+      {"Sqrt_big", "Sqrt", {F("x", {517, 131}, 0, 4)}},
+      {"Neg_big", "Neg", {F("x", {517, 131})}},
+      {"LeakyRelu_big", "LeakyRelu", {F("x", {517, 131})}, {attr_float("alpha", 0.1)}},
+      {"Softplus_big", "Softplus", {F("x", {517, 131}, -5, 5)}},
+      {"Clip_big", "Clip", {F("x", {517, 131}), FV("lo", {}, {-0.25}), FV("hi", {}, {0.5})}},
+      {"Max_big", "Max", {F("a", {517, 131}), F("b", {131})}},
+      {"Where_big", "Where", {Bool("c", {1, 4}, {1, 0, 0, 1}), F("a", {517, 1}), F("b", {517, 4})}},
+      {"Softmax_big", "Softmax", {F("x", {300, 1000}, -8, 8)}},
+      {"LayerNormalization_big", "LayerNormalization", {F("x", {300, 768}, -2, 2), F("s", {768}), F("b", {768})},
+       {}, 1, 3, 17},
+      {"ReduceSum_big_last", "ReduceSum", {F("x", {300, 1000}), I64("a", {1}, {1})}, {}, 1, 32},
+      {"ReduceSum_big_first", "ReduceSum", {F("x", {1000, 300}), I64("a", {1}, {0})}, {}, 1, 32},
+      {"ReduceMean_big_middle", "ReduceMean", {F("x", {30, 1000, 10}), I64("a", {1}, {1})}},
+      {"Transpose_big", "Transpose", {F("x", {64, 130, 33})}, {ints("perm", {1, 2, 0})}},
   };
 }
 
@@ -682,6 +711,187 @@ TEST(LowPrecisionFallback, WhichPathMatMulAndConvTake) {
   } else if (isa >= cpu::Isa::Avx512Bf16) {
     EXPECT_FALSE(du::slow_path_noted("MatMul", bf));
     EXPECT_FALSE(du::slow_path_noted("Conv", bf));
+  }
+}
+
+
+// ---- whole models through the optimizer ------------------------------------------------------
+// Real models carry their weights as initializers, and the optimizer then fuses (Conv+Relu,
+// Conv+Add, MatMul+Add, the erf form of Gelu, Transpose into MatMul), packs constant weights and
+// may switch convolutions to blocked layouts. The same small models run in float32 and in the
+// 16-bit type at every optimization level; a chain of rounded nodes gets c = 16.
+
+struct Net {
+  std::string name;
+  int64_t opset;
+  std::vector<In> params;  // initializers (random or fixed values); "x" is the one input
+  Shape x;
+  std::function<void(ModelBuilder&)> nodes;  // reads "x", writes "y"
+  double scale = 1;
+};
+
+std::vector<Net> nets() {
+  return {
+      {"cnn", 22,
+       {F("w1", {8, 3, 3, 3}, -0.5, 0.5), F("b1", {8}), F("w2", {8, 8, 3, 3}, -0.3, 0.3), F("b2", {8}),
+        F("w3", {8, 10}), F("b3", {10})},
+       {2, 3, 16, 16},
+       [](ModelBuilder& b) {
+         set_attrs(b.node("Conv", {"x", "w1", "b1"}, {"c1"}), {attr_ints("pads", {1, 1, 1, 1})});
+         b.node("Relu", {"c1"}, {"r1"});
+         set_attrs(b.node("MaxPool", {"r1"}, {"p1"}),
+                   {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})});
+         set_attrs(b.node("Conv", {"p1", "w2", "b2"}, {"c2"}), {attr_ints("pads", {1, 1, 1, 1})});
+         b.node("Add", {"c2", "p1"}, {"s2"});
+         b.node("Relu", {"s2"}, {"r2"});
+         b.node("GlobalAveragePool", {"r2"}, {"g"});
+         b.node("Flatten", {"g"}, {"f"});
+         b.node("Gemm", {"f", "w3", "b3"}, {"logits"});
+         b.node("Softmax", {"logits"}, {"y"});
+       },
+       4},
+      {"transformer_block", 22,
+       {F("ln_s", {64}), F("ln_b", {64}), F("wq", {64, 64}, -0.2, 0.2), F("wk", {64, 64}, -0.2, 0.2),
+        F("wv", {64, 64}, -0.2, 0.2), FV("scale", {}, {0.125}), F("w1", {64, 128}, -0.2, 0.2),
+        F("b1", {128}), FV("sqrt2", {}, {1.4142135}), FV("one", {}, {1.0}), FV("half", {}, {0.5}),
+        F("w2", {128, 64}, -0.2, 0.2), F("b2", {64})},
+       {2, 16, 64},
+       [](ModelBuilder& b) {
+         set_attrs(b.node("LayerNormalization", {"x", "ln_s", "ln_b"}, {"h"}), {attr_int("axis", -1)});
+         b.node("MatMul", {"h", "wq"}, {"q"});
+         b.node("MatMul", {"h", "wk"}, {"k"});
+         b.node("MatMul", {"h", "wv"}, {"v"});
+         set_attrs(b.node("Transpose", {"k"}, {"kt"}), {attr_ints("perm", {0, 2, 1})});
+         b.node("MatMul", {"q", "kt"}, {"qk"});
+         b.node("Mul", {"qk", "scale"}, {"qks"});
+         set_attrs(b.node("Softmax", {"qks"}, {"p"}), {attr_int("axis", -1)});
+         b.node("MatMul", {"p", "v"}, {"att"});
+         b.node("Add", {"att", "x"}, {"r1"});
+         b.node("MatMul", {"r1", "w1"}, {"m1"});
+         b.node("Add", {"m1", "b1"}, {"a1"});
+         // Gelu in its erf form, which the optimizer fuses.
+         b.node("Div", {"a1", "sqrt2"}, {"d"});
+         b.node("Erf", {"d"}, {"e"});
+         b.node("Add", {"e", "one"}, {"e1"});
+         b.node("Mul", {"a1", "e1"}, {"g0"});
+         b.node("Mul", {"g0", "half"}, {"g"});
+         b.node("MatMul", {"g", "w2"}, {"m2"});
+         b.node("Add", {"m2", "b2"}, {"a2"});
+         b.node("Add", {"a2", "r1"}, {"y"});
+       },
+       8},
+  };
+}
+
+Session net_session(const Net& n, const std::vector<std::vector<float>>& vals, DataType dt,
+                    OptLevel level) {
+  ModelBuilder b(n.opset);
+  b.input("x", dt, n.x);
+  for (size_t i = 0; i < n.params.size(); ++i)
+    b.initializer(n.params[i].name, float_tensor(dt, n.params[i].shape, vals[i]));
+  n.nodes(b);
+  b.output("y");
+  auto m = b.build();
+  validate_model(*m);
+  SessionOptions so;
+  so.intra_op_threads = 2;
+  so.opt_level = level;
+  return Session(std::move(m), so);
+}
+
+TEST(LowPrecisionModels, MatchFloat32AtEveryOptimizationLevel) {
+  for (const Net& n : nets())
+    for (DataType low : kLow)
+      for (OptLevel level : {OptLevel::None, OptLevel::Basic, OptLevel::All}) {
+        SCOPED_TRACE(fmt::format("{} {} opt level {}", n.name, low_name(low), int(level)));
+        auto vals = draw(n.params, low, seed_of(n.name));
+        auto x = draw({F("x", n.x)}, low, seed_of(n.name) + 1)[0];
+        auto ref = net_session(n, vals, DataType::Float, level).run({{"x", float_tensor(DataType::Float, n.x, x)}});
+        auto got = net_session(n, vals, low, level).run({{"x", float_tensor(low, n.x, x)}});
+        const double u = unit_roundoff(low);
+        EXPECT_EQ(got.at("y").dtype(), low);
+        EXPECT_EQ(compare(got.at("y"), ref.at("y"), 16 * u, 16 * u * n.scale), "");
+      }
+}
+
+// ---- Cast -----------------------------------------------------------------------------------
+
+TEST(LowPrecisionCast, RoundsToNearestEvenWithSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // Halfway cases, values past float16's range, float16 subnormals, signed zero, inf.
+  const std::vector<float> xs = {0.0f,          -0.0f,       1.0f,        1.00390625f, 1.01171875f,
+                                 -2.5f,         65504.0f,    65519.0f,    65520.0f,    1e5f,
+                                 3.0e38f,       6.0e-8f,     1.0e-8f,     3.0e-5f,     1.0e-40f,
+                                 inf,           -inf,        0.3f,        -1234.567f,  1.00048828125f};
+  Tensor x = Tensor::from_vector<float>({static_cast<int64_t>(xs.size())}, xs);
+  for (DataType low : kLow) {
+    SCOPED_TRACE(low_name(low));
+    Tensor y = run_op("Cast", {{"x", x}}, {attr_int("to", static_cast<int64_t>(low))}).at("y0");
+    ASSERT_EQ(y.dtype(), low);
+    auto got = y.to_double_vector();
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(got[i], round_to(low, xs[i])) << xs[i];
+    // Back to float32 is exact.
+    Tensor back = run_op("Cast", {{"y", y}}, {attr_int("to", static_cast<int64_t>(DataType::Float))}).at("y0");
+    EXPECT_EQ(back.to_double_vector(), got);
+    // NaN stays NaN.
+    Tensor nan = run_op("Cast", {{"x", Tensor::from_vector<float>({1}, {std::nanf("")})}},
+                        {attr_int("to", static_cast<int64_t>(low))}).at("y0");
+    EXPECT_TRUE(std::isnan(nan.to_double_vector()[0]));
+  }
+  // Spot values by hand: ties go to even, float16 overflows to inf at 65520.
+  Tensor bf = run_op("Cast", {{"x", x}}, {attr_int("to", static_cast<int64_t>(DataType::BFloat16))}).at("y0");
+  EXPECT_EQ(bf.to_double_vector()[3], 1.0);       // 1 + 2^-8: a tie, to even
+  EXPECT_EQ(bf.to_double_vector()[4], 1.015625);  // 1 + 3 * 2^-8: a tie, to even (up)
+  Tensor h = run_op("Cast", {{"x", x}}, {attr_int("to", static_cast<int64_t>(DataType::Float16))}).at("y0");
+  EXPECT_EQ(h.to_double_vector()[7], 65504.0);
+  EXPECT_TRUE(std::isinf(h.to_double_vector()[8]));
+  EXPECT_EQ(h.to_double_vector()[11], 0x1p-24);  // the smallest subnormal
+  EXPECT_EQ(h.to_double_vector()[19], 1.0);      // 1 + 2^-11: a tie, to even
+}
+
+TEST(LowPrecisionCast, BetweenTheSixteenBitFormats) {
+  // Every bfloat16 bit pattern to float16 and back through the kernels, against a single
+  // rounding of the exact value (float32 holds both formats exactly).
+  std::vector<float> all;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    float v = static_cast<float>(bfloat16::from_bits(static_cast<uint16_t>(b)));
+    if (!std::isnan(v)) all.push_back(v);
+  }
+  const int64_t n = static_cast<int64_t>(all.size());
+  Tensor bf = float_tensor(DataType::BFloat16, {n}, all);
+  auto h = run_op("Cast", {{"x", bf}}, {attr_int("to", static_cast<int64_t>(DataType::Float16))})
+               .at("y0")
+               .to_double_vector();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(h[i], static_cast<float>(float16(all[i]))) << "bfloat16 " << all[i] << " to float16";
+  std::vector<float> halves;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    float v = float16::to_float(static_cast<uint16_t>(b));
+    if (!std::isnan(v)) halves.push_back(v);
+  }
+  const int64_t m = static_cast<int64_t>(halves.size());
+  auto r = run_op("Cast", {{"x", float_tensor(DataType::Float16, {m}, halves)}},
+                  {attr_int("to", static_cast<int64_t>(DataType::BFloat16))})
+               .at("y0")
+               .to_double_vector();
+  for (int64_t i = 0; i < m; ++i)
+    ASSERT_EQ(r[i], static_cast<float>(bfloat16(halves[i]))) << "float16 " << halves[i] << " to bfloat16";
+  // CastLike follows its second input's dtype.
+  auto cl = run_op("CastLike", {{"x", bf}, {"t", filled(DataType::Float16, {1}, 0)}}).at("y0");
+  EXPECT_EQ(cl.dtype(), DataType::Float16);
+}
+
+TEST(LowPrecisionCast, FromDoubleRoundsThroughFloat32LikePyTorch) {
+  // 1 + 2^-8 + 2^-30 is just above a bfloat16 tie: one rounding would give 1 + 2^-7, but
+  // float64 -> bfloat16 goes through float32 (as c10::BFloat16 and ml_dtypes do), which lands
+  // on the tie (1 + 2^-8) and then on the even neighbour, 1. Pinned so it stays like PyTorch.
+  const double v = 1.0 + 0x1p-8 + 0x1p-30;
+  for (DataType low : kLow) {
+    auto y = run_op("Cast", {{"x", Tensor::from_vector<double>({1}, {v})}},
+                    {attr_int("to", static_cast<int64_t>(low))})
+                 .at("y0")
+                 .to_double_vector();
+    EXPECT_EQ(y[0], round_to(low, static_cast<float>(v))) << low_name(low);
   }
 }
 
