@@ -134,15 +134,13 @@ std::vector<std::vector<float>> draw(const std::vector<In>& ins, DataType low, u
   return out;
 }
 
-/// Feeds for one run in float dtype `dt`.
+/// Feeds for one run in float dtype `dt` (the float inputs; fixed ones are initializers).
 NamedTensors feeds_for(const std::vector<In>& ins, const std::vector<std::vector<float>>& vals,
                        DataType dt) {
   NamedTensors f;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    if (ins[i].omitted) continue;
-    f[ins[i].name] = ins[i].fixed == DataType::Undefined ? float_tensor(dt, ins[i].shape, vals[i])
-                                                          : fixed_tensor(ins[i]);
-  }
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (!ins[i].omitted && ins[i].fixed == DataType::Undefined)
+      f[ins[i].name] = float_tensor(dt, ins[i].shape, vals[i]);
   return f;
 }
 
@@ -161,7 +159,12 @@ std::unique_ptr<Model> one_node(const Case& c, const NamedTensors& feeds, int ou
   std::vector<std::string> ins, outs;
   for (const In& in : c.ins) {
     ins.push_back(in.omitted ? "" : in.name);
-    if (!in.omitted) b.input(in.name, feeds.at(in.name).dtype(), feeds.at(in.name).shape());
+    // Indices, axes, shapes are constants, as in real models (gradient rules need them so).
+    if (in.omitted) continue;
+    if (in.fixed != DataType::Undefined)
+      b.initializer(in.name, fixed_tensor(in));
+    else
+      b.input(in.name, feeds.at(in.name).dtype(), feeds.at(in.name).shape());
   }
   for (int i = 0; i < outputs; ++i) outs.push_back(fmt::format("y{}", i));
   set_attrs(b.node(c.op, ins, outs), c.attrs);
@@ -456,6 +459,52 @@ std::vector<GradCase> backward_cases() {
         {F("x", {4, 3, 4, 4}), F("s", {3}), F("b", {3}), F("m", {3}), F("v", {3}, 0.5, 1.5)},
         {attr_int("training_mode", 1)}, 1, 8},
        {"x", "s", "b"}},
+      // The rest of the forward table: whatever their rules emit must run in 16 bits too.
+      {{"BatchNormalization_inference", "BatchNormalization",
+        {F("x", {2, 3, 4, 4}), F("s", {3}), F("b", {3}), F("m", {3}), F("v", {3}, 0.5, 1.5)}, {}, 1, 6},
+       {"x", "s", "b"}},
+      {{"GroupNormalization", "GroupNormalization", {F("x", {2, 6, 4, 4}), F("s", {6}), F("b", {6})},
+        {attr_int("num_groups", 3)}, 1, 6},
+       {"x", "s", "b"}},
+      {{"InstanceNormalization", "InstanceNormalization", {F("x", {2, 3, 5, 5}), F("s", {3}), F("b", {3})},
+        {}, 1, 6},
+       {"x", "s", "b"}},
+      {{"Sub_broadcast", "Sub", {F("a", {4, 8}), F("b", {8})}, {}, 1, 2}, {"a", "b"}},
+      {{"Div_broadcast", "Div", {F("a", {2, 3, 4}), F("b", {3, 1}, 0.5, 2)}, {}, 1, 4}, {"a", "b"}},
+      {{"Sqrt", "Sqrt", {F("x", {4, 33}, 0.25, 4)}}, {"x"}},
+      {{"Neg", "Neg", {F("x", {4, 33})}}, {"x"}},
+      {{"Exp", "Exp", {F("x", {4, 33}, -2, 2)}}, {"x"}},
+      {{"Log", "Log", {F("x", {4, 33}, 0.25, 4)}}, {"x"}},
+      {{"Where", "Where", {Bool("c", {2, 1, 4}, {1, 0, 1, 1, 0, 0, 1, 0}), F("a", {3, 4}), F("b", {4})},
+        {}, 1, 3},
+       {"a", "b"}},
+      {{"Clip", "Clip", {F("x", {4, 33}), FV("lo", {}, {-0.25}), FV("hi", {}, {0.5})}}, {"x"}},
+      {{"Max", "Max", {F("a", {3, 4}), F("b", {4})}, {}, 1, 2}, {"a", "b"}},
+      {{"Min", "Min", {F("a", {3, 4}), F("b", {4})}, {}, 1, 2}, {"a", "b"}},
+      {{"LeakyRelu", "LeakyRelu", {F("x", {4, 33})}, {attr_float("alpha", 0.1)}}, {"x"}},
+      {{"Softplus", "Softplus", {F("x", {4, 33}, -4, 4)}}, {"x"}},
+      {{"ReduceSum", "ReduceSum", {F("x", {4, 6, 8}), I64("axes", {1}, {1})}}, {"x"}},
+      {{"ReduceMean", "ReduceMean", {F("x", {4, 6, 8}), I64("axes", {2}, {0, 2})}}, {"x"}},
+      {{"ReduceMax", "ReduceMax", {F("x", {4, 6, 8}), I64("axes", {1}, {-1})}, {attr_int("keepdims", 0)}},
+       {"x"}},
+      {{"ReduceSumSquare", "ReduceSumSquare", {F("x", {4, 6, 8}), I64("axes", {1}, {1})}}, {"x"}},
+      {{"Concat", "Concat", {F("a", {2, 3, 4}), F("b", {2, 5, 4})}, {attr_int("axis", 1)}}, {"a", "b"}},
+      {{"Split", "Split", {F("x", {2, 5, 4}), I64("split", {2}, {2, 3})}, {attr_int("axis", 1)}, 2}, {"x"}},
+      {{"Slice", "Slice",
+        {F("x", {6, 8}), I64("starts", {2}, {1, 7}), I64("ends", {2}, {5, 0}), I64("axes", {2}, {0, 1}),
+         I64("steps", {2}, {2, -2})}},
+       {"x"}},
+      {{"Gather", "Gather", {F("x", {5, 4}), I64("i", {4}, {4, 0, -2, 0})}, {attr_int("axis", 0)}, 1, 2},
+       {"x"}},
+      {{"Expand", "Expand", {F("x", {3, 1}), I64("shape", {3}, {2, 3, 4})}, {}, 1, 3}, {"x"}},
+      {{"Tile", "Tile", {F("x", {2, 3}), I64("r", {2}, {2, 3})}, {}, 1, 3}, {"x"}},
+      {{"Pad", "Pad", {F("x", {3, 4}), I64("p", {4}, {1, 0, 2, 3})}}, {"x"}},
+      {{"CumSum", "CumSum", {F("x", {4, 64}), I64("axis", {}, {1})}, {}, 1, 8}, {"x"}},
+      {{"Identity", "Identity", {F("x", {4, 33})}}, {"x"}},
+      {{"Dropout_inference", "Dropout", {F("x", {4, 33})}}, {"x"}},
+      {{"Conv_dilation", "Conv", {F("x", {1, 3, 10, 10}), F("w", {4, 3, 3, 3})},
+        {ints("dilations", {2, 2}), ints("pads", {2, 1, 2, 1})}, 1, 8},
+       {"x", "w"}},
   };
 }
 
@@ -464,18 +513,19 @@ struct GradParam {
   DataType dt;
 };
 
-/// The gradients of one run: forward, then backward seeded with `seed_vals`.
+/// The gradients of one run: forward, then backward seeded with `seeds` (one per output).
 NamedTensors run_backward(const GradCase& gc, const NamedTensors& feeds, DataType dt,
-                          const std::vector<float>& seed_vals, std::vector<std::string>* grads) {
-  auto bg = autodiff::build_backward_graphs(*one_node(gc.c, feeds, 1), gc.wrt);
+                          const std::vector<std::vector<float>>& seeds,
+                          std::vector<std::string>* grads) {
+  auto bg = autodiff::build_backward_graphs(*one_node(gc.c, feeds, gc.c.outputs), gc.wrt);
   SessionOptions so;
   so.intra_op_threads = 2;
   Session fwd(std::move(bg.forward), so), bwd(std::move(bg.backward), so);
   NamedTensors avail = fwd.run(feeds);
   for (const auto& [k, v] : feeds) avail.emplace(k, v);
-  const Tensor& y = avail.at("y0");
-  EXPECT_EQ(static_cast<size_t>(y.numel()), seed_vals.size());
-  avail[bg.seeds.at(0)] = float_tensor(dt, y.shape(), seed_vals);
+  EXPECT_EQ(bg.seeds.size(), seeds.size());
+  for (size_t i = 0; i < bg.seeds.size() && i < seeds.size(); ++i)
+    avail[bg.seeds[i]] = float_tensor(dt, avail.at(fmt::format("y{}", i)).shape(), seeds[i]);
   NamedTensors bfeeds;
   for (const auto& in : bwd.inputs()) bfeeds[in.name] = avail.at(in.name);
   *grads = bg.grads;
@@ -489,9 +539,11 @@ TEST_P(LowPrecisionBackward, MatchesFloat32) {
   const DataType low = GetParam().dt;
   auto vals = draw(gc.c.ins, low, seed_of(gc.c.name));
   NamedTensors f32 = feeds_for(gc.c.ins, vals, DataType::Float), f16 = feeds_for(gc.c.ins, vals, low);
-  // The seed: random, rounded, of the forward output's shape.
-  const Tensor y = Session(one_node(gc.c, f32, 1)).run(f32).at("y0");
-  auto seed = draw({F("seed", y.shape())}, low, seed_of(gc.c.name) + 1)[0];
+  // The seeds: random, rounded, of the forward outputs' shapes.
+  auto outs = Session(one_node(gc.c, f32, gc.c.outputs)).run(f32);
+  std::vector<In> seed_ins;
+  for (int i = 0; i < gc.c.outputs; ++i) seed_ins.push_back(F("seed", outs.at(fmt::format("y{}", i)).shape()));
+  auto seed = draw(seed_ins, low, seed_of(gc.c.name) + 1);
   std::vector<std::string> names_ref, names_low;
   auto ref = run_backward(gc, f32, DataType::Float, seed, &names_ref);
   auto got = run_backward(gc, f16, low, seed, &names_low);
