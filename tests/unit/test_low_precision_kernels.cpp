@@ -52,6 +52,7 @@ struct In {
   DataType fixed = DataType::Undefined;  // Undefined: a float input of the run's dtype
   std::vector<double> values;             // given values (else random)
   bool omitted = false;
+  bool keep_f32 = false;  // a random float input that stays float32 in the 16-bit run too
 };
 In F(std::string n, Shape s, double lo = -1, double hi = 1) { return {std::move(n), std::move(s), lo, hi}; }
 In FV(std::string n, Shape s, std::vector<double> v) {
@@ -75,6 +76,12 @@ In F32(std::string n, Shape s, std::vector<double> v) {
   In i{std::move(n), std::move(s)};
   i.fixed = DataType::Float;
   i.values = std::move(v);
+  return i;
+}
+/// A float32 input in both runs (mixed precision keeps e.g. BatchNormalization's statistics so).
+In F32R(std::string n, Shape s, double lo = -1, double hi = 1) {
+  In i = F(std::move(n), std::move(s), lo, hi);
+  i.keep_f32 = true;
   return i;
 }
 In Omit() {
@@ -140,16 +147,17 @@ NamedTensors feeds_for(const std::vector<In>& ins, const std::vector<std::vector
   NamedTensors f;
   for (size_t i = 0; i < ins.size(); ++i)
     if (!ins[i].omitted && ins[i].fixed == DataType::Undefined)
-      f[ins[i].name] = float_tensor(dt, ins[i].shape, vals[i]);
+      f[ins[i].name] = float_tensor(ins[i].keep_f32 ? DataType::Float : dt, ins[i].shape, vals[i]);
   return f;
 }
 
 /// The opset a case's model imports: ONNX admits bfloat16 for these ops only from opset 22
-/// (Einsum from 28), so a 16-bit model of them must import at least that.
+/// (TopK from 24, Einsum from 28), so a 16-bit model of them must import at least that.
 int64_t opset_for(const Case& c) {
   static const std::map<std::string, int64_t> since = {
       {"Conv", 22},        {"ConvTranspose", 22},         {"MaxPool", 22},   {"AveragePool", 22},
-      {"GlobalAveragePool", 22}, {"InstanceNormalization", 22}, {"Softplus", 22}, {"Einsum", 28}};
+      {"GlobalAveragePool", 22}, {"InstanceNormalization", 22}, {"Softplus", 22},
+      {"HardSigmoid", 22}, {"TopK", 24},                  {"Einsum", 28}};
   auto it = since.find(c.op);
   return it == since.end() ? c.opset : std::max(c.opset, it->second);
 }
@@ -320,6 +328,43 @@ std::vector<Case> forward_cases() {
       {"CumSum", "CumSum", {F("x", {4, 64}), I64("axis", {}, {1})}, {}, 1, 8},
       {"CumSum_exclusive_reverse", "CumSum", {F("x", {4, 64}), I64("axis", {}, {1})},
        {attr_int("exclusive", 1), attr_int("reverse", 1)}, 1, 8},
+      // Mixed precision keeps BatchNormalization's parameters and statistics in float32
+      // (opset 15's T, T1, T2); the new running statistics stay float32.
+      {"BatchNormalization_f32_params", "BatchNormalization",
+       {F("x", {2, 3, 4, 4}), F32R("s", {3}), F32R("b", {3}), F32R("m", {3}), F32R("v", {3}, 0.5, 1.5)},
+       {}, 1, 3},
+      {"BatchNormalization_f32_params_training", "BatchNormalization",
+       {F("x", {2, 3, 4, 4}), F32R("s", {3}), F32R("b", {3}), F32R("m", {3}), F32R("v", {3}, 0.5, 1.5)},
+       {attr_int("training_mode", 1)}, 3, 3},
+      // More ops that models and gradient graphs use.
+      {"Sum_variadic", "Sum", {F("a", {3, 4}), F("b", {4}), F("c", {2, 1, 1})}, {}, 1, 2},
+      {"Mean_variadic", "Mean", {F("a", {3, 4}), F("b", {4})}},
+      {"Pow", "Pow", {F("a", {3, 4}, 0.25, 2), FV("e", {}, {2.0})}},
+      {"Pow_half", "Pow", {F("a", {3, 4}, 0.25, 2), FV("e", {}, {0.5})}},
+      {"Abs", "Abs", {F("x", {4, 33})}},
+      {"Reciprocal", "Reciprocal", {F("x", {4, 33}, 0.5, 2)}},
+      {"HardSigmoid", "HardSigmoid", {F("x", {4, 33}, -4, 4)}},
+      {"ReduceL2", "ReduceL2", {F("x", {4, 6, 8}), I64("axes", {1}, {2})}, {}, 1, 3},
+      {"ReduceLogSumExp", "ReduceLogSumExp", {F("x", {4, 6, 8}), I64("axes", {1}, {2})}, {}, 1, 3},
+      {"ReduceMin", "ReduceMin", {F("x", {4, 6, 8}), I64("axes", {1}, {0})}},
+      {"ReduceProd", "ReduceProd", {F("x", {4, 6, 3}, 0.5, 1.5), I64("axes", {1}, {2})}},
+      {"Flatten", "Flatten", {F("x", {2, 3, 4})}, {attr_int("axis", 1)}},
+      {"Squeeze", "Squeeze", {F("x", {2, 1, 4}), I64("a", {1}, {1})}},
+      {"Unsqueeze", "Unsqueeze", {F("x", {2, 4}), I64("a", {1}, {1})}},
+      {"ArgMax", "ArgMax", {F("x", {4, 33})}, {attr_int("axis", 1)}},
+      {"TopK", "TopK", {F("x", {4, 33}), I64("k", {1}, {5})}, {}, 2},
+      {"MaxPool_indices", "MaxPool", {F("x", {1, 3, 8, 8})}, {ints("kernel_shape", {2, 2}), ints("strides", {2, 2})}, 2},
+      {"GatherElements", "GatherElements", {F("x", {3, 4}), I64("i", {2, 4}, {0, 2, 1, 0, 2, 2, 0, 1})},
+       {attr_int("axis", 0)}},
+      {"ScatterElements_add", "ScatterElements",
+       {F("x", {3, 4}), I64("i", {2, 4}, {0, 2, 1, 0, 0, 2, 0, 1}), F("u", {2, 4})},
+       {attr_int("axis", 0), attr_string("reduction", "add")}},
+      {"Less", "Less", {F("a", {4, 33}), F("b", {33})}},
+      {"SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyLoss",
+       {F("x", {8, 10}, -3, 3), I64("t", {8}, {1, 0, 9, 3, 3, 7, 2, 5})}, {}, 1, 1},
+      {"SoftmaxCrossEntropyLoss_none", "SoftmaxCrossEntropyLoss",
+       {F("x", {8, 10}, -3, 3), I64("t", {8}, {1, 0, 9, 3, 3, 7, 2, 5})},
+       {attr_string("reduction", "none")}, 2},
       // Large, odd sizes: the vectorised and multi-threaded paths with their tails.
       {"Add_big_same_shape", "Add", {F("a", {517, 131}), F("b", {517, 131})}},
       {"Add_big_scalar", "Add", {F("a", {517, 131}), F("b", {})}},
@@ -384,7 +429,8 @@ TEST_P(LowPrecisionForward, MatchesFloat32) {
     std::string y = fmt::format("y{}", i);
     const Tensor& r = ref.at(y);
     // Float outputs follow the input dtype; others (masks, float32 statistics) keep theirs.
-    if (r.dtype() == DataType::Float && c.op != "LayerNormalization") {
+    const bool f32_stats = c.op == "LayerNormalization" || (c.op == "BatchNormalization" && i > 0);
+    if (r.dtype() == DataType::Float && !f32_stats) {
       EXPECT_EQ(got.at(y).dtype(), low) << y;
     }
     EXPECT_EQ(compare(got.at(y), r, 2 * u, 2 * u * c.scale), "") << c.name << " output " << y;
