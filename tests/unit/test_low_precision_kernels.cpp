@@ -185,15 +185,20 @@ std::unique_ptr<Model> one_node(const Case& c, const NamedTensors& feeds, int ou
 }
 
 /// Largest violation of the rule, as a message ("" when every element passes).
+/// The reference is first rounded to the 16-bit output's format, so a float32 result past
+/// float16's range is expected to overflow to inf as the 16-bit kernel's must.
 std::string compare(const Tensor& low, const Tensor& ref, double rtol, double atol) {
   if (low.shape() != ref.shape())
     return fmt::format("shape {} vs float32 {}", shape_str(low.shape()), shape_str(ref.shape()));
   auto a = low.to_double_vector(), b = ref.to_double_vector();
+  if (ref.dtype() == DataType::Float && (low.dtype() == DataType::BFloat16 || low.dtype() == DataType::Float16))
+    for (double& v : b) v = round_to(low.dtype(), static_cast<float>(v));
   double worst = 0;
   size_t at = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     double err = std::abs(a[i] - b[i]), tol = rtol * std::abs(b[i]) + atol;
-    bool bad = !(err <= tol) && !(std::isinf(b[i]) && a[i] == b[i]);
+    bool bad = !(err <= tol) && !(std::isinf(b[i]) && a[i] == b[i]) &&
+               !(std::isnan(a[i]) && std::isnan(b[i]));
     if (bad && (worst == 0 || err / tol > worst)) worst = err / tol, at = i;
   }
   if (worst == 0) return "";
@@ -430,9 +435,8 @@ uint64_t seed_of(const std::string& s) { return std::hash<std::string>{}(s) & 0x
 
 class LowPrecisionForward : public testing::TestWithParam<Param> {};
 
-TEST_P(LowPrecisionForward, MatchesFloat32) {
-  const Case& c = GetParam().c;
-  const DataType low = GetParam().dt;
+/// Runs case `c` in float32 and in `low` on the same values and checks the rule.
+void check_forward(const Case& c, DataType low) {
   auto vals = draw(c.ins, low, seed_of(c.name));
   NamedTensors f32 = feeds_for(c.ins, vals, DataType::Float), f16 = feeds_for(c.ins, vals, low);
   SessionOptions so;
@@ -452,7 +456,63 @@ TEST_P(LowPrecisionForward, MatchesFloat32) {
   }
 }
 
+TEST_P(LowPrecisionForward, MatchesFloat32) { check_forward(GetParam().c, GetParam().dt); }
+
 INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionForward, testing::ValuesIn(with_dtypes(forward_cases())),
+                         param_name);
+
+/// Values of magnitude `mag` with every `every`-th one -inf (an attention mask).
+std::vector<double> masked(int64_t n, double mag, int every) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-mag, mag);
+  std::vector<double> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(i % every == 1 ? -std::numeric_limits<double>::infinity() : u(rng));
+  return v;
+}
+
+// Inputs that fit float16 (max 65504) where a 16-bit intermediate would not: squares, sums
+// and exponentials of large values, and -inf masks. The same harness and rule as above.
+std::vector<Case> range_cases() {
+  return {
+      {"LayerNormalization_large_values", "LayerNormalization",
+       {F("x", {4, 512}, -1000, 1000), F("s", {512}), F("b", {512})}, {}, 3, 3, 17},
+      {"LayerNormalization_large_offset", "LayerNormalization",
+       {F("x", {4, 512}, 2000, 2100), F("s", {512}), F("b", {512})}, {}, 1, 3, 17},
+      {"GroupNormalization_large_values", "GroupNormalization",
+       {F("x", {2, 4, 16, 16}, -1000, 1000), F("s", {4}), F("b", {4})}, {attr_int("num_groups", 2)}, 1, 3},
+      {"InstanceNormalization_large_values", "InstanceNormalization",
+       {F("x", {2, 3, 16, 16}, -1000, 1000), F("s", {3}), F("b", {3})}, {}, 1, 3},
+      {"BatchNormalization_training_large_values", "BatchNormalization",
+       {F("x", {4, 3, 8, 8}, -1000, 1000), F("s", {3}), F("b", {3}), F("m", {3}), F("v", {3}, 0.5, 1.5)},
+       {attr_int("training_mode", 1)}, 1, 3},
+      {"ReduceL2_large_values", "ReduceL2", {F("x", {4, 64}, 200, 300), I64("a", {1}, {1})}},
+      {"ReduceLogSumExp_large_values", "ReduceLogSumExp", {F("x", {4, 256}, 10, 20), I64("a", {1}, {1})}},
+      {"ReduceMean_large_sum", "ReduceMean", {F("x", {4, 4096}, 1000, 2000), I64("a", {1}, {1})}},
+      {"GlobalAveragePool_large_sum", "GlobalAveragePool", {F("x", {1, 2, 32, 32}, 1000, 2000)}},
+      {"AveragePool_large_sum", "AveragePool", {F("x", {1, 2, 32, 32}, 10000, 20000)},
+       {ints("kernel_shape", {4, 4}), ints("strides", {4, 4})}},
+      {"Softmax_large_logits", "Softmax", {F("x", {4, 1024}, -30000, 30000)}},
+      {"LogSoftmax_large_logits", "LogSoftmax", {F("x", {4, 1024}, -300, 300)}, {}, 1, 300},
+      {"Softmax_masked", "Softmax", {FV("x", {4, 64}, masked(256, 8, 3))}},
+      {"LogSoftmax_masked", "LogSoftmax", {FV("x", {4, 64}, masked(256, 8, 3))}, {}, 1, 8},
+      {"Softmax_fully_masked_row", "Softmax", {FV("x", {2, 3}, {-INFINITY, -INFINITY, -INFINITY, 1, 2, 3})}},
+      {"Sigmoid_saturating", "Sigmoid", {F("x", {4, 64}, -100, 100)}},
+      {"Tanh_saturating", "Tanh", {F("x", {4, 64}, -100, 100)}},
+      {"Gelu_saturating", "Gelu", {F("x", {4, 64}, -100, 100)}},
+      {"Softplus_large", "Softplus", {F("x", {4, 64}, -100, 100)}},
+      {"Exp_overflow", "Exp", {FV("x", {4}, {11.0, 12.0, 89.0, -200.0})}},
+      {"SoftmaxCrossEntropyLoss_large_logits", "SoftmaxCrossEntropyLoss",
+       {F("x", {8, 10}, -1000, 1000), I64("t", {8}, {1, 0, 9, 3, 3, 7, 2, 5})}, {}, 1, 1000},
+      {"MatMul_large_terms", "MatMul", {F("a", {8, 16}, -30, 30), F("b", {16, 8}, -30, 30)}, {}, 1, 3600},
+      {"Relu_nan_inf", "Relu", {FV("x", {4}, {NAN, INFINITY, -INFINITY, -0.0})}},
+      {"Max_nan", "Max", {FV("a", {3}, {NAN, 1.0, 2.0}), FV("b", {3}, {0.0, NAN, 3.0})}},
+      {"ReduceMax_nan", "ReduceMax", {FV("x", {2, 3}, {1.0, NAN, 2.0, 4.0, 5.0, 6.0}), I64("a", {1}, {1})}},
+  };
+}
+
+class LowPrecisionRange : public testing::TestWithParam<Param> {};
+TEST_P(LowPrecisionRange, MatchesFloat32) { check_forward(GetParam().c, GetParam().dt); }
+INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionRange, testing::ValuesIn(with_dtypes(range_cases())),
                          param_name);
 
 
