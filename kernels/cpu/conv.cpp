@@ -87,7 +87,8 @@ class ConvKernel final : public Kernel {
     }
     ONYX_CHECK(block_ == 0, "[{}] oneDNN has no convolution for X {} and W {}", ctx.label(),
                shape_str(X.shape()), shape_str(W.shape()));
-    if ((X.dtype() == DataType::Float16 || X.dtype() == DataType::BFloat16) && !g.pads_nonnegative())
+    if ((X.dtype() == DataType::Float16 || X.dtype() == DataType::BFloat16) &&
+        !g.pads_nonnegative())
       du::note_slow_path(ctx.node().op_type, X.dtype(),
                          "negative pads (output_shape smaller than the full output) are not "
                          "oneDNN's; onyx's own loops run it, accumulating in float32");

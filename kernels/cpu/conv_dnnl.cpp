@@ -124,8 +124,9 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
     }
     if (run == DataType::Float) break;
   }
-  e.why = fmt::format("oneDNN has no {} for this geometry; onyx's own loops run it, accumulating "
-                      "in float32", prim_name);
+  e.why = fmt::format(
+      "oneDNN has no {} for this geometry; onyx's own loops run it, accumulating in float32",
+      prim_name);
   return e;
 }
 

@@ -7,9 +7,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <string_view>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
 

@@ -145,7 +145,8 @@ MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& d
     }
     if (run == DataType::Float) break;
   }
-  e.why = "oneDNN has no matmul for these operands; onyx's own loops run it, accumulating in float32";
+  e.why =
+      "oneDNN has no matmul for these operands; onyx's own loops run it, accumulating in float32";
   return e;
 }
 
@@ -241,7 +242,8 @@ class MatMulKernel final : public Kernel {
                           du::plain_desc(cd, run)};
       });
     });
-    if (dt != DataType::Float && e->run_dt != dt) du::note_slow_path(ctx.node().op_type, dt, e->why);
+    if (dt != DataType::Float && e->run_dt != dt)
+      du::note_slow_path(ctx.node().op_type, dt, e->why);
     if (!e->ok) return false;
     Tensor a = e->run_dt == dt ? A : du::to_float32(ctx, A);
     Tensor b = e->run_dt == dt ? B : du::to_float32(ctx, B);
@@ -348,7 +350,8 @@ class GemmKernel final : public Kernel {
                           du::plain_desc({M, N}, run)};
       });
     });
-    if (dt != DataType::Float && e->run_dt != dt) du::note_slow_path(ctx.node().op_type, dt, e->why);
+    if (dt != DataType::Float && e->run_dt != dt)
+      du::note_slow_path(ctx.node().op_type, dt, e->why);
     if (!e->ok) return false;
     bool conv = e->run_dt != dt;
     Tensor a = conv ? du::to_float32(ctx, A) : A;

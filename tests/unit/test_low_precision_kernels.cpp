@@ -17,6 +17,8 @@
 // and any partial sums add up like a random walk). A 16-bit accumulator fails that bound on
 // long sums, which the Accumulation tests check exactly.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <functional>
@@ -24,12 +26,8 @@
 #include <map>
 #include <random>
 #include <string>
-#include <vector>
-
-#include <spdlog/sinks/ringbuffer_sink.h>
-#include <spdlog/spdlog.h>
-
 #include <thread>
+#include <vector>
 
 #include "autodiff/training_graph.h"
 #include "graph/validate.h"
@@ -50,11 +48,13 @@ struct In {
   Shape shape;
   double lo = -1, hi = 1;
   DataType fixed = DataType::Undefined;  // Undefined: a float input of the run's dtype
-  std::vector<double> values;             // given values (else random)
+  std::vector<double> values;            // given values (else random)
   bool omitted = false;
   bool keep_f32 = false;  // a random float input that stays float32 in the 16-bit run too
 };
-In F(std::string n, Shape s, double lo = -1, double hi = 1) { return {std::move(n), std::move(s), lo, hi}; }
+In F(std::string n, Shape s, double lo = -1, double hi = 1) {
+  return {std::move(n), std::move(s), lo, hi};
+}
 In FV(std::string n, Shape s, std::vector<double> v) {
   In i{std::move(n), std::move(s)};
   i.values = std::move(v);
@@ -103,7 +103,8 @@ struct Case {
 double unit_roundoff(DataType dt) { return dt == DataType::BFloat16 ? 0x1p-8 : 0x1p-11; }
 
 float round_to(DataType dt, float x) {
-  return dt == DataType::BFloat16 ? static_cast<float>(bfloat16(x)) : static_cast<float>(float16(x));
+  return dt == DataType::BFloat16 ? static_cast<float>(bfloat16(x))
+                                  : static_cast<float>(float16(x));
 }
 
 /// A tensor of float dtype `dt` holding `v` (converted once, so exact when `v` is representable).
@@ -156,9 +157,10 @@ NamedTensors feeds_for(const std::vector<In>& ins, const std::vector<std::vector
 /// (TopK from 24, Einsum from 28), so a 16-bit model of them must import at least that.
 int64_t opset_for(const Case& c) {
   static const std::map<std::string, int64_t> since = {
-      {"Conv", 22},        {"ConvTranspose", 22},         {"MaxPool", 22},   {"AveragePool", 22},
-      {"GlobalAveragePool", 22}, {"InstanceNormalization", 22}, {"Softplus", 22},
-      {"HardSigmoid", 22}, {"TopK", 24},                  {"Einsum", 28}};
+      {"Conv", 22},        {"ConvTranspose", 22},     {"MaxPool", 22},
+      {"AveragePool", 22}, {"GlobalAveragePool", 22}, {"InstanceNormalization", 22},
+      {"Softplus", 22},    {"HardSigmoid", 22},       {"TopK", 24},
+      {"Einsum", 28}};
   auto it = since.find(c.op);
   return it == since.end() ? c.opset : std::max(c.opset, it->second);
 }
@@ -191,7 +193,8 @@ std::string compare(const Tensor& low, const Tensor& ref, double rtol, double at
   if (low.shape() != ref.shape())
     return fmt::format("shape {} vs float32 {}", shape_str(low.shape()), shape_str(ref.shape()));
   auto a = low.to_double_vector(), b = ref.to_double_vector();
-  if (ref.dtype() == DataType::Float && (low.dtype() == DataType::BFloat16 || low.dtype() == DataType::Float16))
+  if (ref.dtype() == DataType::Float &&
+      (low.dtype() == DataType::BFloat16 || low.dtype() == DataType::Float16))
     for (double& v : b) v = round_to(low.dtype(), static_cast<float>(v));
   double worst = 0;
   size_t at = 0;
@@ -212,6 +215,8 @@ Attribute ints(const std::string& n, std::vector<int64_t> v) { return attr_ints(
 
 std::vector<Case> forward_cases() {
   const double s96 = std::sqrt(96.0), s32 = std::sqrt(32.0);
+  // The table is kept one case to a line or two, not bin-packed.
+  // clang-format off
   return {
       // MatMul: K terms of magnitude <= 1.
       {"MatMul_2d", "MatMul", {F("a", {64, 96}), F("b", {96, 48})}, {}, 1, s96},
@@ -412,6 +417,7 @@ std::vector<Case> forward_cases() {
       {"ReduceMean_big_middle", "ReduceMean", {F("x", {30, 1000, 10}), I64("a", {1}, {1})}},
       {"Transpose_big", "Transpose", {F("x", {64, 130, 33})}, {ints("perm", {1, 2, 0})}},
   };
+  // clang-format on
 }
 
 struct Param {
@@ -431,7 +437,7 @@ std::vector<Param> with_dtypes(const std::vector<Case>& cases) {
   return out;
 }
 
-uint64_t seed_of(const std::string& s) { return std::hash<std::string>{}(s) & 0xffffffff; }
+uint64_t seed_of(const std::string& s) { return std::hash<std::string>{}(s)&0xffffffff; }
 
 class LowPrecisionForward : public testing::TestWithParam<Param> {};
 
@@ -458,21 +464,24 @@ void check_forward(const Case& c, DataType low) {
 
 TEST_P(LowPrecisionForward, MatchesFloat32) { check_forward(GetParam().c, GetParam().dt); }
 
-INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionForward, testing::ValuesIn(with_dtypes(forward_cases())),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionForward,
+                         testing::ValuesIn(with_dtypes(forward_cases())), param_name);
 
 /// Values of magnitude `mag` with every `every`-th one -inf (an attention mask).
 std::vector<double> masked(int64_t n, double mag, int every) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(-mag, mag);
   std::vector<double> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(i % every == 1 ? -std::numeric_limits<double>::infinity() : u(rng));
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(i % every == 1 ? -std::numeric_limits<double>::infinity() : u(rng));
   return v;
 }
 
 // Inputs that fit float16 (max 65504) where a 16-bit intermediate would not: squares, sums
 // and exponentials of large values, and -inf masks. The same harness and rule as above.
 std::vector<Case> range_cases() {
+  // The table is kept one case to a line or two, not bin-packed.
+  // clang-format off
   return {
       {"LayerNormalization_large_values", "LayerNormalization",
        {F("x", {4, 512}, -1000, 1000), F("s", {512}), F("b", {512})}, {}, 3, 3, 17},
@@ -508,13 +517,13 @@ std::vector<Case> range_cases() {
       {"Max_nan", "Max", {FV("a", {3}, {NAN, 1.0, 2.0}), FV("b", {3}, {0.0, NAN, 3.0})}},
       {"ReduceMax_nan", "ReduceMax", {FV("x", {2, 3}, {1.0, NAN, 2.0, 4.0, 5.0, 6.0}), I64("a", {1}, {1})}},
   };
+  // clang-format on
 }
 
 class LowPrecisionRange : public testing::TestWithParam<Param> {};
 TEST_P(LowPrecisionRange, MatchesFloat32) { check_forward(GetParam().c, GetParam().dt); }
-INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionRange, testing::ValuesIn(with_dtypes(range_cases())),
-                         param_name);
-
+INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionRange,
+                         testing::ValuesIn(with_dtypes(range_cases())), param_name);
 
 // ---- backward -------------------------------------------------------------------------------
 // The gradient rules emit plain ONNX ops in the forward's dtype; the backward of a 16-bit node
@@ -528,6 +537,8 @@ struct GradCase {
 
 std::vector<GradCase> backward_cases() {
   const double s32 = std::sqrt(32.0);
+  // The table is kept one case to a line or two, not bin-packed.
+  // clang-format off
   return {
       {{"MatMul_2d", "MatMul", {F("a", {16, 32}), F("b", {32, 24})}, {}, 1, s32}, {"a", "b"}},
       {{"MatMul_broadcast_batch", "MatMul", {F("a", {2, 1, 8, 16}), F("b", {3, 16, 8})}, {}, 1, 6},
@@ -627,6 +638,7 @@ std::vector<GradCase> backward_cases() {
         {ints("dilations", {2, 2}), ints("pads", {2, 1, 2, 1})}, 1, 8},
        {"x", "w"}},
   };
+  // clang-format on
 }
 
 struct GradParam {
@@ -659,11 +671,13 @@ TEST_P(LowPrecisionBackward, MatchesFloat32) {
   const GradCase& gc = GetParam().g;
   const DataType low = GetParam().dt;
   auto vals = draw(gc.c.ins, low, seed_of(gc.c.name));
-  NamedTensors f32 = feeds_for(gc.c.ins, vals, DataType::Float), f16 = feeds_for(gc.c.ins, vals, low);
+  NamedTensors f32 = feeds_for(gc.c.ins, vals, DataType::Float),
+               f16 = feeds_for(gc.c.ins, vals, low);
   // The seeds: random, rounded, of the forward outputs' shapes.
   auto outs = Session(one_node(gc.c, f32, gc.c.outputs)).run(f32);
   std::vector<In> seed_ins;
-  for (int i = 0; i < gc.c.outputs; ++i) seed_ins.push_back(F("seed", outs.at(fmt::format("y{}", i)).shape()));
+  for (int i = 0; i < gc.c.outputs; ++i)
+    seed_ins.push_back(F("seed", outs.at(fmt::format("y{}", i)).shape()));
   auto seed = draw(seed_ins, low, seed_of(gc.c.name) + 1);
   std::vector<std::string> names_ref, names_low;
   auto ref = run_backward(gc, f32, DataType::Float, seed, &names_ref);
@@ -672,7 +686,8 @@ TEST_P(LowPrecisionBackward, MatchesFloat32) {
   const double u = unit_roundoff(low);
   for (const auto& g : names_ref) {
     EXPECT_EQ(got.at(g).dtype(), low) << g;
-    EXPECT_EQ(compare(got.at(g), ref.at(g), 8 * u, 8 * u * gc.c.scale), "") << gc.c.name << " " << g;
+    EXPECT_EQ(compare(got.at(g), ref.at(g), 8 * u, 8 * u * gc.c.scale), "")
+        << gc.c.name << " " << g;
   }
 }
 
@@ -685,7 +700,8 @@ std::vector<GradParam> grad_params() {
 
 INSTANTIATE_TEST_SUITE_P(LowPrecision, LowPrecisionBackward, testing::ValuesIn(grad_params()),
                          [](const testing::TestParamInfo<GradParam>& p) {
-                           return p.param.g.c.name + (p.param.dt == DataType::BFloat16 ? "_bf16" : "_fp16");
+                           return p.param.g.c.name +
+                                  (p.param.dt == DataType::BFloat16 ? "_bf16" : "_fp16");
                          });
 
 // ---- accumulation in float32 ----------------------------------------------------------------
@@ -719,9 +735,11 @@ TEST(LowPrecisionAccumulation, ReduceSumOfOnesIsExact) {
     auto all = run_op("ReduceSum", {{"x", filled(dt, {n}, 1)}}, {attr_int("keepdims", 0)});
     expect_all(all.at("y0"), double(n), "ReduceSum over one long axis", 0);
     // A strided reduction (over the outer axis) and a partial one.
-    auto outer = run_op("ReduceSum", {{"x", filled(dt, {n / 8, 8}, 1)}, {"a", T_<int64_t>({1}, {0})}});
+    auto outer =
+        run_op("ReduceSum", {{"x", filled(dt, {n / 8, 8}, 1)}, {"a", T_<int64_t>({1}, {0})}});
     expect_all(outer.at("y0"), double(n / 8), "ReduceSum over the outer axis", 0);
-    auto sq = run_op("ReduceSumSquare", {{"x", filled(dt, {4, n / 4}, 1)}, {"a", T_<int64_t>({1}, {1})}});
+    auto sq =
+        run_op("ReduceSumSquare", {{"x", filled(dt, {4, n / 4}, 1)}, {"a", T_<int64_t>({1}, {1})}});
     expect_all(sq.at("y0"), double(n / 4), "ReduceSumSquare", 0);
     auto l1 = run_op("ReduceL1", {{"x", filled(dt, {4, n / 4}, -1)}, {"a", T_<int64_t>({1}, {1})}});
     expect_all(l1.at("y0"), double(n / 4), "ReduceL1", 0);
@@ -733,11 +751,14 @@ TEST(LowPrecisionAccumulation, ReduceMeanOfManyValues) {
     // 0.375 * k is exact in float32 for every partial sum here, so any float32 accumulator
     // (whatever its order) gives 0.375 exactly; a 16-bit one sticks near 0.375 * 2^9 or 2^12.
     const float v = 0.375f;
-    auto last = run_op("ReduceMean", {{"x", filled(dt, {3, 40000}, v)}, {"a", T_<int64_t>({1}, {1})}});
+    auto last =
+        run_op("ReduceMean", {{"x", filled(dt, {3, 40000}, v)}, {"a", T_<int64_t>({1}, {1})}});
     expect_all(last.at("y0"), v, "ReduceMean over the last axis", 0);
-    auto first = run_op("ReduceMean", {{"x", filled(dt, {40000, 3}, v)}, {"a", T_<int64_t>({1}, {0})}});
+    auto first =
+        run_op("ReduceMean", {{"x", filled(dt, {40000, 3}, v)}, {"a", T_<int64_t>({1}, {0})}});
     expect_all(first.at("y0"), v, "ReduceMean over the first axis", 0);
-    auto lse = run_op("ReduceLogSumExp", {{"x", filled(dt, {2, 4096}, 0)}, {"a", T_<int64_t>({1}, {1})}});
+    auto lse =
+        run_op("ReduceLogSumExp", {{"x", filled(dt, {2, 4096}, 0)}, {"a", T_<int64_t>({1}, {1})}});
     expect_all(lse.at("y0"), std::log(4096.0), "ReduceLogSumExp");
   }
 }
@@ -772,10 +793,12 @@ TEST(LowPrecisionAccumulation, NormsOverLongRows) {
       a.insert(a.end(), b.begin(), b.end());
       return a;
     }());
-    auto ln = run_op("LayerNormalization", {{"x", x}, {"s", filled(dt, {n}, 1)}, {"b", filled(dt, {n}, 0)}},
+    auto ln = run_op("LayerNormalization",
+                     {{"x", x}, {"s", filled(dt, {n}, 1)}, {"b", filled(dt, {n}, 0)}},
                      {attr_float("epsilon", 1e-9)}, 3, 17);
     auto y = ln.at("y0").to_double_vector();
-    for (size_t i = 0; i < y.size(); i += 997) EXPECT_NEAR(std::abs(y[i]), 1.0, 0.02) << "LayerNormalization " << low_name(dt);
+    for (size_t i = 0; i < y.size(); i += 997)
+      EXPECT_NEAR(std::abs(y[i]), 1.0, 0.02) << "LayerNormalization " << low_name(dt);
     expect_all(ln.at("y1"), 3.0, "LayerNormalization Mean", 1);
     expect_all(ln.at("y2"), 1.0, "LayerNormalization InvStdDev", 2);
 
@@ -789,15 +812,18 @@ TEST(LowPrecisionAccumulation, NormsOverLongRows) {
       std::vector<Attribute> at = {attr_float("epsilon", 1e-9)};
       if (std::string(op) == "GroupNormalization") at.push_back(attr_int("num_groups", 2));
       auto r = run_op(op, {{"x", x4}, {"s", s2}, {"b", b2}}, at).at("y0").to_double_vector();
-      for (size_t i = 0; i < r.size(); i += 997) EXPECT_NEAR(std::abs(r[i]), 1.0, 0.02) << op << " " << low_name(dt);
+      for (size_t i = 0; i < r.size(); i += 997)
+        EXPECT_NEAR(std::abs(r[i]), 1.0, 0.02) << op << " " << low_name(dt);
     }
     // BatchNormalization in training mode: batch mean 3 and variance 1 over 4096 values per
     // channel; the new running mean with momentum 0 is the batch mean.
-    auto bn = run_op("BatchNormalization",
-                     {{"x", x4}, {"s", s2}, {"b", b2}, {"m", filled(dt, {2}, 0)}, {"v", filled(dt, {2}, 1)}},
-                     {attr_int("training_mode", 1), attr_float("momentum", 0), attr_float("epsilon", 1e-9)}, 3);
+    auto bn = run_op(
+        "BatchNormalization",
+        {{"x", x4}, {"s", s2}, {"b", b2}, {"m", filled(dt, {2}, 0)}, {"v", filled(dt, {2}, 1)}},
+        {attr_int("training_mode", 1), attr_float("momentum", 0), attr_float("epsilon", 1e-9)}, 3);
     auto by = bn.at("y0").to_double_vector();
-    for (size_t i = 0; i < by.size(); i += 997) EXPECT_NEAR(std::abs(by[i]), 1.0, 0.02) << "BatchNormalization " << low_name(dt);
+    for (size_t i = 0; i < by.size(); i += 997)
+      EXPECT_NEAR(std::abs(by[i]), 1.0, 0.02) << "BatchNormalization " << low_name(dt);
     expect_all(bn.at("y1"), 3.0, "BatchNormalization running mean", 1);
     expect_all(bn.at("y2"), 1.0, "BatchNormalization running var", 2);
     expect_all(run_op("GlobalAveragePool", {{"x", x4}}).at("y0"), 3.0, "GlobalAveragePool", 1);
@@ -807,11 +833,14 @@ TEST(LowPrecisionAccumulation, NormsOverLongRows) {
 TEST(LowPrecisionAccumulation, DotProductsOfOnes) {
   for (DataType dt : kLow) {
     const int64_t K = 4096;  // exact in both formats; a 16-bit sum sticks at 256 or 2048
-    expect_all(run_op("MatMul", {{"a", filled(dt, {4, K}, 1)}, {"b", filled(dt, {K, 8}, 1)}}).at("y0"),
-               double(K), "MatMul K=4096", 0);
-    expect_all(run_op("MatMul", {{"a", filled(dt, {1, K}, 1)}, {"b", filled(dt, {K, 8}, 1)}}).at("y0"),
-               double(K), "MatMul one row K=4096", 0);
-    expect_all(run_op("MatMul", {{"a", filled(dt, {2, 3, K}, 1)}, {"b", filled(dt, {2, K, 5}, 1)}}).at("y0"),
+    expect_all(
+        run_op("MatMul", {{"a", filled(dt, {4, K}, 1)}, {"b", filled(dt, {K, 8}, 1)}}).at("y0"),
+        double(K), "MatMul K=4096", 0);
+    expect_all(
+        run_op("MatMul", {{"a", filled(dt, {1, K}, 1)}, {"b", filled(dt, {K, 8}, 1)}}).at("y0"),
+        double(K), "MatMul one row K=4096", 0);
+    expect_all(run_op("MatMul", {{"a", filled(dt, {2, 3, K}, 1)}, {"b", filled(dt, {2, K, 5}, 1)}})
+                   .at("y0"),
                double(K), "batched MatMul K=4096", 0);
     expect_all(run_op("Gemm", {{"a", filled(dt, {K, 4}, 1)}, {"b", filled(dt, {8, K}, 1)}},
                       {attr_int("transA", 1), attr_int("transB", 1)})
@@ -822,19 +851,22 @@ TEST(LowPrecisionAccumulation, DotProductsOfOnes) {
                    .at("y0"),
                double(K), "Einsum K=4096", 0);
     // Conv with C * kh * kw = 1024 * 2 * 2 = 4096 terms per output.
-    expect_all(run_op("Conv", {{"x", filled(dt, {1, 1024, 3, 3}, 1)}, {"w", filled(dt, {2, 1024, 2, 2}, 1)}})
+    expect_all(run_op("Conv", {{"x", filled(dt, {1, 1024, 3, 3}, 1)},
+                               {"w", filled(dt, {2, 1024, 2, 2}, 1)}})
                    .at("y0"),
                double(K), "Conv 4096 terms", 0);
-    expect_all(run_op("ConvTranspose", {{"x", filled(dt, {1, 4096, 2, 2}, 1)}, {"w", filled(dt, {4096, 2, 1, 1}, 1)}})
+    expect_all(run_op("ConvTranspose", {{"x", filled(dt, {1, 4096, 2, 2}, 1)},
+                                        {"w", filled(dt, {4096, 2, 1, 1}, 1)}})
                    .at("y0"),
                double(K), "ConvTranspose 4096 terms", 0);
     // CumSum: element i is i + 1 rounded to the format once, not a rounded running sum.
-    auto cs = run_op("CumSum", {{"x", filled(dt, {K}, 1)}, {"a", T_<int64_t>({}, {0})}}).at("y0").to_double_vector();
+    auto cs = run_op("CumSum", {{"x", filled(dt, {K}, 1)}, {"a", T_<int64_t>({}, {0})}})
+                  .at("y0")
+                  .to_double_vector();
     for (int64_t i = 0; i < K; i += 7)
       ASSERT_EQ(cs[i], round_to(dt, float(i + 1))) << "CumSum " << low_name(dt) << " at " << i;
   }
 }
-
 
 // ---- the float32 fallback of oneDNN's primitives ---------------------------------------------
 
@@ -887,7 +919,6 @@ TEST(LowPrecisionFallback, WhichPathMatMulAndConvTake) {
   }
 }
 
-
 // ---- whole models through the optimizer ------------------------------------------------------
 // Real models carry their weights as initializers, and the optimizer then fuses (Conv+Relu,
 // Conv+Add, MatMul+Add, the erf form of Gelu, Transpose into MatMul), packs constant weights and
@@ -905,9 +936,10 @@ struct Net {
 
 std::vector<Net> nets() {
   return {
-      {"cnn", 22,
-       {F("w1", {8, 3, 3, 3}, -0.5, 0.5), F("b1", {8}), F("w2", {8, 8, 3, 3}, -0.3, 0.3), F("b2", {8}),
-        F("w3", {8, 10}), F("b3", {10})},
+      {"cnn",
+       22,
+       {F("w1", {8, 3, 3, 3}, -0.5, 0.5), F("b1", {8}), F("w2", {8, 8, 3, 3}, -0.3, 0.3),
+        F("b2", {8}), F("w3", {8, 10}), F("b3", {10})},
        {2, 3, 16, 16},
        [](ModelBuilder& b) {
          set_attrs(b.node("Conv", {"x", "w1", "b1"}, {"c1"}), {attr_ints("pads", {1, 1, 1, 1})});
@@ -923,14 +955,16 @@ std::vector<Net> nets() {
          b.node("Softmax", {"logits"}, {"y"});
        },
        4},
-      {"transformer_block", 22,
-       {F("ln_s", {64}), F("ln_b", {64}), F("wq", {64, 64}, -0.2, 0.2), F("wk", {64, 64}, -0.2, 0.2),
-        F("wv", {64, 64}, -0.2, 0.2), FV("scale", {}, {0.125}), F("w1", {64, 128}, -0.2, 0.2),
-        F("b1", {128}), FV("sqrt2", {}, {1.4142135}), FV("one", {}, {1.0}), FV("half", {}, {0.5}),
-        F("w2", {128, 64}, -0.2, 0.2), F("b2", {64})},
+      {"transformer_block",
+       22,
+       {F("ln_s", {64}), F("ln_b", {64}), F("wq", {64, 64}, -0.2, 0.2),
+        F("wk", {64, 64}, -0.2, 0.2), F("wv", {64, 64}, -0.2, 0.2), FV("scale", {}, {0.125}),
+        F("w1", {64, 128}, -0.2, 0.2), F("b1", {128}), FV("sqrt2", {}, {1.4142135}),
+        FV("one", {}, {1.0}), FV("half", {}, {0.5}), F("w2", {128, 64}, -0.2, 0.2), F("b2", {64})},
        {2, 16, 64},
        [](ModelBuilder& b) {
-         set_attrs(b.node("LayerNormalization", {"x", "ln_s", "ln_b"}, {"h"}), {attr_int("axis", -1)});
+         set_attrs(b.node("LayerNormalization", {"x", "ln_s", "ln_b"}, {"h"}),
+                   {attr_int("axis", -1)});
          b.node("MatMul", {"h", "wq"}, {"q"});
          b.node("MatMul", {"h", "wk"}, {"k"});
          b.node("MatMul", {"h", "wv"}, {"v"});
@@ -979,7 +1013,8 @@ TEST(LowPrecisionModels, MatchFloat32AtEveryOptimizationLevel) {
         SCOPED_TRACE(fmt::format("{} {} opt level {}", n.name, low_name(low), int(level)));
         auto vals = draw(n.params, low, seed_of(n.name));
         auto x = draw({F("x", n.x)}, low, seed_of(n.name) + 1)[0];
-        auto ref = net_session(n, vals, DataType::Float, level).run({{"x", float_tensor(DataType::Float, n.x, x)}});
+        auto ref = net_session(n, vals, DataType::Float, level)
+                       .run({{"x", float_tensor(DataType::Float, n.x, x)}});
         auto got = net_session(n, vals, low, level).run({{"x", float_tensor(low, n.x, x)}});
         const double u = unit_roundoff(low);
         EXPECT_EQ(got.at("y").dtype(), low);
@@ -992,10 +1027,10 @@ TEST(LowPrecisionModels, MatchFloat32AtEveryOptimizationLevel) {
 TEST(LowPrecisionCast, RoundsToNearestEvenWithSpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   // Halfway cases, values past float16's range, float16 subnormals, signed zero, inf.
-  const std::vector<float> xs = {0.0f,          -0.0f,       1.0f,        1.00390625f, 1.01171875f,
-                                 -2.5f,         65504.0f,    65519.0f,    65520.0f,    1e5f,
-                                 3.0e38f,       6.0e-8f,     1.0e-8f,     3.0e-5f,     1.0e-40f,
-                                 inf,           -inf,        0.3f,        -1234.567f,  1.00048828125f};
+  const std::vector<float> xs = {0.0f,    -0.0f,    1.0f,     1.00390625f, 1.01171875f,
+                                 -2.5f,   65504.0f, 65519.0f, 65520.0f,    1e5f,
+                                 3.0e38f, 6.0e-8f,  1.0e-8f,  3.0e-5f,     1.0e-40f,
+                                 inf,     -inf,     0.3f,     -1234.567f,  1.00048828125f};
   Tensor x = Tensor::from_vector<float>({static_cast<int64_t>(xs.size())}, xs);
   for (DataType low : kLow) {
     SCOPED_TRACE(low_name(low));
@@ -1004,18 +1039,23 @@ TEST(LowPrecisionCast, RoundsToNearestEvenWithSpecialValues) {
     auto got = y.to_double_vector();
     for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(got[i], round_to(low, xs[i])) << xs[i];
     // Back to float32 is exact.
-    Tensor back = run_op("Cast", {{"y", y}}, {attr_int("to", static_cast<int64_t>(DataType::Float))}).at("y0");
+    Tensor back =
+        run_op("Cast", {{"y", y}}, {attr_int("to", static_cast<int64_t>(DataType::Float))})
+            .at("y0");
     EXPECT_EQ(back.to_double_vector(), got);
     // NaN stays NaN.
     Tensor nan = run_op("Cast", {{"x", Tensor::from_vector<float>({1}, {std::nanf("")})}},
-                        {attr_int("to", static_cast<int64_t>(low))}).at("y0");
+                        {attr_int("to", static_cast<int64_t>(low))})
+                     .at("y0");
     EXPECT_TRUE(std::isnan(nan.to_double_vector()[0]));
   }
   // Spot values by hand: ties go to even, float16 overflows to inf at 65520.
-  Tensor bf = run_op("Cast", {{"x", x}}, {attr_int("to", static_cast<int64_t>(DataType::BFloat16))}).at("y0");
+  Tensor bf = run_op("Cast", {{"x", x}}, {attr_int("to", static_cast<int64_t>(DataType::BFloat16))})
+                  .at("y0");
   EXPECT_EQ(bf.to_double_vector()[3], 1.0);       // 1 + 2^-8: a tie, to even
   EXPECT_EQ(bf.to_double_vector()[4], 1.015625);  // 1 + 3 * 2^-8: a tie, to even (up)
-  Tensor h = run_op("Cast", {{"x", x}}, {attr_int("to", static_cast<int64_t>(DataType::Float16))}).at("y0");
+  Tensor h = run_op("Cast", {{"x", x}}, {attr_int("to", static_cast<int64_t>(DataType::Float16))})
+                 .at("y0");
   EXPECT_EQ(h.to_double_vector()[7], 65504.0);
   EXPECT_TRUE(std::isinf(h.to_double_vector()[8]));
   EXPECT_EQ(h.to_double_vector()[11], 0x1p-24);  // the smallest subnormal
@@ -1048,7 +1088,8 @@ TEST(LowPrecisionCast, BetweenTheSixteenBitFormats) {
                .at("y0")
                .to_double_vector();
   for (int64_t i = 0; i < m; ++i)
-    ASSERT_EQ(r[i], static_cast<float>(bfloat16(halves[i]))) << "float16 " << halves[i] << " to bfloat16";
+    ASSERT_EQ(r[i], static_cast<float>(bfloat16(halves[i])))
+        << "float16 " << halves[i] << " to bfloat16";
   // CastLike follows its second input's dtype.
   auto cl = run_op("CastLike", {{"x", bf}, {"t", filled(DataType::Float16, {1}, 0)}}).at("y0");
   EXPECT_EQ(cl.dtype(), DataType::Float16);
