@@ -69,10 +69,14 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
   };
   const bool blocked = spec.layout.src_block > 0 || spec.layout.dst_block > 0;
   const char* prim_name = spec.transpose ? "deconvolution" : "convolution";
-  // Why a 16-bit dtype ends in float32: only reference primitives, or none at all.
-  bool low_reference = false;
-  auto fallback_why = [&] { return du::float32_fallback_why(prim_name, spec.dt, low_reference); };
+  // Why a 16-bit dtype ends in float32: emulated or reference primitives only, or none.
+  du::LowPrecisionGap gap = du::LowPrecisionGap::None;
+  auto fallback_why = [&] { return du::float32_fallback_why(prim_name, spec.dt, gap); };
   for (DataType run : {spec.dt, DataType::Float}) {
+    if (run != DataType::Float && du::emulates_low_precision(run)) {
+      gap = du::LowPrecisionGap::Emulated;
+      continue;
+    }
     // Blocked tensors first try the primitive on exactly our layouts (no reorders at all),
     // then whatever layout oneDNN prefers.
     for (bool forced : {true, false}) {
@@ -99,7 +103,7 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
             dnnl::deconvolution_forward::primitive_desc pd(desc, attr_for(false, run),
                                                            du::engine());
             if (run != DataType::Float && du::is_reference_impl(pd)) {
-              low_reference = true;
+              gap = du::LowPrecisionGap::Reference;
               continue;
             }
             finish_entry<dnnl::deconvolution_forward>(e, pd, false);
@@ -108,7 +112,7 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
                                                  wei_a, e.bias_u, dst_a, strides, dil, pl, pr);
             dnnl::convolution_forward::primitive_desc pd(desc, attr_for(binary, run), du::engine());
             if ((run != DataType::Float || forced) && du::is_reference_impl(pd)) {
-              low_reference = low_reference || run != DataType::Float;
+              if (run != DataType::Float) gap = du::LowPrecisionGap::Reference;
               continue;
             }
             finish_entry<dnnl::convolution_forward>(e, pd, spec.has_sum && !binary);

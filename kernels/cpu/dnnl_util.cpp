@@ -154,12 +154,19 @@ bool slow_path_noted(std::string_view op, DataType dt) {
   return slow_seen.count({std::string(op), dt}) > 0;
 }
 
-std::string float32_fallback_why(std::string_view primitive, DataType dt, bool reference) {
+bool emulates_low_precision(DataType dt) {
+  return dt == DataType::BFloat16 && active_isa() == Isa::Avx512;
+}
+
+std::string float32_fallback_why(std::string_view primitive, DataType dt, LowPrecisionGap gap) {
+  const char* has = gap == LowPrecisionGap::Emulated    ? "only an emulated (4.5x slower)"
+                    : gap == LowPrecisionGap::Reference ? "only a reference (slow)"
+                                                        : "no";
   return fmt::format(
       "oneDNN {}.{} has {} {} {} at ISA {}; its inputs are converted to float32 for the "
       "float32 primitive and the result rounded back",
-      DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, reference ? "only a reference (slow)" : "no",
-      dtype_name(dt), primitive, isa_name(active_isa()));
+      DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, has, dtype_name(dt), primitive,
+      isa_name(active_isa()));
 }
 
 Tensor to_float32(KernelContext& ctx, const Tensor& t) {

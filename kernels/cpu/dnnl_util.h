@@ -85,9 +85,14 @@ Tensor scratch_for(KernelContext& ctx, const dnnl::memory::desc& md);
 void note_slow_path(std::string_view op, DataType dt, std::string_view why);
 /// True once note_slow_path(op, dt, ...) has been called in this process.
 bool slow_path_noted(std::string_view op, DataType dt);
-/// Why a 16-bit `primitive` ("matmul", "convolution") runs in float32: oneDNN has only its
-/// reference implementation (`reference`) or none for `dt` on this CPU's effective ISA.
-std::string float32_fallback_why(std::string_view primitive, DataType dt, bool reference);
+/// What oneDNN offers for a 16-bit dtype on the active ISA when onyx does not use it.
+enum class LowPrecisionGap { None, Reference, Emulated };
+/// True when oneDNN would only emulate `dt`: bfloat16 on AVX-512 without AVX-512-BF16, where its
+/// JIT kernels widen every operand and run 4.5x slower than converting once to float32 and
+/// running the float32 primitive (1024^3 MatMul and a 64-channel 3x3 Conv at one thread).
+bool emulates_low_precision(DataType dt);
+/// Why a 16-bit `primitive` ("matmul", "convolution") runs in float32 instead.
+std::string float32_fallback_why(std::string_view primitive, DataType dt, LowPrecisionGap gap);
 
 /// Converts a float16/bfloat16 tensor to a float32 scratch tensor (float32: returned as is).
 Tensor to_float32(KernelContext& ctx, const Tensor& t);

@@ -128,11 +128,15 @@ template <typename Descs>
 MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& descs) {
   MatMulEntry e;
   for (DataType run : {dt, DataType::Float}) {
+    if (run != DataType::Float && du::emulates_low_precision(run)) {
+      e.why = du::float32_fallback_why("matmul", dt, du::LowPrecisionGap::Emulated);
+      continue;
+    }
     try {
       auto [a, b, c] = descs(run);
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, du::engine());
       if (run != DataType::Float && du::is_reference_impl(pd)) {
-        e.why = du::float32_fallback_why("matmul", dt, true);
+        e.why = du::float32_fallback_why("matmul", dt, du::LowPrecisionGap::Reference);
         continue;
       }
       e.prim = du::make_prim<dnnl::matmul>(pd);
@@ -141,7 +145,8 @@ MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& d
       e.ok = true;
       return e;
     } catch (const dnnl::error&) {
-      if (run != DataType::Float) e.why = du::float32_fallback_why("matmul", dt, false);
+      if (run != DataType::Float)
+        e.why = du::float32_fallback_why("matmul", dt, du::LowPrecisionGap::None);
     }
     if (run == DataType::Float) break;
   }
