@@ -90,7 +90,7 @@ class ConvKernel final : public Kernel {
     if ((X.dtype() == DataType::Float16 || X.dtype() == DataType::BFloat16) &&
         !g.pads_nonnegative())
       du::note_slow_path(ctx.node().op_type, X.dtype(),
-                         "negative pads (output_shape smaller than the full output) are not "
+                         "negative pads (an output_shape beyond what the input covers) are not "
                          "oneDNN's; onyx's own loops run it, accumulating in float32");
     if (X.dtype() == DataType::Double) gemm_conv(g, X, W, B, Y, transpose, ctx.threads());
     else ref_conv(g, X, W, B, Y, transpose, ctx.threads());
