@@ -1,21 +1,32 @@
 // The 16-bit float path of the CPU kernels, checked against float32 (issue 13, mixed
 // precision). Each case runs one node twice on the same values: once with float32 inputs
 // holding values already rounded to bfloat16/float16, once with bfloat16/float16 inputs, and
-// compares the outputs in float32. The backward cases do the same for the graphs the gradient
-// rules emit (autodiff::build_backward_graphs), and the accumulation cases pin down that sums,
-// norms, softmax and dot products accumulate in float32, not in the 16-bit type.
+// compares the outputs in float32. Sections:
+//   Forward / Range   one node per op (Range: magnitudes where a 16-bit intermediate would
+//                     overflow float16, -inf masks, NaN);
+//   Backward          the graphs the gradient rules emit (autodiff::build_backward_graphs);
+//   Accumulation      exact long sums: reductions, softmax, norms, pools and dot products
+//                     accumulate in float32, not in the 16-bit type;
+//   Fallback          oneDNN primitives without a native 16-bit kernel run in float32 and say
+//                     so once per op type and dtype; which ISA takes which path;
+//   Models            a CNN and a transformer block through the optimizer;
+//   Cast              rounding between float32, float64 and the 16-bit formats.
+// Models are validated as loaded ones are, so each imports the opset where ONNX admits
+// bfloat16 for its op (opset_for).
 //
-// Tolerance rule (one rule for every case): with u the format's unit roundoff (2^-8 for
+// Tolerance rule (one rule for every comparison): with u the format's unit roundoff (2^-8 for
 // bfloat16's 8-bit significand, 2^-11 for float16's 11 bits), an output element passes when
 //   |low - ref| <= rtol * |ref| + atol,  rtol = c * u,  atol = c * u * scale,
 // c = 2 for a forward node (the output's own rounding plus one more rounding inside the
-// kernel) and 8 for a backward graph (a chain of nodes, each rounding its output). The inputs
-// are exactly representable in both runs, so a kernel that computes in float32 and rounds
-// once differs from the reference by about u * |ref|. `scale` bounds the absolute error where
-// the output can cancel to near zero: 1 for elementwise ops on values of magnitude ~1; for a
-// dot product or sum of K terms of magnitude m, sqrt(K) * m (rounding errors of the terms
-// and any partial sums add up like a random walk). A 16-bit accumulator fails that bound on
-// long sums, which the Accumulation tests check exactly.
+// kernel), 8 for a backward graph and 16 for a model (chains of nodes, each rounding its
+// output). The inputs are exactly representable in both runs, so a kernel that computes in
+// float32 and rounds once differs from the reference by about u * |ref|; the reference is
+// rounded to the format first, so a result past float16's range must be inf in both. `scale`
+// bounds the absolute error where the output can cancel to near zero: 1 for elementwise ops
+// on values of magnitude ~1; for a dot product or sum of K terms of magnitude m, sqrt(K) * m
+// (rounding errors of the terms and any partial sums add up like a random walk). A 16-bit
+// accumulator can stay inside that bound on random data, which is why the Accumulation tests
+// check long sums exactly.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
