@@ -448,7 +448,11 @@ std::vector<Param> with_dtypes(const std::vector<Case>& cases) {
   return out;
 }
 
-uint64_t seed_of(const std::string& s) { return std::hash<std::string>{}(s)&0xffffffff; }
+/// A per-case seed, so each case draws its own values.
+uint64_t seed_of(const std::string& s) {
+  const uint64_t h = std::hash<std::string>{}(s);
+  return h & 0xffffffffu;
+}
 
 class LowPrecisionForward : public testing::TestWithParam<Param> {};
 
