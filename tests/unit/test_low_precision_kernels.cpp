@@ -919,7 +919,9 @@ TEST(LowPrecisionFallback, SlowPathIsLoggedOncePerOpAndDtype) {
 // Where the fallback is taken depends on the CPU; these pin down each level: below
 // AVX-512-BF16 (ONYX_ISA=avx2 or avx512) oneDNN 2.6 has no native bfloat16 primitives (none,
 // or emulated ones 4.5x slower than float32), so bfloat16 MatMul and Conv run in float32 and
-// say so; with AVX-512-BF16 they must run natively (no conversion to float32).
+// say so; with AVX-512-BF16 they must run natively (no conversion to float32). The note is
+// process-wide, so on such a host any bfloat16 MatMul or Conv in this binary that fell back
+// would fail here: a surprise slow path worth a look.
 TEST(LowPrecisionFallback, WhichPathMatMulAndConvTake) {
   namespace du = cpu::dnnl_util;
   const DataType bf = DataType::BFloat16;
