@@ -78,6 +78,8 @@ class ConvKernel final : public Kernel {
                       .layout = {x_blocked ? block_ : 0, block_}};
         return make_conv_entry(g, spec);
       });
+      if (X.dtype() != DataType::Float && e->run_dt != X.dtype())
+        du::note_slow_path(ctx.node().op_type, X.dtype(), e->why);
       if (e->ok) {
         run_conv_entry(ctx, *e, X, W, B, Z, Y, const_weights_);
         return;
@@ -85,6 +87,11 @@ class ConvKernel final : public Kernel {
     }
     ONYX_CHECK(block_ == 0, "[{}] oneDNN has no convolution for X {} and W {}", ctx.label(),
                shape_str(X.shape()), shape_str(W.shape()));
+    if ((X.dtype() == DataType::Float16 || X.dtype() == DataType::BFloat16) &&
+        !g.pads_nonnegative())
+      du::note_slow_path(ctx.node().op_type, X.dtype(),
+                         "negative pads (an output_shape beyond what the input covers) are not "
+                         "oneDNN's; onyx's own loops run it, accumulating in float32");
     if (X.dtype() == DataType::Double) gemm_conv(g, X, W, B, Y, transpose, ctx.threads());
     else ref_conv(g, X, W, B, Y, transpose, ctx.threads());
     conv_epilogue(Y, Z, act_, ctx.threads());

@@ -104,6 +104,7 @@ struct ConvEntry {
   bool ok = false;
   bool z_binary = false;  // Z read by a binary post-op (else summed into a prefilled dst)
   DataType run_dt = DataType::Float;
+  std::string why;  // why a 16-bit dtype runs in float32 (empty when it runs natively)
   dnnl_util::Prim prim;
   std::optional<dnnl_util::Prim> src_r, wei_r, dst_r, sum_r;
   dnnl::memory::desc src_u, wei_u, dst_u, bias_u, src_p, wei_p, dst_p;

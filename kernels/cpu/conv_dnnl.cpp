@@ -68,7 +68,15 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
     return attr;
   };
   const bool blocked = spec.layout.src_block > 0 || spec.layout.dst_block > 0;
+  const char* prim_name = spec.transpose ? "deconvolution" : "convolution";
+  // Why a 16-bit dtype ends in float32: emulated or reference primitives only, or none.
+  du::LowPrecisionGap gap = du::LowPrecisionGap::None;
+  auto fallback_why = [&] { return du::float32_fallback_why(prim_name, spec.dt, gap); };
   for (DataType run : {spec.dt, DataType::Float}) {
+    if (run != DataType::Float && du::emulates_low_precision(run)) {
+      gap = du::LowPrecisionGap::Emulated;
+      continue;
+    }
     // Blocked tensors first try the primitive on exactly our layouts (no reorders at all),
     // then whatever layout oneDNN prefers.
     for (bool forced : {true, false}) {
@@ -94,17 +102,24 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
                                                    pr);
             dnnl::deconvolution_forward::primitive_desc pd(desc, attr_for(false, run),
                                                            du::engine());
-            if (run != DataType::Float && du::is_reference_impl(pd)) continue;
+            if (run != DataType::Float && du::is_reference_impl(pd)) {
+              gap = du::LowPrecisionGap::Reference;
+              continue;
+            }
             finish_entry<dnnl::deconvolution_forward>(e, pd, false);
           } else {
             dnnl::convolution_forward::desc desc(prop, dnnl::algorithm::convolution_direct, src_a,
                                                  wei_a, e.bias_u, dst_a, strides, dil, pl, pr);
             dnnl::convolution_forward::primitive_desc pd(desc, attr_for(binary, run), du::engine());
-            if ((run != DataType::Float || forced) && du::is_reference_impl(pd)) continue;
+            if ((run != DataType::Float || forced) && du::is_reference_impl(pd)) {
+              if (run != DataType::Float) gap = du::LowPrecisionGap::Reference;
+              continue;
+            }
             finish_entry<dnnl::convolution_forward>(e, pd, spec.has_sum && !binary);
           }
           e.run_dt = run;
           e.z_binary = binary;
+          if (run != spec.dt) e.why = fallback_why();
           return e;
         } catch (const dnnl::error&) {
           e = ConvEntry{};
@@ -113,6 +128,9 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
     }
     if (run == DataType::Float) break;
   }
+  e.why = fmt::format(
+      "oneDNN has no {} for this geometry; onyx's own loops run it, accumulating in float32",
+      prim_name);
   return e;
 }
 

@@ -1,8 +1,10 @@
 #include "kernels/cpu/dnnl_util.h"
 
 #include <omp.h>
+#include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "kernels/cpu/isa.h"
@@ -132,6 +134,39 @@ int64_t nchwc_block() {
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
   std::string impl = pd.impl_info_str();
   return impl.rfind("ref", 0) == 0 || impl.find("simple") != std::string::npos;
+}
+
+namespace {
+std::mutex slow_mu;
+std::set<std::pair<std::string, DataType>> slow_seen;  // guarded by slow_mu
+}  // namespace
+
+void note_slow_path(std::string_view op, DataType dt, std::string_view why) {
+  {
+    std::lock_guard<std::mutex> lock(slow_mu);
+    if (!slow_seen.emplace(std::string(op), dt).second) return;
+  }
+  spdlog::info("[cpu] {} on {} takes a slower path: {}", op, dtype_name(dt), why);
+}
+
+bool slow_path_noted(std::string_view op, DataType dt) {
+  std::lock_guard<std::mutex> lock(slow_mu);
+  return slow_seen.count({std::string(op), dt}) > 0;
+}
+
+bool emulates_low_precision(DataType dt) {
+  return dt == DataType::BFloat16 && active_isa() == Isa::Avx512;
+}
+
+std::string float32_fallback_why(std::string_view primitive, DataType dt, LowPrecisionGap gap) {
+  const char* has = gap == LowPrecisionGap::Emulated    ? "only an emulated (4.5x slower)"
+                    : gap == LowPrecisionGap::Reference ? "only a reference (slow)"
+                                                        : "no";
+  return fmt::format(
+      "oneDNN {}.{} has {} {} {} at ISA {}; its inputs are converted to float32 for the "
+      "float32 primitive and the result rounded back",
+      DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, has, dtype_name(dt), primitive,
+      isa_name(active_isa()));
 }
 
 Tensor to_float32(KernelContext& ctx, const Tensor& t) {

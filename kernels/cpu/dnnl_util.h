@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -76,6 +78,21 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd);
 
 /// Bytes of a scratch Tensor for `md` (a uint8 buffer of md.get_size()).
 Tensor scratch_for(KernelContext& ctx, const dnnl::memory::desc& md);
+
+/// Logs one spdlog::info line the first time in this process that op type `op` runs dtype `dt`
+/// on a slower path (its 16-bit inputs converted to float32, or onyx's own loops), saying
+/// `why`; later calls for the same (op, dt) log nothing. Thread-safe.
+void note_slow_path(std::string_view op, DataType dt, std::string_view why);
+/// True once note_slow_path(op, dt, ...) has been called in this process.
+bool slow_path_noted(std::string_view op, DataType dt);
+/// What oneDNN offers for a 16-bit dtype on the active ISA when onyx does not use it.
+enum class LowPrecisionGap { None, Reference, Emulated };
+/// True when oneDNN would only emulate `dt`: bfloat16 on AVX-512 without AVX-512-BF16, where its
+/// JIT kernels widen every operand and run 4.5x slower than converting once to float32 and
+/// running the float32 primitive (1024^3 MatMul and a 64-channel 3x3 Conv at one thread).
+bool emulates_low_precision(DataType dt);
+/// Why a 16-bit `primitive` ("matmul", "convolution") runs in float32 instead.
+std::string float32_fallback_why(std::string_view primitive, DataType dt, LowPrecisionGap gap);
 
 /// Converts a float16/bfloat16 tensor to a float32 scratch tensor (float32: returned as is).
 Tensor to_float32(KernelContext& ctx, const Tensor& t);

@@ -120,6 +120,7 @@ struct MatMulEntry {
   dnnl::memory::desc a, b, c;
   DataType run_dt = DataType::Float;
   bool ok = false;  // false: oneDNN has no implementation; use our own loops
+  std::string why;  // why a 16-bit dt runs in float32 (empty when it runs natively)
 };
 
 /// Creates a matmul for (a, b, c) descriptors built by `descs(dt)`, trying `dt` first.
@@ -127,19 +128,30 @@ template <typename Descs>
 MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& descs) {
   MatMulEntry e;
   for (DataType run : {dt, DataType::Float}) {
+    if (run != DataType::Float && du::emulates_low_precision(run)) {
+      e.why = du::float32_fallback_why("matmul", dt, du::LowPrecisionGap::Emulated);
+      continue;
+    }
     try {
       auto [a, b, c] = descs(run);
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, du::engine());
-      if (run != DataType::Float && du::is_reference_impl(pd)) continue;
+      if (run != DataType::Float && du::is_reference_impl(pd)) {
+        e.why = du::float32_fallback_why("matmul", dt, du::LowPrecisionGap::Reference);
+        continue;
+      }
       e.prim = du::make_prim<dnnl::matmul>(pd);
       e.a = a, e.b = b, e.c = c;
       e.run_dt = run;
       e.ok = true;
       return e;
     } catch (const dnnl::error&) {
+      if (run != DataType::Float)
+        e.why = du::float32_fallback_why("matmul", dt, du::LowPrecisionGap::None);
     }
     if (run == DataType::Float) break;
   }
+  e.why =
+      "oneDNN has no matmul for these operands; onyx's own loops run it, accumulating in float32";
   return e;
 }
 
@@ -235,6 +247,8 @@ class MatMulKernel final : public Kernel {
                           du::plain_desc(cd, run)};
       });
     });
+    if (dt != DataType::Float && e->run_dt != dt)
+      du::note_slow_path(ctx.node().op_type, dt, e->why);
     if (!e->ok) return false;
     Tensor a = e->run_dt == dt ? A : du::to_float32(ctx, A);
     Tensor b = e->run_dt == dt ? B : du::to_float32(ctx, B);
@@ -341,6 +355,8 @@ class GemmKernel final : public Kernel {
                           du::plain_desc({M, N}, run)};
       });
     });
+    if (dt != DataType::Float && e->run_dt != dt)
+      du::note_slow_path(ctx.node().op_type, dt, e->why);
     if (!e->ok) return false;
     bool conv = e->run_dt != dt;
     Tensor a = conv ? du::to_float32(ctx, A) : A;

@@ -199,6 +199,7 @@ void max_pool_2d(const PoolGeometry& g, const float* x, float* y, int threads) {
 struct PoolEntry {
   bool ok = false;
   DataType run_dt = DataType::Float;
+  std::string why;  // why a 16-bit dt runs in float32 (empty when it runs natively)
   du::Prim prim;
   dnnl::memory::desc src, dst;
 };
@@ -220,15 +221,21 @@ PoolEntry make_pool_entry(const PoolGeometry& g, DataType dt, dnnl::algorithm al
       dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, e.src, e.dst,
                                           strides, kernel, dil, pl, pad_r);
       dnnl::pooling_v2_forward::primitive_desc pd(desc, du::scratch_attr(), du::engine());
-      if (run != DataType::Float && du::is_reference_impl(pd)) continue;
+      if (run != DataType::Float && du::is_reference_impl(pd)) {
+        e.why = du::float32_fallback_why("pooling", dt, du::LowPrecisionGap::Reference);
+        continue;
+      }
       e.prim = du::make_prim<dnnl::pooling_v2_forward>(pd);
       e.run_dt = run;
       e.ok = true;
       return e;
     } catch (const dnnl::error&) {
+      if (run != DataType::Float)
+        e.why = du::float32_fallback_why("pooling", dt, du::LowPrecisionGap::None);
     }
     if (run == DataType::Float) break;
   }
+  e.why = "oneDNN has no pooling for this geometry; onyx's own loops run it in float32";
   return e;
 }
 
@@ -311,6 +318,8 @@ class PoolKernel final : public Kernel {
     du::PrimitiveCache<PoolEntry>::Key key{static_cast<int64_t>(dt), ctx.threads()};
     key.insert(key.end(), X.shape().begin(), X.shape().end());
     auto e = cache_.get(key, [&] { return make_pool_entry(g, dt, alg, pr, block); });
+    if (dt != DataType::Float && e->run_dt != dt)
+      du::note_slow_path(ctx.node().op_type, dt, e->why);
     if (!e->ok) return false;
     bool conv = e->run_dt != dt;
     Tensor x = conv ? du::to_float32(ctx, X) : X;
