@@ -58,6 +58,7 @@ set_target_properties(onyx_shared onyx PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON
 set(ONYX_PUBLIC_HEADERS
     inference/session.h training/training_session.h distributed/communicator.h
     distributed/data_parallel.h autodiff/loss.h autodiff/recompute.h optimizers/optimizer.h optimizers/lr_schedule.h
+    optimizers/loss_scaler.h graph/autocast.h
     graph/ir.h graph/tensor.h graph/dtype.h graph/error.h)
 foreach(header ${ONYX_PUBLIC_HEADERS})
   get_filename_component(dir ${header} DIRECTORY)

@@ -85,12 +85,7 @@ Command add_bench_command(CLI::App& parent, const CommonOptions& common) {
   app->add_option("--opt", o->opt, "Graph optimization level")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
-  app->add_option("--precision", o->precision,
-                  "fp32, or bf16/fp16: matrix products and convolutions in that format (weights "
-                  "converted once), softmax/norms/reductions in float32; inputs and outputs keep "
-                  "their types")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  add_precision_option(app, o->precision);
   return {app, [o, &common] { return bench(*o, common); }};
 }
 

@@ -114,6 +114,16 @@ int run(const RunOptions& o, const CommonOptions& common) {
 
 }  // namespace
 
+CLI::Option* add_precision_option(CLI::App* app, std::string& precision) {
+  return app
+      ->add_option("--precision", precision,
+                   "fp32, or bf16/fp16: matrix products and convolutions in that format (weights "
+                   "converted once), softmax/norms/reductions in float32; inputs and outputs keep "
+                   "their types")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+}
+
 Command add_run_command(CLI::App& parent, const CommonOptions& common) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* app = parent.add_subcommand("run", "Run a model once and write its outputs");
@@ -134,12 +144,7 @@ Command add_run_command(CLI::App& parent, const CommonOptions& common) {
   app->add_option("--opt", o->opt, "Graph optimization level")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
-  app->add_option("--precision", o->precision,
-                  "fp32, or bf16/fp16: matrix products and convolutions in that format (weights "
-                  "converted once), softmax/norms/reductions in float32; inputs and outputs keep "
-                  "their types")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  add_precision_option(app, o->precision);
   app->add_option("--profile", o->profile, "Write a Chrome-trace profile of the run to FILE");
   return {app, [o, &common] { return run(*o, common); }};
 }

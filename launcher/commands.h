@@ -13,6 +13,9 @@ struct CommonOptions {
   std::string log_level = "warn";  // trace, debug, info, warn, error, off
 };
 
+/// --precision fp32|bf16|fp16 of the commands that build an inference session.
+CLI::Option* add_precision_option(CLI::App* app, std::string& precision);
+
 /// A registered subcommand: its CLI11 app and its body (returns the exit code).
 struct Command {
   CLI::App* app = nullptr;

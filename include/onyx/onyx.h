@@ -5,6 +5,7 @@
 //   onyx::TrainingSession     train it: loss, backward graph, fused optimizer, checkpoints
 //   onyx::Tensor, DataType    the values fed and returned
 //   onyx::Error               what every bad input throws
+//   onyx::Precision           bf16/fp16 mixed precision (SessionOptions, TrainingConfig)
 //   onyx::dist::make_mpi_communicator(), make_nccl_communicator()   data-parallel training
 #pragma once
 

@@ -1,8 +1,6 @@
 // The autocast pass (graph/autocast.h): the policy table per op, one cast per value and
 // type, float32 where the policy says so, graph interface kept, idempotence, and sessions
 // built with SessionOptions::precision.
-#include <random>
-
 #include "graph/autocast.h"
 #include "graph/onnx_io.h"
 #include "graph/shape_inference.h"
@@ -11,23 +9,15 @@
 namespace onyx::test {
 namespace {
 
-Tensor randn(const Shape& s, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (float& x : v) x = d(rng);
-  return Tensor::from_vector<float>(s, v);
-}
-
 /// x[4,16] -> MatMul W1 -> Add b1 -> Relu -> MatMul W2 -> Add b2 -> Softmax -> y, plus the
 /// logits z as a second output: a Linear-ReLU-Linear head as torch.onnx writes it.
 std::unique_ptr<Model> mlp(bool tied = false) {
   ModelBuilder b(17);
   b.input("x", DataType::Float, Shape{4, 16});
-  b.initializer("W1", randn({16, 16}, 1, 0.3f));
-  b.initializer("b1", randn({16}, 2));
-  if (!tied) b.initializer("W2", randn({16, 16}, 3, 0.3f));
-  b.initializer("b2", randn({16}, 4));
+  b.initializer("W1", random_normal({16, 16}, 1, 0.3f));
+  b.initializer("b1", random_normal({16}, 2));
+  if (!tied) b.initializer("W2", random_normal({16, 16}, 3, 0.3f));
+  b.initializer("b2", random_normal({16}, 4));
   b.node("MatMul", {"x", "W1"}, {"h0"});
   b.node("Add", {"h0", "b1"}, {"h1"});
   b.node("Relu", {"h1"}, {"h2"});
@@ -142,7 +132,7 @@ TEST(Autocast, OpsTheProviderCannotRunStayInFloat32) {
 TEST(Autocast, ResidualAddOfFloat32AndLowRunsInFloat32) {
   ModelBuilder b(17);
   b.input("x", DataType::Float, Shape{2, 8});
-  b.initializer("W", randn({8, 8}, 5));
+  b.initializer("W", random_normal({8, 8}, 5));
   b.node("MatMul", {"x", "W"}, {"h"});
   b.node("Add", {"x", "h"}, {"r"});
   b.output("r");
@@ -160,9 +150,9 @@ TEST(Autocast, LayerNormStatisticsAndNonFloatInputsKeepTheirTypes) {
   ModelBuilder b(17);
   b.input("x", DataType::Float, Shape{2, 8});
   b.input("idx", DataType::Int64, Shape{3});
-  b.initializer("W", randn({8, 8}, 6));
-  b.initializer("g", randn({8}, 7));
-  b.initializer("beta", randn({8}, 8));
+  b.initializer("W", random_normal({8, 8}, 6));
+  b.initializer("g", random_normal({8}, 7));
+  b.initializer("beta", random_normal({8}, 8));
   b.node("MatMul", {"x", "W"}, {"h"});
   set_attrs(b.node("LayerNormalization", {"h", "g", "beta"}, {"n", "mean", "rstd"}), {attr_int("axis", -1)});
   set_attrs(b.node("Gather", {"h", "idx"}, {"rows"}), {attr_int("axis", 1)});
@@ -188,7 +178,7 @@ TEST(Autocast, ValuesASubgraphReadsStayFloat32) {
   ModelBuilder b(17);
   b.input("x", DataType::Float, Shape{2, 4});
   b.input("c", DataType::Bool, Shape{});
-  b.initializer("W", randn({4, 4}, 9));
+  b.initializer("W", random_normal({4, 4}, 9));
   b.node("MatMul", {"x", "W"}, {"h"});
   auto then_g = std::make_shared<Graph>("then");
   auto else_g = std::make_shared<Graph>("else");
@@ -219,7 +209,7 @@ TEST(Autocast, ValuesASubgraphReadsStayFloat32) {
   SessionOptions so;
   so.intra_op_threads = 1;
   Session s(std::move(m), so);
-  auto out = s.run({{"x", randn({2, 4}, 10)}, {"c", Tensor::from_vector<bool>({}, {true})}});
+  auto out = s.run({{"x", random_normal({2, 4}, 10)}, {"c", Tensor::from_vector<bool>({}, {true})}});
   EXPECT_EQ(out.at("y").dtype(), DataType::Float);
 }
 
@@ -237,7 +227,7 @@ TEST(Autocast, ParsePrecisionNamesTheChoices) {
 
 /// A session with precision bf16/fp16 keeps the interface and stays close to float32.
 TEST(Autocast, SessionPrecisionKeepsInterfaceAndAccuracy) {
-  Tensor x = randn({4, 16}, 11);
+  Tensor x = random_normal({4, 16}, 11);
   SessionOptions so;
   so.intra_op_threads = 1;
   Session f32(mlp(), so);

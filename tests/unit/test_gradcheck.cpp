@@ -16,13 +16,8 @@
 namespace onyx {
 namespace {
 
-Tensor randn(const Shape& s, uint32_t seed, float scale = 0.5f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0, scale);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (float& x : v) x = nd(rng);
-  return Tensor::from_vector<float>(s, v);
-}
+// Weights N(0, 0.25) unless a scale is given.
+Tensor randn(const Shape& s, uint32_t seed, float scale = 0.5f) { return test::random_normal(s, seed, scale); }
 
 // x [N, 6] -> Gemm(w1, b1) -> Tanh -> MatMul(w2) -> Softmax: float32, as users have them.
 std::unique_ptr<Model> small_net() {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,15 @@ Tensor T_(const Shape& shape, const std::vector<double>& v) {
   std::vector<T> c;
   for (double x : v) c.push_back(static_cast<T>(x));
   return Tensor::from_vector<T>(shape, c);
+}
+
+/// A float32 tensor of N(0, scale^2) draws from a seeded generator.
+inline Tensor random_normal(const Shape& shape, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (float& x : v) x = nd(rng);
+  return Tensor::from_vector<float>(shape, v);
 }
 
 /// Tensor values as doubles, for EXPECT comparisons.
