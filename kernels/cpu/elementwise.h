@@ -72,10 +72,12 @@ void binary_run(const A* x, bool sx, const B* y, bool sy, Out* z, int64_t n, F& 
   }
 }
 
-// The same for 16-bit floats: blocks widened to float, computed, narrowed.
+// The same for 16-bit floats: blocks widened to float, computed, narrowed. Blocks of 256
+// rather than kHalfBlock: with three buffers in flight, Add of 4M bfloat16/float16 ran
+// 15-25% faster with 128-256 than with 512 (one thread, AVX2).
 template <typename T, typename Out, typename F>
 void binary_run_half(const T* x, bool sx, const T* y, bool sy, Out* z, int64_t n, F& f) {
-  constexpr int64_t kBlock = kHalfBlock;
+  constexpr int64_t kBlock = 256;
   float bx[kBlock], by[kBlock];
   using R = decltype(f(0.0f, 0.0f));
   R bz[kBlock];
