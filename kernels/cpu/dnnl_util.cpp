@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/parallel.h"
 
@@ -177,7 +178,10 @@ Tensor to_float32(KernelContext& ctx, const Tensor& t) {
   auto run = [&]<typename T>() {
     const T* in = t.data<T>();
     parallel_for(n, ctx.threads(), 1 << 15, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = static_cast<float>(in[i]);
+      if constexpr (is_half_v<T>)
+        widen(in + b, o + b, e - b);
+      else
+        for (int64_t i = b; i < e; ++i) o[i] = static_cast<float>(in[i]);
     });
   };
   if (t.dtype() == DataType::Float16)
@@ -197,7 +201,10 @@ void from_float32(const Tensor& src, Tensor& dst, int threads) {
   auto run = [&]<typename T>() {
     T* o = dst.data<T>();
     parallel_for(n, threads, 1 << 15, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(in[i]);
+      if constexpr (is_half_v<T>)
+        narrow(in + b, o + b, e - b);
+      else
+        for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(in[i]);
     });
   };
   if (dst.dtype() == DataType::Float)

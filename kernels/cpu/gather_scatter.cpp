@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/move_util.h"
 #include "kernels/parallel.h"
 
@@ -96,6 +97,33 @@ void combine(T& d, const T& s, Reduction r) {
         break;
     }
   }
+}
+
+/// combine() over n contiguous elements (d and s apart): plain writes as one copy, 16-bit
+/// float sums and products in blocks widened to float.
+template <typename T>
+void combine_run(T* d, const T* s, int64_t n, Reduction r) {
+  if (r == Reduction::None) {
+    std::copy_n(s, n, d);
+    return;
+  }
+  if constexpr (is_half_v<T>) {
+    if (r == Reduction::Add || r == Reduction::Mul) {
+      float bd[kHalfBlock], bs[kHalfBlock];
+      for (int64_t i0 = 0; i0 < n; i0 += kHalfBlock) {
+        const int64_t m = std::min(kHalfBlock, n - i0);
+        widen(d + i0, bd, m);
+        widen(s + i0, bs, m);
+        if (r == Reduction::Add)
+          for (int64_t i = 0; i < m; ++i) bd[i] += bs[i];
+        else
+          for (int64_t i = 0; i < m; ++i) bd[i] *= bs[i];
+        narrow(bd, d + i0, m);
+      }
+      return;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) combine(d[i], s[i], r);
 }
 
 /// Calls f<T>() with a byte-width type for plain writes, the real type for reductions.
@@ -278,8 +306,7 @@ class ScatterNDKernel final : public Kernel {
       std::copy_n(x.data_as<T>(), x.numel(), o);
       const T* u = upd.data_as<T>();
       for (size_t i = 0; i < offs.size(); ++i)
-        for (int64_t j = 0; j < slice; ++j)
-          combine(o[offs[i] + j], u[static_cast<int64_t>(i) * slice + j], red_);
+        combine_run(o + offs[i], u + static_cast<int64_t>(i) * slice, slice, red_);
     });
   }
 

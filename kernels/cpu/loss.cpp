@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/half_convert.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
@@ -66,24 +67,34 @@ class LossKernel final : public Kernel {
       std::vector<A> lp;
       if (softmax_) {
         lp.resize(x.numel());
+        // 16-bit floats: widened once in blocks, then log-softmaxed in place.
+        const A* src;
+        if constexpr (is_half_v<T>) {
+          parallel_for(x.numel(), ctx.threads(), 1 << 15,
+                       [&](int64_t b, int64_t e) { widen(xp + b, lp.data() + b, e - b); });
+          src = lp.data();
+        } else {
+          src = xp;
+        }
         parallel_for(N * D, ctx.threads(), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, C)),
                      [&](int64_t b, int64_t e) {
                        for (int64_t r = b; r < e; ++r) {
                          const int64_t n = r / D, d = r % D, base = n * C * D + d;
                          A m = -std::numeric_limits<A>::infinity();
-                         for (int64_t c = 0; c < C; ++c)
-                           m = std::max(m, static_cast<A>(xp[base + c * D]));
+                         for (int64_t c = 0; c < C; ++c) m = std::max(m, src[base + c * D]);
                          A s = A(0);
-                         for (int64_t c = 0; c < C; ++c)
-                           s += std::exp(static_cast<A>(xp[base + c * D]) - m);
+                         for (int64_t c = 0; c < C; ++c) s += std::exp(src[base + c * D] - m);
                          const A shift = m + std::log(s);
                          for (int64_t c = 0; c < C; ++c)
-                           lp[base + c * D] = static_cast<A>(xp[base + c * D]) - shift;
+                           lp[base + c * D] = src[base + c * D] - shift;
                        }
                      });
         if (logp_out) {
           T* o = logp_out->data<T>();
-          for (int64_t i = 0; i < x.numel(); ++i) o[i] = static_cast<T>(lp[i]);
+          if constexpr (is_half_v<T>)
+            narrow(lp.data(), o, x.numel());
+          else
+            for (int64_t i = 0; i < x.numel(); ++i) o[i] = static_cast<T>(lp[i]);
         }
       }
       const T* w = weight ? weight->data<T>() : nullptr;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/half_convert.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 
@@ -16,16 +17,29 @@ bool is_float_dtype(DataType dt) {
          dt == DataType::BFloat16;
 }
 
+/// s plus the sum of x[i] (or of (x[i] - shift)^2 when `squares`) over n values, added in
+/// order in double.
+template <typename T>
+double sum_double(const T* x, int64_t n, bool squares = false, double shift = 0.0,
+                  double s = 0.0) {
+  read_blocks(x, n, [&](const acc_t<T>* v, int64_t, int64_t m) {
+    if (squares) {
+      for (int64_t i = 0; i < m; ++i) {
+        double d = static_cast<double>(v[i]) - shift;
+        s += d * d;
+      }
+    } else {
+      for (int64_t i = 0; i < m; ++i) s += static_cast<double>(v[i]);
+    }
+  });
+  return s;
+}
+
 /// Mean and biased variance of n values (two passes, double accumulation).
 template <typename T>
 std::pair<double, double> moments(const T* x, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
-  double mean = n ? s / n : 0.0, v = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double d = static_cast<double>(x[i]) - mean;
-    v += d * d;
-  }
+  double mean = n ? sum_double(x, n) / n : 0.0;
+  double v = sum_double(x, n, true, mean);
   return {mean, n ? v / n : 0.0};
 }
 
@@ -34,7 +48,9 @@ template <typename T>
 void affine(const T* x, T* y, int64_t n, double a, double b) {
   using Acc = acc_t<T>;
   Acc av = static_cast<Acc>(a), bv = static_cast<Acc>(b);
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<Acc>(x[i]) * av + bv);
+  map_blocks(x, y, n, [&](const Acc* in, Acc* out, int64_t, int64_t m) {
+    for (int64_t i = 0; i < m; ++i) out[i] = in[i] * av + bv;
+  });
 }
 
 /// `p`'s values broadcast (numpy rules, right-aligned) to `target`, as doubles.
@@ -112,15 +128,9 @@ class BatchNormKernel final : public Kernel {
         parallel_for(C, ctx.threads(), 1, [&](int64_t b, int64_t e) {
           for (int64_t c = b; c < e; ++c) {
             double s = 0, s2 = 0, cnt = static_cast<double>(N * S);
-            for (int64_t n = 0; n < N; ++n) {
-              const T* p = x + (n * C + c) * S;
-              for (int64_t i = 0; i < S; ++i) s += double(p[i]);
-            }
+            for (int64_t n = 0; n < N; ++n) s = sum_double(x + (n * C + c) * S, S, false, 0, s);
             double m = cnt > 0 ? s / cnt : 0.0;
-            for (int64_t n = 0; n < N; ++n) {
-              const T* p = x + (n * C + c) * S;
-              for (int64_t i = 0; i < S; ++i) s2 += (double(p[i]) - m) * (double(p[i]) - m);
-            }
+            for (int64_t n = 0; n < N; ++n) s2 = sum_double(x + (n * C + c) * S, S, true, m, s2);
             bm[c] = m;
             bv[c] = cnt > 0 ? s2 / cnt : 0.0;
           }
@@ -151,12 +161,16 @@ class BatchNormKernel final : public Kernel {
                      for (int64_t nc = b; nc < e; ++nc) {
                        int64_t c = nc % C;
                        if (per_elem) {
-                         for (int64_t i = 0; i < S; ++i) {
-                           int64_t j = c * S + i;
-                           double a = scale[j] / std::sqrt(var[j] + eps_);
-                           y[nc * S + i] =
-                               static_cast<T>((double(x[nc * S + i]) - mean[j]) * a + bias[j]);
-                         }
+                         using Acc = acc_t<T>;
+                         map_blocks(x + nc * S, y + nc * S, S,
+                                    [&](const Acc* in, Acc* out, int64_t i0, int64_t m) {
+                                      for (int64_t i = 0; i < m; ++i) {
+                                        int64_t j = c * S + i0 + i;
+                                        double a = scale[j] / std::sqrt(var[j] + eps_);
+                                        out[i] = static_cast<Acc>(
+                                            (double(in[i]) - mean[j]) * a + bias[j]);
+                                      }
+                                    });
                          continue;
                        }
                        double a = scale[c] / std::sqrt(var[c] + eps_);
@@ -272,8 +286,7 @@ class RowNormKernel final : public Kernel {
                        T* yr = y + o * inner;
                        double mean = 0, var = 0;
                        if (rms_) {
-                         for (int64_t i = 0; i < inner; ++i) var += double(xr[i]) * double(xr[i]);
-                         var /= inner;
+                         var = sum_double(xr, inner, true) / inner;
                        } else {
                          std::tie(mean, var) = moments(xr, inner);
                        }
@@ -281,14 +294,17 @@ class RowNormKernel final : public Kernel {
                        means[o] = mean;
                        invs[o] = inv;
                        Acc m = static_cast<Acc>(mean), iv = static_cast<Acc>(inv);
-                       if (bi.empty()) {
-                         for (int64_t i = 0; i < inner; ++i)
-                           yr[i] = static_cast<T>((static_cast<Acc>(xr[i]) - m) * iv * sc[i]);
-                       } else {
-                         for (int64_t i = 0; i < inner; ++i)
-                           yr[i] =
-                               static_cast<T>((static_cast<Acc>(xr[i]) - m) * iv * sc[i] + bi[i]);
-                       }
+                       map_blocks(xr, yr, inner, [&](const Acc* in, Acc* out, int64_t i0,
+                                                     int64_t len) {
+                         const Acc* s = sc.data() + i0;
+                         if (bi.empty()) {
+                           for (int64_t i = 0; i < len; ++i) out[i] = (in[i] - m) * iv * s[i];
+                         } else {
+                           const Acc* bb = bi.data() + i0;
+                           for (int64_t i = 0; i < len; ++i)
+                             out[i] = (in[i] - m) * iv * s[i] + bb[i];
+                         }
+                       });
                      }
                    });
     });
@@ -336,14 +352,16 @@ class LrnKernel final : public Kernel {
           int64_t n = nc / C, c = nc % C;
           std::fill(sq.begin(), sq.end(), Acc(0));
           for (int64_t k = std::max<int64_t>(0, c - lo); k <= std::min(C - 1, c + hi); ++k) {
-            const T* xk = x + (n * C + k) * S;
-            for (int64_t i = 0; i < S; ++i)
-              sq[i] += static_cast<Acc>(xk[i]) * static_cast<Acc>(xk[i]);
+            read_blocks(x + (n * C + k) * S, S, [&](const Acc* v, int64_t i0, int64_t m) {
+              for (int64_t i = 0; i < m; ++i) sq[i0 + i] += v[i] * v[i];
+            });
           }
-          for (int64_t i = 0; i < S; ++i)
-            y[nc * S + i] = static_cast<T>(
-                static_cast<Acc>(x[nc * S + i]) /
-                std::pow(static_cast<Acc>(bias_) + scale * sq[i], static_cast<Acc>(beta_)));
+          auto lrn = [&](const Acc* in, Acc* out, int64_t i0, int64_t m) {
+            for (int64_t i = 0; i < m; ++i)
+              out[i] = in[i] / std::pow(static_cast<Acc>(bias_) + scale * sq[i0 + i],
+                                        static_cast<Acc>(beta_));
+          };
+          map_blocks(x + nc * S, y + nc * S, S, lrn);
         }
       });
     });

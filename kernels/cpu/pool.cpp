@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/window.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
@@ -355,15 +356,15 @@ void global_pool(KernelContext& ctx) {
     parallel_for(planes, ctx.threads(), std::max<int64_t>(1, 32768 / std::max<int64_t>(sz, 1)),
                  [&](int64_t b, int64_t e) {
                    for (int64_t pl = b; pl < e; ++pl) {
-                     const T* xp = x + pl * sz;
                      Acc r = kMax ? -std::numeric_limits<Acc>::infinity() : Acc(0);
-                     for (int64_t i = 0; i < sz; ++i) {
-                       Acc v = static_cast<Acc>(xp[i]);
-                       if constexpr (kMax)
-                         r = std::max(r, v);
-                       else
-                         r += v;
-                     }
+                     read_blocks(x + pl * sz, sz, [&](const Acc* xp, int64_t, int64_t m) {
+                       for (int64_t i = 0; i < m; ++i) {
+                         if constexpr (kMax)
+                           r = std::max(r, xp[i]);
+                         else
+                           r += xp[i];
+                       }
+                     });
                      y[pl] = static_cast<T>(kMax ? r : r / static_cast<Acc>(sz));
                    }
                  });

@@ -48,7 +48,8 @@ struct ReduceOp {
       return Acc(0);
     }
   }
-  Acc step(Acc a, T x, int64_t) const {
+  template <typename E>
+  Acc step(Acc a, E x, int64_t) const {
     const Acc v = static_cast<Acc>(x);
     // NaN sticks; `|` rather than `||` keeps the loop branch-free so it vectorises.
     if constexpr (K == ReduceKind::Max) return ((a >= v) | (a != a)) ? a : v;
@@ -87,7 +88,8 @@ struct LseMaxOp {
   using Acc = math_t<T>;
   Acc* m;
   Acc init() const { return -std::numeric_limits<Acc>::infinity(); }
-  Acc step(Acc a, T x, int64_t) const {
+  template <typename E>
+  Acc step(Acc a, E x, int64_t) const {
     const Acc v = static_cast<Acc>(x);
     return ((a >= v) | (a != a)) ? a : v;
   }
@@ -102,7 +104,8 @@ struct LseSumOp {
   const Acc* m;
   T* y;
   Acc init() const { return Acc(0); }
-  Acc step(Acc a, T x, int64_t o) const { return a + std::exp(static_cast<Acc>(x) - m[o]); }
+  template <typename E>
+  Acc step(Acc a, E x, int64_t o) const { return a + std::exp(static_cast<Acc>(x) - m[o]); }
   Acc combine(Acc a, Acc b) const { return a + b; }
   void store(int64_t o, Acc a) const {
     const Acc mx = m[o];

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/tensor.h"
+#include "kernels/cpu/half_convert.h"
 #include "kernels/kernel.h"
 #include "kernels/parallel.h"
 
@@ -85,9 +86,18 @@ inline int64_t general_base(const ReducePlan& p, int64_t o) {
 }
 
 /// Independent accumulators over a contiguous run, so the compiler can vectorise it.
+/// 16-bit floats are widened a block at a time (a multiple of kLanes, so every lane sees
+/// the same elements in the same order) and stepped as floats.
 inline constexpr int kLanes = 8;
 template <typename Op, typename T>
 void accumulate_run(const Op& op, typename Op::Acc* lanes, const T* src, int64_t n, int64_t o) {
+  if constexpr (is_half_v<T>) {
+    static_assert(kHalfBlock % kLanes == 0);
+    read_blocks(src, n, [&](const float* blk, int64_t, int64_t m) {
+      accumulate_run(op, lanes, blk, m, o);
+    });
+    return;
+  }
   int64_t r = 0;
   for (; r + kLanes <= n; r += kLanes)
     for (int l = 0; l < kLanes; ++l) lanes[l] = op.step(lanes[l], src[r + l], o);
@@ -101,8 +111,9 @@ void store_lanes(const Op& op, const typename Op::Acc* lanes, int64_t o) {
 }
 
 /// Reduces x under plan `p` with `op`, which provides
-///   using Acc; Acc init(); Acc step(Acc a, T x, int64_t o); Acc combine(Acc a, Acc b);
+///   using Acc; Acc init(); Acc step(Acc a, E x, int64_t o); Acc combine(Acc a, Acc b);
 ///   void store(int64_t o, Acc a);
+/// where step takes E = T, or float when T is a 16-bit float (read in widened blocks).
 /// `o` is the output index (ops may read per-output data through it). An empty reduction
 /// stores init() for every output.
 template <typename Op, typename T>
@@ -150,13 +161,21 @@ void run_reduce(const T* x, const ReducePlan& p, const Op& op, int threads) {
                std::max<int64_t>(1, kReduceGrain / (red * std::min(inner, kColumnChunk))),
                [&](int64_t b, int64_t e) {
                  Acc acc[kColumnChunk];
+                 using Row = std::conditional_t<is_half_v<T>, float, T>;
+                 [[maybe_unused]] Row buf[is_half_v<T> ? kColumnChunk : 1];
                  for (int64_t t = b; t < e; ++t) {
                    const int64_t k1 = t / chunks, j0 = (t % chunks) * kColumnChunk;
                    const int64_t len = std::min(kColumnChunk, inner - j0), o0 = k1 * inner + j0;
                    for (int64_t j = 0; j < len; ++j) acc[j] = op.init();
                    const T* base = x + k1 * red * inner + j0;
                    for (int64_t r = 0; r < red; ++r) {
-                     const T* row = base + r * inner;
+                     const Row* row;
+                     if constexpr (is_half_v<T>) {
+                       widen(base + r * inner, buf, len);
+                       row = buf;
+                     } else {
+                       row = base + r * inner;
+                     }
                      for (int64_t j = 0; j < len; ++j) acc[j] = op.step(acc[j], row[j], o0 + j);
                    }
                    for (int64_t j = 0; j < len; ++j) op.store(o0 + j, acc[j]);

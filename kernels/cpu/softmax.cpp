@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/reduce_plan.h"
 #include "kernels/cpu/simd/simd.h"
 #include "kernels/dispatch.h"
@@ -80,14 +81,21 @@ void column_chunk(SoftmaxKind kind, const T* xs, T* ys, int64_t n, int64_t inner
   using A = acc_t<T>;
   A m[kColumnChunk], sum[kColumnChunk], buf[kColumnChunk], e[kColumnChunk];
   int64_t idx[kColumnChunk];
-  // Row r of the block in the compute type (converted for 16-bit floats).
+  // Row r of the block in the compute type (widened for 16-bit floats).
   auto row = [&](int64_t r) -> const A* {
     if constexpr (std::is_same_v<A, T>) {
       return xs + r * inner;
     } else {
-      for (int64_t j = 0; j < len; ++j) buf[j] = static_cast<A>(xs[r * inner + j]);
+      widen(xs + r * inner, buf, len);
       return buf;
     }
+  };
+  // Stores v[0..len) as row r of the output block.
+  auto store = [&](int64_t r, const A* v) {
+    if constexpr (std::is_same_v<A, T>)
+      std::copy(v, v + len, ys + r * inner);
+    else
+      narrow(v, ys + r * inner, len);
   };
   const A* r0 = row(0);
   for (int64_t j = 0; j < len; ++j) m[j] = r0[j], sum[j] = A(0), idx[j] = 0;
@@ -97,8 +105,10 @@ void column_chunk(SoftmaxKind kind, const T* xs, T* ys, int64_t n, int64_t inner
       if (v[j] > m[j]) m[j] = v[j], idx[j] = r;
   }
   if (kind == SoftmaxKind::Hardmax) {
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t j = 0; j < len; ++j) ys[r * inner + j] = static_cast<T>(A(idx[j] == r));
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t j = 0; j < len; ++j) e[j] = A(idx[j] == r);
+      store(r, e);
+    }
     return;
   }
   for (int64_t r = 0; r < n; ++r) {
@@ -109,13 +119,15 @@ void column_chunk(SoftmaxKind kind, const T* xs, T* ys, int64_t n, int64_t inner
     for (int64_t j = 0; j < len; ++j) sum[j] = A(1) / sum[j];
     for (int64_t r = 0; r < n; ++r) {
       exp_minus(row(r), m, true, e, len);
-      for (int64_t j = 0; j < len; ++j) ys[r * inner + j] = static_cast<T>(e[j] * sum[j]);
+      for (int64_t j = 0; j < len; ++j) e[j] *= sum[j];
+      store(r, e);
     }
   } else {
     for (int64_t j = 0; j < len; ++j) sum[j] = m[j] + std::log(sum[j]);
     for (int64_t r = 0; r < n; ++r) {
       const A* v = row(r);
-      for (int64_t j = 0; j < len; ++j) ys[r * inner + j] = static_cast<T>(v[j] - sum[j]);
+      for (int64_t j = 0; j < len; ++j) e[j] = v[j] - sum[j];
+      store(r, e);
     }
   }
 }
@@ -154,9 +166,9 @@ class SoftmaxKernel final : public Kernel {
                      if constexpr (std::is_same_v<A, T>) {
                        row_kernel<A>(kind_, x + o * n, y + o * n, n);
                      } else {  // 16-bit floats: compute the row in float
-                       for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<A>(x[o * n + i]);
+                       widen(x + o * n, buf.data(), n);
                        row_kernel<A>(kind_, buf.data(), buf.data(), n);
-                       for (int64_t i = 0; i < n; ++i) y[o * n + i] = static_cast<T>(buf[i]);
+                       narrow(buf.data(), y + o * n, n);
                      }
                    }
                  });
