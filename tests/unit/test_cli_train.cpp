@@ -295,6 +295,44 @@ TEST_F(CliTrain, BadInputIsOneLineError) {
                         "junk.onyx");
 }
 
+// --precision: bf16 trains close to float32; fp16 with an initial loss scale far too large
+// skips steps (one `skipped_step` metrics line each, the scale halving) until it fits; a bad
+// precision is a one-line error.
+TEST_F(CliTrain, MixedPrecision) {
+  Result f32 = onyx("train " + base_args() + " --no-shuffle --metrics " + quote(path("f.jsonl")));
+  ASSERT_EQ(f32.code, 0) << f32.err;
+  Result bf = onyx("train " + base_args() + " --no-shuffle --precision bf16 --metrics " +
+                   quote(path("b.jsonl")));
+  ASSERT_EQ(bf.code, 0) << bf.err;
+  EXPECT_NE(bf.out.find("bf16 mixed precision"), std::string::npos) << bf.out;
+  auto f = read_jsonl(path("f.jsonl")), b = read_jsonl(path("b.jsonl"));
+  ASSERT_EQ(f.size(), b.size());
+  for (size_t i = 0; i < f.size(); ++i)
+    if (f[i].at("type") == "step") {
+      double lf = f[i].at("loss"), lb = b[i].at("loss");
+      EXPECT_NEAR(lb, lf, 0.03 * lf + 1e-3) << i;
+    }
+  Result h = onyx("train " + base_args() + " --no-shuffle --precision fp16 --init-loss-scale 1e9 "
+                  "--epochs 20 --metrics " + quote(path("h.jsonl")));
+  ASSERT_EQ(h.code, 0) << h.err;
+  EXPECT_NE(h.out.find("skipped)"), std::string::npos) << h.out;  // the epoch line's count
+  auto lines = read_jsonl(path("h.jsonl"));
+  size_t skipped = 0, taken_after = 0;
+  for (const auto& l : lines) {
+    if (l.at("type") == "skipped_step") {
+      ++skipped;
+      EXPECT_EQ(l.at("next_loss_scale").get<double>(), l.at("loss_scale").get<double>() / 2);
+      EXPECT_EQ(taken_after, 0u) << "a skip after steps were taken at a lower scale";
+    } else if (l.at("type") == "step" && skipped > 0) {
+      ++taken_after;
+      EXPECT_LT(l.at("loss_scale").get<double>(), 1e9);
+    }
+  }
+  EXPECT_GT(skipped, 0u);
+  EXPECT_GT(taken_after, 10u);
+  expect_one_line_error(onyx("train " + base_args() + " --precision fp8"), "--precision");
+}
+
 // --recompute-budget: planned from the data's first batch before training starts, printed,
 // the losses unchanged; a budget nothing can meet and a size that is none are one-line errors.
 TEST_F(CliTrain, RecomputeBudget) {
