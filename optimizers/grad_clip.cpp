@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "graph/error.h"
@@ -43,14 +44,32 @@ double global_norm(const float* g, int64_t n, int threads) {
 
 double clip_by_global_norm(float* g, int64_t n, double max_norm, int threads) {
   const double norm = global_norm(g, n, threads);
-  if (max_norm <= 0 || !std::isfinite(norm)) return norm;
+  clip_to_norm(g, n, norm, max_norm, threads);
+  return norm;
+}
+
+void clip_to_norm(float* g, int64_t n, double norm, double max_norm, int threads) {
+  check_buffer(g, n, "clip_to_norm");
+  if (max_norm <= 0 || !std::isfinite(norm)) return;
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
     const float c = static_cast<float>(coef);
     for_each_block(n, threads,
                    [&](int64_t, int64_t b, int64_t e) { cpu::scale_in_place(g + b, e - b, c); });
   }
-  return norm;
+}
+
+double copy_sum_squares(float* dst, const float* src, int64_t n, int threads) {
+  check_buffer(dst, n, "copy_sum_squares");
+  check_buffer(src, n, "copy_sum_squares");
+  std::vector<double> partial((n + kBlock - 1) / kBlock, 0.0);
+  for_each_block(n, threads, [&](int64_t k, int64_t b, int64_t e) {
+    std::memcpy(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
+    partial[k] = cpu::sum_squares(dst + b, e - b);  // the block just written, still in cache
+  });
+  double s = 0;
+  for (double p : partial) s += p;
+  return s;
 }
 
 bool has_non_finite(const float* g, int64_t n, int threads) {

@@ -15,5 +15,12 @@ double global_norm(const float* g, int64_t n, int threads);
 double clip_by_global_norm(float* g, int64_t n, double max_norm, int threads);
 /// True when any element is NaN or infinite.
 bool has_non_finite(const float* g, int64_t n, int threads);
+/// Copies n floats from src to dst and returns their sum of squares (double, fixed blocks, so
+/// independent of the thread count): one read of a gradient where the check for NaN/inf (the
+/// sum is finite exactly when every value is), the copy into the flat buffer and the global
+/// norm would read it three times.
+double copy_sum_squares(float* dst, const float* src, int64_t n, int threads);
+/// Clips g (n floats) whose global norm `norm` is already known, as clip_by_global_norm does.
+void clip_to_norm(float* g, int64_t n, double norm, double max_norm, int threads);
 
 }  // namespace onyx::optim

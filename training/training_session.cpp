@@ -331,6 +331,11 @@ struct TrainingSession::Impl {
         taken[it->second] = true;
         buckets->mark_ready(flat_index[it->second]);
       };
+    // One process, no accumulation, no loss scaler (the common case): each gradient is read
+    // once, copied into the flat buffer while its sum of squares is taken, which both finds
+    // NaN/inf and gives the global norm (instead of a check pass, a copy and a norm pass).
+    const bool fused = !cfg.communicator && cfg.accumulation_steps == 1 && !scaler;
+    double sum_squares = 0;
     StepResult r;
     NamedTensors out;
     bool ok = true;
@@ -351,8 +356,16 @@ struct TrainingSession::Impl {
         ONYX_CHECK(gr.dtype() == DataType::Float && gr.shape() == param_shapes[i],
                    "[training] gradient '{}' is {} {}, expected float {}", tg.grads[i], dtype_name(gr.dtype()),
                    shape_str(gr.shape()), shape_str(param_shapes[i]));
-        ONYX_CHECK(scaler || !optim::has_non_finite(gr.data<float>(), gr.numel(), threads),
-                   "[training] the gradient of '{}' has NaN or infinite values at step {}; no weights "
+      }
+      for (size_t i = 0; i < tg.grads.size(); ++i) {
+        const Tensor& gr = out.at(tg.grads[i]);
+        // The fused copy writes only the gradient buffer, which the next step overwrites whole.
+        double ss = fused ? optim::copy_sum_squares(gview(i).data<float>(), gr.data<float>(), gr.numel(), threads)
+                          : 0.0;
+        sum_squares += ss;
+        bool finite = fused ? std::isfinite(ss)
+                            : scaler || !optim::has_non_finite(gr.data<float>(), gr.numel(), threads);
+        ONYX_CHECK(finite, "[training] the gradient of '{}' has NaN or infinite values at step {}; no weights "
                    "were changed", tg.params[i], opt->steps_taken());
       }
     } catch (const Error& e) {
@@ -378,7 +391,7 @@ struct TrainingSession::Impl {
       }
       r.loss = loss;
     }
-    if (!buckets || !last)
+    if (!fused && (!buckets || !last))
       for (size_t i = 0; i < tg.grads.size(); ++i) take_gradient(i, out.at(tg.grads[i]), first);
     for (const auto& [in, upd] : tg.state_updates) {
       Tensor& s = state.at(in);
@@ -400,8 +413,12 @@ struct TrainingSession::Impl {
       } else if (scale != 1.0) {
         optim::scale_grads(grads.data(), grads.size(), scale, threads);
       }
-      r.grad_norm = optim::clip_by_global_norm(grads.data(), grads.size(), cfg.clip_norm, threads);
-      if (cfg.clip_norm <= 0) r.grad_norm = optim::global_norm(grads.data(), grads.size(), threads);
+      if (fused) {
+        r.grad_norm = std::sqrt(sum_squares);
+        optim::clip_to_norm(grads.data(), grads.size(), r.grad_norm, cfg.clip_norm, threads);
+      } else {
+        r.grad_norm = optim::clip_by_global_norm(grads.data(), grads.size(), cfg.clip_norm, threads);
+      }
       r.lr = cfg.schedule.lr_at(opt->steps_taken(), cfg.optimizer.lr);
       opt->step(params.data(), grads.data(), r.lr, threads);
       r.stepped = true;
