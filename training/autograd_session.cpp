@@ -5,9 +5,9 @@
 #include <mutex>
 #include <set>
 
-
 #include "graph/error.h"
 #include "graph/onnx_io.h"
+#include "inference/precision.h"
 #include "training/without_defaults.h"
 
 namespace onyx {
@@ -156,6 +156,9 @@ AutogradSession::AutogradSession(std::unique_ptr<Model> forward, const AutogradO
   s.options = options;
   s.model = std::move(forward);
   autodiff::prepare_for_training(*s.model);
+  // Before the parameters are split off: each weight's Cast then sits in the forward graph and
+  // its gradient rule returns float32 gradients.
+  autocast_for_providers(*s.model, options.precision);
   Graph& g = *s.model->graph;
   auto float_initializer = [&](const std::string& name, const char* what) {
     ONYX_CHECK(g.initializers.count(name), "[autograd] model '{}' has no initializer named '{}' "

@@ -44,6 +44,10 @@ struct AutogradOptions {
   int threads = 0;
   /// Graph optimization of the compiled forward and backward graphs.
   OptLevel opt_level = OptLevel::All;
+  /// bf16/fp16: matrix products and convolutions of forward and backward in that format, the
+  /// rest per graph/autocast.h's policy; inputs, outputs, parameters and their gradients stay
+  /// float32 (no loss scaling here: the caller owns the loss, e.g. torch.amp.GradScaler).
+  Precision precision = Precision::Float32;
 };
 
 struct ForwardOptions {

@@ -142,7 +142,7 @@ class OnyxModule(torch.nn.Module):
     `module` is the original: its parameters are this module's parameters."""
 
     def __init__(self, module: torch.nn.Module, model_bytes: bytes, n_outputs: int,
-                 threads: int = 0, seed: int | None = None):
+                 threads: int = 0, seed: int | None = None, precision: str = "fp32"):
         super().__init__()
         self.module = module
         self._n_outputs = n_outputs
@@ -160,7 +160,8 @@ class OnyxModule(torch.nn.Module):
         # Any other float initializer is a constant the exporter created; it keeps its value.
         # BatchNorm's running variance as torch updates it (unbiased), not as ONNX specifies.
         self._session = _onyx.AutogradSession(model_bytes, self._param_names, self._buffer_names,
-                                              threads, unbiased_running_var=True)
+                                              threads, unbiased_running_var=True,
+                                              precision=precision)
         self._model_bytes = model_bytes
         missing = self._session.missing_gradients()
         if missing and self._param_names:
@@ -231,13 +232,16 @@ class OnyxModule(torch.nn.Module):
 
 
 def wrap(module: torch.nn.Module, example_inputs: Any, *, opset: int = 17,
-         dynamic_batch: bool = True, threads: int = 0, seed: int | None = None) -> OnyxModule:
+         dynamic_batch: bool = True, threads: int = 0, seed: int | None = None,
+         precision: str = "fp32") -> OnyxModule:
     """Returns `module` running on onyx (see the module docstring).
 
     example_inputs: a tensor or tuple of tensors the module accepts (shapes and dtypes; with
     dynamic_batch the first dimension of every input and output may vary between calls).
     threads: onyx's intra-op threads (0: one per core). seed: Dropout masks drawn from
-    seed + call index, for reproducible runs.
+    seed + call index, for reproducible runs. precision: "bf16"/"fp16" run matrix products and
+    convolutions (forward and backward) in that format, the rest per onyx's autocast policy;
+    parameters, inputs, outputs and gradients stay float32 (fp16 wants torch.amp.GradScaler).
     Raises onyx.Error when the module cannot be exported, an op has no onyx kernel, or an op
     between a parameter and an output has no gradient rule — before any training starts.
     """
@@ -249,7 +253,8 @@ def wrap(module: torch.nn.Module, example_inputs: Any, *, opset: int = 17,
         raise Error(f"[onyx.torch] opset {opset} is too old; use 17 or newer")
     args = _as_tuple(example_inputs)
     model_bytes, n_outputs = _export(module, args, opset, dynamic_batch)
-    wrapped = OnyxModule(module, model_bytes, n_outputs, threads=threads, seed=seed)
+    wrapped = OnyxModule(module, model_bytes, n_outputs, threads=threads, seed=seed,
+                         precision=precision)
     wrapped.train(module.training)
     # Compile both modes now, so a missing kernel is reported here rather than mid-training;
     # the example run changes nothing (no state updates are applied, no autograd node).

@@ -96,18 +96,20 @@ void bind_autograd(nb::module_& m) {
       .def(
           "__init__",
           [](AutogradSession* self, nb::handle model, std::vector<std::string> parameters,
-             std::vector<std::string> buffers, int threads, bool unbiased_running_var) {
+             std::vector<std::string> buffers, int threads, bool unbiased_running_var,
+             const std::string& precision) {
             std::unique_ptr<Model> forward = load_model_arg(model);
             AutogradOptions options;
             options.parameters = std::move(parameters);
             options.buffers = std::move(buffers);
             options.threads = threads;
             options.unbiased_running_var = unbiased_running_var;
+            options.precision = parse_precision(precision);
             nb::gil_scoped_release unlocked;
             new (self) AutogradSession(std::move(forward), options);
           },
           "model"_a, "parameters"_a, "buffers"_a, "threads"_a = 0,
-          "unbiased_running_var"_a = false)
+          "unbiased_running_var"_a = false, "precision"_a = "fp32")
       .def_prop_ro("input_names", [](const AutogradSession& s) { return io_names(s.inputs()); })
       .def_prop_ro("output_names", [](const AutogradSession& s) { return io_names(s.outputs()); })
       .def_prop_ro("parameter_names", &AutogradSession::parameter_names)

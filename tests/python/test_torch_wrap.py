@@ -132,6 +132,33 @@ def test_outputs_and_gradients_equal_torch(name, mode):
         assert torch.allclose(b.double(), ref_buffers[n].double(), rtol=1e-5, atol=1e-7), n
 
 
+@pytest.mark.parametrize("name", ["mlp", "gpt"])
+def test_bf16_wrap_tracks_torch_autocast(name):
+    """precision="bf16": onyx's autocast next to torch.autocast("cpu", bfloat16) on the same
+    module: outputs and gradients within bf16's error of torch's, everything torch sees float32."""
+    model, args, labels = make(name)
+    reference = copy.deepcopy(model)
+    model.eval()
+    reference.eval()
+    wrapped = onyx.torch.wrap(model, args, precision="bf16")
+    out = wrapped(*args)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = reference(*args)
+    assert out.dtype == torch.float32
+    assert rel_err(out, want.float()) < 3e-2
+    loss_of(out, labels).backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref_loss = loss_of(reference(*args), labels)
+    ref_loss.backward()
+    ref_params = dict(reference.named_parameters())
+    largest = max(float(p.grad.abs().max()) for p in reference.parameters())
+    for n, p in model.named_parameters():
+        assert p.grad is not None and p.grad.dtype == torch.float32, n
+        assert rel_err(p.grad, ref_params[n].grad, floor=0.1 * largest) < 6e-2, n
+    with pytest.raises(onyx.Error, match="expected fp32, bf16 or fp16"):
+        onyx.torch.wrap(make(name)[0], args, precision="int8")
+
+
 def test_input_gradients_flow_to_earlier_torch_layers():
     model, (x,), labels = make("mlp")
     pre = torch.nn.Linear(12, 12)

@@ -158,6 +158,31 @@ TEST(AutogradSession, GemmGradientsByHand) {
   expect_near(fn.forward({x}, {W, b}, {}, {.need_grad = false}).outputs[0], {3, 2, 8, 3});
 }
 
+// bf16/fp16: the Gemm runs in the low format (values exact in bf16 here, so the results are
+// the float32 ones), and inputs, outputs and gradients stay float32.
+TEST(AutogradSession, MixedPrecisionKeepsFloat32AtTheBoundary) {
+  for (Precision p : {Precision::BFloat16, Precision::Float16}) {
+    AutogradSession fn(gemm_model(), {.parameters = {"W", "b"}, .precision = p});
+    Tensor x = Tensor::from_vector<float>({2, 3}, {1, 0, -1, 2, 1, 0});
+    Tensor W = Tensor::from_vector<float>({2, 3}, {1, 1, 1, 0, 1, 0});
+    Tensor b = Tensor::from_vector<float>({2}, {1, 2});
+    auto fwd = fn.forward({x}, {W, b}, {});
+    ASSERT_EQ(fwd.outputs[0].dtype(), DataType::Float);
+    expect_near(fwd.outputs[0], {1, 2, 4, 3});
+    auto g = fn.backward(*fwd.saved, {Tensor::from_vector<float>({2, 2}, {1, 0, 2, 1})});
+    ASSERT_EQ(g.params[0].dtype(), DataType::Float);
+    ASSERT_EQ(g.inputs[0].dtype(), DataType::Float);
+    expect_near(g.params[0], {5, 2, -1, 2, 1, 0});
+    expect_near(g.params[1], {3, 1});
+    expect_near(g.inputs[0], {1, 1, 1, 2, 3, 2});
+    // A weight bf16 cannot hold shows the format: 1 + 2^-9 is 1 in bf16 (8 significant bits)
+    // and exact in fp16 (11), as is the output 2 + 2^-9.
+    Tensor W2 = Tensor::from_vector<float>({2, 3}, {1.0f + 1.0f / 512, 0, 0, 0, 0, 0});
+    float y0 = fn.forward({x}, {W2, b}, {}, {.need_grad = false}).outputs[0].data<float>()[0];
+    EXPECT_EQ(y0, p == Precision::BFloat16 ? 2.0f : 2.0f + 1.0f / 512);
+  }
+}
+
 TEST(AutogradSession, DefaultParametersAreFloatInitializers) {
   AutogradSession fn(gemm_model());
   EXPECT_EQ(fn.parameter_names(), (std::vector<std::string>{"W", "b"}));
