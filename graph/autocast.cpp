@@ -144,17 +144,21 @@ class Autocaster {
     return dt == DataType::Float ? "_fp32" : dt == DataType::BFloat16 ? "_bf16" : "_fp16";
   }
 
+  /// Adds `out` = Cast(`in`, to = dt), remembered as `in`'s value of type dt.
+  void add_cast(Value* in, Value* out, DataType dt) {
+    Node* c = g_.add_node("Cast", {in}, {out}, "", out->name + "_autocast");
+    c->attrs["to"] = Attribute::of_int("to", static_cast<int64_t>(dt));
+    ++report_.casts;
+    cast_cache_[{in, dt}] = out;
+  }
+
   /// `v` as `dt`: the cached cast, or a new Cast node (so each value is cast once per type).
   Value* cast(Value* v, DataType dt) {
-    auto key = std::make_pair(static_cast<const Value*>(v), dt);
-    if (auto it = cast_cache_.find(key); it != cast_cache_.end()) return it->second;
+    if (auto it = cast_cache_.find({v, dt}); it != cast_cache_.end()) return it->second;
     Value* out = g_.add_unique_value(v->name + suffix(dt));
     out->type = v->type;
     out->type.elem = dt;
-    Node* c = g_.add_node("Cast", {v}, {out}, "", out->name + "_autocast");
-    c->attrs["to"] = Attribute::of_int("to", static_cast<int64_t>(dt));
-    ++report_.casts;
-    cast_cache_[key] = out;
+    add_cast(v, out, dt);
     return out;
   }
 
@@ -256,14 +260,16 @@ class Autocaster {
     inner->producer_output = j;
     o->producer = nullptr;
     o->producer_output = -1;
-    Node* c = g_.add_node("Cast", {inner}, {o}, "", o->name + "_autocast");
-    c->attrs["to"] = Attribute::of_int("to", static_cast<int64_t>(declared->second));
-    ++report_.casts;
-    cast_cache_[{inner, declared->second}] = o;
+    add_cast(inner, o, declared->second);
   }
 };
 
 }  // namespace
+
+std::string autocast_summary(const AutocastReport& r, Precision p) {
+  return fmt::format("{}: {} nodes in {}, {} kept in float32, {} casts", precision_name(p), r.lowered,
+                     precision_name(p), r.float32, r.casts);
+}
 
 AutocastReport autocast(Model& model, Precision p, const AutocastOptions& options) {
   ONYX_CHECK(model.graph, "[autocast] the model has no graph");

@@ -61,6 +61,9 @@ struct AutocastReport {
   size_t casts = 0;         // Cast nodes inserted
 };
 
+/// "bf16: 116 nodes in bf16, 23 kept in float32, 82 casts", for logs.
+std::string autocast_summary(const AutocastReport& report, Precision p);
+
 /// Rewrites the main graph of `model` in place for precision `p` (Float32: no change).
 /// Graph inputs and outputs keep their types; each value is cast at most once per target
 /// type, so a weight read by several nodes is cast once; running the pass again changes

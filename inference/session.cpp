@@ -55,8 +55,7 @@ struct Session::Impl {
     canonicalize_opsets(*model);
     AutocastReport amp = autocast_for_providers(*model, options.precision);
     if (options.precision != Precision::Float32)
-      spdlog::info("session: {}: {} nodes in {}, {} kept in float32, {} casts", precision_name(options.precision),
-                   amp.lowered, precision_name(options.precision), amp.float32, amp.casts);
+      spdlog::info("session: {}", autocast_summary(amp, options.precision));
     cpu = make_cpu_provider();
     omp_set_num_threads(threads);
     size_t removed = optimize_graph(*model, options.opt_level, *cpu);

@@ -56,6 +56,15 @@ struct TrainingSession::Impl {
   std::vector<std::string> batch_inputs, model_inputs;
   bool budget_pending = false;  // recompute.budget_bytes waits for the first batch's shapes
 
+  /// Initializers fed at every run instead of kept: the parameters and running statistics,
+  /// and in the training graph with a loss scaler the loss seed (the scale).
+  std::set<std::string> fed_names(bool training_graph) const {
+    std::set<std::string> fed(tg.params.begin(), tg.params.end());
+    for (const auto& [in, upd] : tg.state_updates) fed.insert(in);
+    if (training_graph && scaler) fed.insert(tg.loss_seed);
+    return fed;
+  }
+
   /// The forward graph the training, evaluation and prediction graphs are built from.
   const Model& graph_forward() const { return amp_forward ? *amp_forward : *forward; }
 
@@ -129,8 +138,7 @@ struct TrainingSession::Impl {
       amp_forward = clone_model(*forward);
       autodiff::prepare_for_training(*amp_forward);
       AutocastReport amp = autocast_for_providers(*amp_forward, cfg.precision);
-      spdlog::debug("training: {}: {} nodes in {}, {} kept in float32, {} casts", precision_name(cfg.precision),
-                   amp.lowered, precision_name(cfg.precision), amp.float32, amp.casts);
+      spdlog::debug("training: {}", autocast_summary(amp, cfg.precision));
     }
     if (cfg.precision == Precision::Float16) scaler.emplace(cfg.loss_scaler);
     // A memory budget for symbolic shapes waits for the first batch to size the graph.
@@ -194,16 +202,13 @@ struct TrainingSession::Impl {
     batch_inputs = model_inputs;
     for (const auto& l : tg.labels) batch_inputs.push_back(l);
 
-    std::set<std::string> fed(tg.params.begin(), tg.params.end());
-    for (const auto& [in, upd] : tg.state_updates) fed.insert(in);
-    std::set<std::string> fed_train = fed;
-    if (scaler) fed_train.insert(tg.loss_seed);  // the loss scale, fed each step
     SessionOptions so;
     so.intra_op_threads = threads;
-    train = std::make_unique<Session>(without_defaults(*tg.model, fed_train), so);
+    train = std::make_unique<Session>(without_defaults(*tg.model, fed_names(true)), so);
     tg.model.reset();
     eval = std::make_unique<Session>(
-        without_defaults(*autodiff::build_eval_graph(graph_forward(), cfg.loss, tg.params), fed), so);
+        without_defaults(*autodiff::build_eval_graph(graph_forward(), cfg.loss, tg.params), fed_names(false)),
+        so);
     auto pm = clone_model(graph_forward());
     for (const auto& p : tg.params) {
       Value* v = pm->graph->find_value(p);
@@ -239,16 +244,14 @@ struct TrainingSession::Impl {
     for (const auto& name : batch_inputs)
       if (auto it = batch.find(name); it != batch.end()) spec.input_shapes[name] = it->second.shape();
     autodiff::TrainingGraph planned = autodiff::build_training_graph(graph_forward(), cfg.loss, tg.params, spec);
-    ONYX_CHECK(planned.params == tg.params && planned.grads == tg.grads && planned.loss == tg.loss,
+    ONYX_CHECK(planned.params == tg.params && planned.grads == tg.grads && planned.loss == tg.loss &&
+                   planned.loss_seed == tg.loss_seed,
                "[training] the training graph rebuilt for the recomputation budget has other "
                "parameters or gradients than the one built first");
     training_copy = clone_model(*planned.model);
-    std::set<std::string> fed(tg.params.begin(), tg.params.end());
-    for (const auto& [in, upd] : tg.state_updates) fed.insert(in);
-    if (scaler) fed.insert(tg.loss_seed);  // the loss scale, fed each step
     SessionOptions so;
     so.intra_op_threads = threads;
-    train = std::make_unique<Session>(without_defaults(*planned.model, fed), so);
+    train = std::make_unique<Session>(without_defaults(*planned.model, fed_names(true)), so);
     planned.model.reset();
     tg = std::move(planned);
     budget_pending = false;
