@@ -544,9 +544,79 @@ void grid_sample(Ctx& c) {
   c.set_shape(0, r);
 }
 
-// Conv, ConvTranspose and the windowed pools: X's rank, the batch and the channels (W's for
-// a convolution); spatial sizes are left unknown (the gradient rules read them at run time).
-// The global pools give [N, C, 1, ...].
+// Spatial output sizes of a Conv, ConvTranspose or windowed pool when X's spatial sizes, the
+// kernel and the attributes are static: the same arithmetic as the CPU kernels' geometry
+// (kernels/cpu/conv_ref.cpp, pool.cpp). The gradient rules then write static pads and crops
+// instead of computing them at run time (and ConvTranspose gradients no longer transpose past
+// X's extent). Sizes stay unknown when anything is dynamic or inconsistent; the kernel reports
+// those at run time.
+std::optional<std::vector<int64_t>> window_spatial(const Ctx& c, const SymShape& x) {
+  const Node& n = c.node;
+  const std::string& op = n.op_type;
+  const bool conv = op == "Conv", transpose = op == "ConvTranspose";
+  const size_t nsp = x.size() - 2;
+  std::vector<int64_t> in, k;
+  for (size_t i = 2; i < x.size(); ++i) {
+    if (!x[i].is_fixed()) return std::nullopt;
+    in.push_back(x[i].value);
+  }
+  if (n.has_attr("kernel_shape")) {
+    k = n.attr_ints("kernel_shape");
+  } else if (conv || transpose) {
+    auto w = c.in_shape(1);
+    if (!w || w->size() != x.size()) return std::nullopt;
+    for (size_t i = 2; i < w->size(); ++i) {
+      if (!(*w)[i].is_fixed()) return std::nullopt;
+      k.push_back((*w)[i].value);
+    }
+  }
+  const std::vector<int64_t> ones(nsp, 1);
+  std::vector<int64_t> s = n.attr_ints("strides", ones), d = n.attr_ints("dilations", ones),
+                       pads = n.attr_ints("pads", std::vector<int64_t>(2 * nsp, 0));
+  if (k.size() != nsp || s.size() != nsp || d.size() != nsp || pads.size() != 2 * nsp)
+    return std::nullopt;
+  for (size_t i = 0; i < nsp; ++i)
+    if (k[i] < 1 || s[i] < 1 || d[i] < 1) return std::nullopt;
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  const bool valid = auto_pad == "VALID";
+  std::vector<int64_t> out(nsp);
+  if (transpose) {
+    std::vector<int64_t> opad = n.attr_ints("output_padding", std::vector<int64_t>(nsp, 0)),
+                         oshape = n.attr_ints("output_shape");
+    if (oshape.size() == nsp + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
+    if (opad.size() != nsp || (!oshape.empty() && oshape.size() != nsp)) return std::nullopt;
+    for (size_t i = 0; i < nsp; ++i) {
+      const int64_t full = s[i] * (in[i] - 1) + opad[i] + (k[i] - 1) * d[i] + 1;
+      if (!oshape.empty())
+        out[i] = oshape[i];
+      else if (n.has_attr("pads") && !valid)
+        out[i] = full - pads[i] - pads[i + nsp];
+      else
+        out[i] = same ? in[i] * s[i] : full;
+    }
+  } else {
+    const bool ceil_mode = !conv && n.attr_int("ceil_mode", 0) != 0;
+    for (size_t i = 0; i < nsp; ++i) {
+      if (same) {
+        out[i] = (in[i] + s[i] - 1) / s[i];
+        continue;
+      }
+      const int64_t pl = valid ? 0 : pads[i], pr = valid ? 0 : pads[i + nsp];
+      const int64_t span = in[i] + pl + pr - ((k[i] - 1) * d[i] + 1);
+      if (span < 0) return std::nullopt;
+      out[i] = (ceil_mode ? (span + s[i] - 1) / s[i] : span / s[i]) + 1;
+      // The last window must start inside the input or the left padding.
+      if (ceil_mode && (out[i] - 1) * s[i] >= in[i] + pl) --out[i];
+    }
+  }
+  for (int64_t o : out)
+    if (o < 1) return std::nullopt;
+  return out;
+}
+
+// Conv, ConvTranspose and the windowed pools: X's rank, the batch, the channels (W's for a
+// convolution) and, when static, the spatial sizes. The global pools give [N, C, 1, ...].
 void windowed(Ctx& c) {
   auto x = c.in_shape(0);
   if (!x || x->size() < 3) return;
@@ -563,8 +633,11 @@ void windowed(Ctx& c) {
   } else {
     r[1] = (*x)[1];
   }
-  if (op == "GlobalAveragePool" || op == "GlobalMaxPool" || op == "GlobalLpPool")
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool" || op == "GlobalLpPool") {
     for (size_t i = 2; i < r.size(); ++i) r[i] = Dim::fixed(1);
+  } else if (auto sp = window_spatial(c, *x)) {
+    for (size_t i = 0; i < sp->size(); ++i) r[i + 2] = Dim::fixed((*sp)[i]);
+  }
   c.set_shape(0, r);
   if (op == "MaxPool") c.set_shape(1, r);
 }

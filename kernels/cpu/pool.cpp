@@ -197,6 +197,60 @@ void max_pool_2d(const PoolGeometry& g, const float* x, float* y, int threads) {
   });
 }
 
+/// 2-D max pooling that also writes Indices (the training graph's MaxPool, whose gradient
+/// scatters through them): ref_pool's taps in ref_pool's order with its comparisons, so values
+/// and indices are the same, but each window's in-bounds tap range is computed once instead of
+/// testing every tap, and selects without branches. Row-major indices only.
+template <typename T>
+void max_pool_2d_indices(const PoolGeometry& g, const T* x, T* y, int64_t* indices, int threads) {
+  const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1];
+  const int64_t KH = g.k[0], KW = g.k[1], SH = g.stride[0], SW = g.stride[1];
+  const int64_t DH = g.dil[0], DW = g.dil[1], PT = g.pad_l[0], PL = g.pad_l[1];
+  // Taps k in [lo, hi) with 0 <= start + k * d < n.
+  auto tap_range = [](int64_t start, int64_t d, int64_t k, int64_t n) {
+    int64_t lo = start < 0 ? (-start + d - 1) / d : 0;
+    int64_t hi = start >= n ? 0 : std::min<int64_t>(k, (n - start + d - 1) / d);
+    return std::pair<int64_t, int64_t>{lo, std::max(lo, hi)};
+  };
+  parallel_for(g.N * g.C, threads, 1, [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane) {
+      const T* xp = x + plane * H * W;
+      T* yp = y + plane * OH * OW;
+      int64_t* ip = indices + plane * OH * OW;
+      const int64_t base = plane * H * W;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t h0 = oh * SH - PT;
+        const auto [kh0, kh1] = tap_range(h0, DH, KH, H);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t w0 = ow * SW - PL;
+          const auto [kw0, kw1] = tap_range(w0, DW, KW, W);
+          if (kh0 == kh1 || kw0 == kw1) {  // a window over padding only
+            yp[oh * OW + ow] = std::numeric_limits<T>::lowest();
+            ip[oh * OW + ow] = -1;
+            continue;
+          }
+          // Start from the first tap, then select without branches: on real activations
+          // "v > best" is a coin flip, and mispredicted branches cost more than the taps.
+          int64_t best_i = (h0 + kh0 * DH) * W + w0 + kw0 * DW;
+          T best = xp[best_i];
+          for (int64_t kh = kh0; kh < kh1; ++kh) {
+            const int64_t row = (h0 + kh * DH) * W + w0;
+            for (int64_t kw = kw0; kw < kw1; ++kw) {
+              const int64_t xi = row + kw * DW;
+              const T v = xp[xi];
+              const bool gt = v > best;
+              best = gt ? v : best;
+              best_i = gt ? xi : best_i;
+            }
+          }
+          yp[oh * OW + ow] = best;
+          ip[oh * OW + ow] = base + best_i;
+        }
+      }
+    }
+  });
+}
+
 struct PoolEntry {
   bool ok = false;
   DataType run_dt = DataType::Float;
@@ -269,6 +323,12 @@ class PoolKernel final : public Kernel {
       return;
     }
     if (!want_idx && try_dnnl(ctx, g, X, Y, 0)) return;
+    if (want_idx && g.in.size() == 2 && !attrs_.column_major) {
+      dispatch<MaxPoolTypes>(X.dtype(), ctx.label(), [&]<typename T>() {
+        max_pool_2d_indices<T>(g, X.data<T>(), Y.data<T>(), idx->data<int64_t>(), ctx.threads());
+      });
+      return;
+    }
     auto run = [&]<typename T>() {
       ref_pool<T>(g, kind_, attrs_, X.data<T>(), Y.data<T>(), idx ? idx->data<int64_t>() : nullptr,
                   ctx.threads());

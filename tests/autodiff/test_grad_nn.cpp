@@ -184,16 +184,32 @@ TEST(GradNn, MaxPoolColumnMajorIndicesAreRefused) {
   }
 }
 
+// output_shape fixes the transposed convolution's extent, so its gradient needs X's spatial
+// size: known through a Conv (shape inference sizes convolutions), refused when symbolic.
 TEST(GradNn, ConvTransposeOutputShapeNeedsKnownInput) {
   GradCase gc{.op = "ConvTranspose",
               .inputs = {P("x", {1, 2, 4}), P("w1", {2, 2, 1}), P("w2", {2, 1, 3})}};
   gc.build = [](Graph& g) {
-    auto h = node(g, "Conv", {"x", "w1"}, {});  // unknown shape downstream
+    auto h = node(g, "Conv", {"x", "w1"}, {});
     return node(g, "ConvTranspose", {h[0]->name, "w2"},
                 {ints("strides", {2}), ints("output_shape", {9})});
   };
+  check_gradient(gc);
+
+  auto m = std::make_unique<Model>();
+  m->ir_version = 9;
+  m->opsets.push_back({"", 17});
+  m->graph = std::make_unique<Graph>("convt");
+  Graph& g = *m->graph;
+  Value* x = g.get_or_add_value("x");
+  x->type = ValueType::tensor(DataType::Double,
+                              SymShape{Dim::fixed(1), Dim::fixed(2), Dim::symbol("length")});
+  g.inputs.push_back(x);
+  g.add_initializer("w2", Tensor::from_vector<double>({2, 1, 3}, {1, 2, 3, 4, 5, 6}));
+  auto y = node(g, "ConvTranspose", {"x", "w2"}, {ints("strides", {2}), ints("output_shape", {9})});
+  g.outputs = {add(g, "ReduceSum", {y[0]}, {attr_int("keepdims", 0)})};
   try {
-    check_gradient(gc);
+    autodiff::build_training_graph(*m, {.kind = "output"}, {"w2"});
     ADD_FAILURE() << "no error for output_shape over an input of unknown size";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("output_shape needs the spatial shape"), std::string::npos)

@@ -11,6 +11,7 @@ namespace {
 
 using test::attr_int;
 using test::attr_ints;
+using test::attr_string;
 
 Tensor ints(std::vector<int64_t> v) {
   const int64_t n = static_cast<int64_t>(v.size());
@@ -186,19 +187,70 @@ TEST(ShapeInference, AttentionAndRotaryEmbedding) {
 TEST(ShapeInference, ConvAndPoolsKeepRankAndChannels) {
   test::ModelBuilder b(17);
   b.input("x", DataType::Float, sym({S("n"), F(3), F(8), F(8)}));
+  b.input("xs", DataType::Float, sym({S("n"), F(3), S("h"), F(8)}));
   b.input("w", DataType::Float, sym({F(6), F(3), F(3), F(3)}));
   b.input("wt", DataType::Float, sym({F(6), F(2), F(2), F(2)}));
   b.node("Conv", {"x", "w"}, {"c"});
   test::set_attrs(b.node("ConvTranspose", {"c", "wt"}, {"t"}), {attr_int("group", 3)});
   test::set_attrs(b.node("MaxPool", {"x"}, {"m", "mi"}), {attr_ints("kernel_shape", {2, 2})});
   b.node("GlobalAveragePool", {"x"}, {"g"});
-  for (const char* o : {"c", "t", "m", "mi", "g"}) b.output(o);
+  b.node("Conv", {"xs", "w"}, {"cs"});  // a symbolic spatial size stays unknown
+  for (const char* o : {"c", "t", "m", "mi", "g", "cs"}) b.output(o);
   auto m = b.build();
-  EXPECT_EQ(shape_of(*m, "c"), sym({S("n"), F(6), Dim{}, Dim{}}));
-  EXPECT_EQ(shape_of(*m, "t"), sym({S("n"), F(6), Dim{}, Dim{}}));
-  EXPECT_EQ(shape_of(*m, "m"), sym({S("n"), F(3), Dim{}, Dim{}}));
-  EXPECT_EQ(shape_of(*m, "mi"), sym({S("n"), F(3), Dim{}, Dim{}}));
+  EXPECT_EQ(shape_of(*m, "c"), sym({S("n"), F(6), F(6), F(6)}));
+  EXPECT_EQ(shape_of(*m, "t"), sym({S("n"), F(6), F(7), F(7)}));
+  EXPECT_EQ(shape_of(*m, "m"), sym({S("n"), F(3), F(7), F(7)}));
+  EXPECT_EQ(shape_of(*m, "mi"), sym({S("n"), F(3), F(7), F(7)}));
   EXPECT_EQ(shape_of(*m, "g"), sym({S("n"), F(3), F(1), F(1)}));
+  EXPECT_EQ(shape_of(*m, "cs"), sym({S("n"), F(6), Dim{}, Dim{}}));
+}
+
+// The spatial sizes inferred for convolutions and pools are the sizes the kernels produce:
+// strides, dilations, explicit and SAME pads, ceil_mode, output_padding and output_shape.
+TEST(ShapeInference, WindowSizesMatchTheKernels) {
+  struct Case {
+    std::string op;
+    Shape x, w;  // w empty for pools
+    std::vector<Attribute> attrs;
+  };
+  const std::vector<Case> cases = {
+      {"Conv", {1, 2, 9, 7}, {4, 2, 3, 2}, {attr_ints("strides", {2, 3}), attr_ints("pads", {1, 0, 2, 1})}},
+      {"Conv", {2, 2, 10}, {3, 2, 3}, {attr_ints("dilations", {3}), attr_ints("strides", {2})}},
+      {"Conv", {1, 4, 7, 5}, {4, 1, 3, 3}, {attr_int("group", 4), attr_string("auto_pad", "SAME_UPPER"), attr_ints("strides", {2, 2})}},
+      {"Conv", {1, 2, 6, 6}, {2, 2, 3, 3}, {attr_string("auto_pad", "VALID"), attr_ints("pads", {1, 1, 1, 1})}},
+      {"Conv", {1, 1, 5, 5, 4}, {2, 1, 2, 3, 1}, {attr_ints("kernel_shape", {2, 3, 1})}},
+      {"ConvTranspose", {1, 2, 4, 3}, {2, 3, 3, 3}, {attr_ints("strides", {2, 3}), attr_ints("output_padding", {1, 2}), attr_ints("pads", {1, 0, 0, 1})}},
+      {"ConvTranspose", {1, 2, 5}, {2, 1, 3}, {attr_ints("strides", {2}), attr_ints("output_shape", {10})}},
+      {"ConvTranspose", {1, 2, 5}, {2, 1, 4}, {attr_ints("strides", {3}), attr_string("auto_pad", "SAME_LOWER")}},
+      {"ConvTranspose", {1, 4, 3, 3}, {4, 1, 2, 2}, {attr_int("group", 2), attr_ints("dilations", {2, 2})}},
+      {"MaxPool", {1, 3, 9, 8}, {}, {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_int("ceil_mode", 1)}},
+      {"MaxPool", {1, 3, 10, 10}, {}, {attr_ints("kernel_shape", {3, 2}), attr_ints("strides", {3, 3}), attr_ints("pads", {1, 1, 1, 0}), attr_int("ceil_mode", 1)}},
+      {"MaxPool", {2, 1, 11}, {}, {attr_ints("kernel_shape", {2}), attr_ints("dilations", {3}), attr_string("auto_pad", "SAME_UPPER")}},
+      {"AveragePool", {1, 2, 7, 7}, {}, {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1}), attr_int("ceil_mode", 1), attr_int("count_include_pad", 1)}},
+      {"LpPool", {1, 2, 6, 5}, {}, {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 1})}},
+  };
+  for (const Case& c : cases) {
+    std::string what = fmt::format("{} X {} W {}", c.op, shape_str(c.x), shape_str(c.w));
+    SCOPED_TRACE(what);
+    test::ModelBuilder b(19);
+    b.input("x", DataType::Float, c.x);
+    std::vector<std::string> ins = {"x"};
+    if (!c.w.empty()) {
+      b.initializer("w", Tensor::from_vector<float>(c.w, std::vector<float>(shape_numel(c.w), 0.5f)));
+      ins.push_back("w");
+    }
+    test::set_attrs(b.node(c.op, ins, {"y"}), c.attrs);
+    b.output("y");
+    auto m = b.build();
+    auto inferred = shape_of(*m, "y");
+    ASSERT_TRUE(inferred);
+    Session s(std::move(m), SessionOptions{});
+    Tensor y = s.run({{"x", Tensor::from_vector<float>(c.x, std::vector<float>(shape_numel(c.x), 1.0f))}})
+                   .at("y");
+    SymShape want;
+    for (int64_t d : y.shape()) want.push_back(F(d));
+    EXPECT_EQ(*inferred, want) << what << ": kernel gives " << shape_str(y.shape());
+  }
 }
 
 }  // namespace
