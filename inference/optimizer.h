@@ -22,6 +22,12 @@ size_t eliminate_dead_code(Graph& graph);
 /// tied LM head reads its 154 MB embedding this way).
 size_t fuse_transpose_into_matmul(Model& model);
 
+/// Training graphs (fusions_norm_grad.cpp): the input gradient of a training-mode
+/// BatchNormalization as the gradient rule writes it (a dozen plain ONNX nodes over [N, C, S]
+/// views) -> one ai.onyx BatchNormTrainingGrad(dY, X, scale) writing dX and the per-channel sums
+/// of dY and dY * xhat that the parameter gradients read.
+size_t fuse_batch_norm_grad(Model& model);
+
 // CNN fusions (fusions_conv.cpp), in pipeline order; none fuses away a graph output.
 /// Conv -> BatchNormalization (inference mode, only Y read) with constant W, B and statistics,
 /// the Conv's output read by the BN alone -> Conv with W' = W * s, B' = (B - mean) * s + bias,

@@ -17,21 +17,33 @@ bool is_float_dtype(DataType dt) {
          dt == DataType::BFloat16;
 }
 
-/// s plus the sum of x[i] (or of (x[i] - shift)^2 when `squares`) over n values, added in
-/// order in double.
+/// s plus the sum of x[i] (or of (x[i] - shift)^2 when `squares`) over n values, in double
+/// over 8 independent lanes combined in a fixed order: deterministic, and the adds vectorise
+/// (a single running sum is a chain of dependent adds, 4x slower on a large batch).
 template <typename T>
 double sum_double(const T* x, int64_t n, bool squares = false, double shift = 0.0,
                   double s = 0.0) {
+  constexpr int kLanes = 8;
+  double lane[kLanes] = {};
   read_blocks(x, n, [&](const acc_t<T>* v, int64_t, int64_t m) {
+    int64_t i = 0;
     if (squares) {
-      for (int64_t i = 0; i < m; ++i) {
-        double d = static_cast<double>(v[i]) - shift;
-        s += d * d;
+      for (; i + kLanes <= m; i += kLanes)
+        for (int l = 0; l < kLanes; ++l) {
+          const double d = static_cast<double>(v[i + l]) - shift;
+          lane[l] += d * d;
+        }
+      for (; i < m; ++i) {
+        const double d = static_cast<double>(v[i]) - shift;
+        lane[0] += d * d;
       }
     } else {
-      for (int64_t i = 0; i < m; ++i) s += static_cast<double>(v[i]);
+      for (; i + kLanes <= m; i += kLanes)
+        for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(v[i + l]);
+      for (; i < m; ++i) lane[0] += static_cast<double>(v[i]);
     }
   });
+  for (double l : lane) s += l;
   return s;
 }
 
