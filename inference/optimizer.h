@@ -22,6 +22,12 @@ size_t eliminate_dead_code(Graph& graph);
 /// tied LM head reads its 154 MB embedding this way).
 size_t fuse_transpose_into_matmul(Model& model);
 
+/// Training graphs (fusions_grad.cpp): the Transpose / Conv / Slice / Transpose pattern the
+/// Conv gradient rule writes for dW (group 1, static pads, float/float16/bfloat16), each
+/// intermediate read by the next node alone -> ai.onyx ConvWeightGrad(X, dY), one oneDNN
+/// primitive without the transposed copies; a float32 Cast reading it alone is absorbed as `to`.
+size_t fuse_conv_weight_grad(Model& model);
+
 // CNN fusions (fusions_conv.cpp), in pipeline order; none fuses away a graph output.
 /// Conv -> BatchNormalization (inference mode, only Y read) with constant W, B and statistics,
 /// the Conv's output read by the BN alone -> Conv with W' = W * s, B' = (B - mean) * s + bias,
