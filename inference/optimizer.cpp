@@ -122,10 +122,12 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
   size_t before = model.graph->num_nodes();
   size_t folded = fold_constants(model, cpu);
   size_t fused = 0;
-  if (level >= OptLevel::Extended)
+  if (level >= OptLevel::Extended) {
+    fused += fuse_conv_weight_grad(model);
     fused += fuse_batchnorm_into_conv(model) + fuse_add_into_conv(model) +
              fuse_activation_into_conv(model) + fuse_transpose_into_matmul(model) +
              fuse_batch_norm_grad(model);
+  }
   if (level >= OptLevel::All) fused += convert_convs_to_nchwc(model, cpu::dnnl_util::nchwc_block());
   size_t dead = eliminate_dead_code(*model.graph);
   spdlog::debug("optimizer: folded {} nodes, fused {}, removed {} dead nodes ({} -> {})", folded,

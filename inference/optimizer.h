@@ -22,6 +22,12 @@ size_t eliminate_dead_code(Graph& graph);
 /// tied LM head reads its 154 MB embedding this way).
 size_t fuse_transpose_into_matmul(Model& model);
 
+/// Training graphs (fusions_conv_grad.cpp): the Transpose / Conv / Slice / Transpose pattern the
+/// Conv gradient rule writes for dW (group 1, static pads, float/float16/bfloat16), each
+/// intermediate read by the next node alone -> ai.onyx ConvWeightGrad(X, dY), one oneDNN
+/// primitive without the transposed copies; a float32 Cast reading it alone is absorbed as `to`.
+size_t fuse_conv_weight_grad(Model& model);
+
 /// Training graphs (fusions_norm_grad.cpp): the input gradient of a training-mode
 /// BatchNormalization as the gradient rule writes it (a dozen plain ONNX nodes over [N, C, S]
 /// views) -> one ai.onyx BatchNormTrainingGrad(dY, X, scale) writing dX and the per-channel sums

@@ -19,6 +19,7 @@ void register_softmax_kernels(KernelRegistry& r);     // softmax.cpp
 void register_einsum_kernels(KernelRegistry& r);      // einsum.cpp
 void register_matmul_kernels(KernelRegistry& r);      // matmul.cpp
 void register_conv_kernels(KernelRegistry& r);        // conv.cpp
+void register_conv_weight_grad_kernels(KernelRegistry& r);  // conv_weight_grad.cpp
 void register_pool_kernels(KernelRegistry& r);        // pool.cpp
 void register_norm_kernels(KernelRegistry& r);        // normalization.cpp
 void register_control_flow_kernels(KernelRegistry& r);  // control_flow.cpp

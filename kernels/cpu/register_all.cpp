@@ -18,6 +18,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_einsum_kernels(r);
   register_matmul_kernels(r);
   register_conv_kernels(r);
+  register_conv_weight_grad_kernels(r);
   register_pool_kernels(r);
   register_norm_kernels(r);
   register_control_flow_kernels(r);
