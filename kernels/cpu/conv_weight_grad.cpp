@@ -1,7 +1,7 @@
 // ai.onyx ConvWeightGrad: the weight gradient of a convolution,
 //   dW[g*Mg + m, c, k] = sum_{n, o} dY[n, g*Mg + m, o] * X[n, g*Cg + c, o*s + k*d - pl],
 // which the optimizer puts in place of the Transpose / Conv / Slice / Transpose pattern the Conv
-// gradient rule writes (inference/fusions_grad.cpp). It runs on oneDNN, accumulating dW in
+// gradient rule writes (inference/fusions_conv_grad.cpp). It runs on oneDNN, accumulating dW in
 // float32: convolution_backward_weights with the transposes folded into its reorders or, on
 // small outputs where that primitive is slow, im2col and a matmul.
 // Inputs X [N, C, spatial...] and dY [N, M, spatial'...]; attributes kernel_shape, strides,

@@ -1,6 +1,6 @@
 // ai.onyx ConvWeightGrad (kernels/cpu/conv_weight_grad.cpp) against a float64 direct sum and
 // against the plain-ONNX pattern the Conv gradient rule writes; the fusion that puts it in
-// training graphs (inference/fusions_grad.cpp): where it fires, where it must not, the Cast it
+// training graphs (inference/fusions_conv_grad.cpp): where it fires, where it must not, the Cast it
 // absorbs under bf16 autocast, and gradients equal to the unfused graph's.
 #include <gtest/gtest.h>
 
