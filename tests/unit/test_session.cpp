@@ -229,3 +229,21 @@ TEST(Session, MissingKernelIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("Frobnicate"), std::string::npos) << e.what();
   }
 }
+
+// An op found only under another domain names the domain and opset it was looked up in, and
+// where onyx has it (it used to say just "no cpu kernel for Relu").
+TEST(Session, MissingKernelNamesTheDomain) {
+  ModelBuilder b(17, "com.foo");
+  b.input("x", DataType::Float, Shape{2});
+  b.node("Relu", {"x"}, {"y"}, "com.foo");
+  b.output("y");
+  try {
+    b.session();
+    FAIL();
+  } catch (const NotImplemented& e) {
+    EXPECT_NE(std::string(e.what()).find("no kernel for op 'Relu' in domain 'com.foo' (opset 1) on "
+                                         "provider cpu: onyx has 'Relu' only in domain 'ai.onnx'"),
+              std::string::npos)
+        << e.what();
+  }
+}
