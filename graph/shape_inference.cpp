@@ -84,6 +84,37 @@ SymShape fixed(const Shape& s) {
 
 int64_t norm_axis(int64_t a, size_t rank) { return a < 0 ? a + static_cast<int64_t>(rank) : a; }
 
+// An axis a rule is about to index a shape with, checked against [-rank, rank) ([-rank, rank]
+// with `end_ok`, as Flatten's; Unsqueeze passes its output rank): a bad one is the model's
+// error, named here once at load rather than read out of bounds. `what` names its source
+// ("attribute 'axis'", "input 'axes'").
+int64_t checked_axis(const Ctx& c, const std::string& what, int64_t a, size_t rank,
+                     bool end_ok = false) {
+  const int64_t r = static_cast<int64_t>(rank), hi = end_ok ? r : r - 1;
+  const SymShape* in = c.in_shape(0);
+  ONYX_CHECK(a >= -r && a <= hi, "[{}] {} holds axis {}, outside [{}, {}] for input shape {}",
+             c.node.label(), what, a, -r, hi, in ? sym_shape_str(*in) : "?");
+  return a < 0 ? a + r : a;
+}
+
+// checked_axis for every entry of an axes list, which may not name an axis twice.
+std::vector<int64_t> checked_axes(const Ctx& c, const std::string& what, std::vector<int64_t> axes,
+                                  size_t rank) {
+  std::vector<bool> seen(rank, false);
+  for (int64_t& a : axes) {
+    a = checked_axis(c, what, a, rank);
+    ONYX_CHECK(!seen[static_cast<size_t>(a)], "[{}] {} names axis {} twice: [{}]", c.node.label(),
+               what, a, fmt::join(axes, ", "));
+    seen[static_cast<size_t>(a)] = true;
+  }
+  return axes;
+}
+
+// The source of a rule's axes for messages: opset >= 13 forms take them as input 1.
+std::string axes_source(const Ctx& c) {
+  return c.node.has_input(1) ? "input 'axes'" : "attribute 'axes'";
+}
+
 using Rule = std::function<void(Ctx&)>;
 
 void same_shape(Ctx& c) {
@@ -122,11 +153,13 @@ void transpose(Ctx& c) {
   if (!s) return;
   auto perm = c.node.attr_ints("perm");
   SymShape r;
-  if (perm.empty()) {
+  if (!c.node.has_attr("perm")) {
     r.assign(s->rbegin(), s->rend());
   } else {
-    if (perm.size() != s->size()) return;
-    for (int64_t p : perm) r.push_back((*s)[norm_axis(p, s->size())]);
+    ONYX_CHECK(perm.size() == s->size(),
+               "[{}] attribute 'perm' [{}] has {} entries, but the input has rank {}",
+               c.node.label(), fmt::join(perm, ", "), perm.size(), s->size());
+    for (int64_t p : checked_axes(c, "attribute 'perm'", perm, s->size())) r.push_back((*s)[p]);
   }
   c.set_shape(0, r);
 }
@@ -221,7 +254,6 @@ void squeeze(Ctx& c) {
   auto known_axes = c.axes();
   if (!known_axes) return;
   const std::vector<int64_t>& axes = *known_axes;
-  const int64_t rank = static_cast<int64_t>(s->size());
   std::vector<bool> drop(s->size(), false);
   if (axes.empty()) {
     for (size_t i = 0; i < s->size(); ++i) {
@@ -229,11 +261,8 @@ void squeeze(Ctx& c) {
       drop[i] = (*s)[i].value == 1;
     }
   }
-  for (int64_t a : axes) {
-    a = norm_axis(a, s->size());
-    if (a < 0 || a >= rank) return;
-    drop[static_cast<size_t>(a)] = true;
-  }
+  for (int64_t a : axes)
+    drop[static_cast<size_t>(checked_axis(c, axes_source(c), a, s->size()))] = true;
   SymShape r;
   for (size_t i = 0; i < s->size(); ++i)
     if (!drop[i]) r.push_back((*s)[i]);
@@ -265,16 +294,13 @@ void slice(Ctx& c) {
       steps->size() != st->size()) {
     // Which axes are sliced is unknown without the axes: every dim may change.
     if (!axes) return c.set_shape(0, unknown_dims(rank));
-    for (int64_t a : *axes) {
-      a = norm_axis(a, s->size());
-      if (a < 0 || a >= rank) return;
-      r[static_cast<size_t>(a)] = Dim{};
-    }
+    for (int64_t a : *axes)
+      r[static_cast<size_t>(checked_axis(c, "input 'axes'", a, s->size()))] = Dim{};
     return c.set_shape(0, r);
   }
   for (size_t i = 0; i < axes->size(); ++i) {
-    int64_t a = norm_axis((*axes)[i], s->size());
-    if (a < 0 || a >= rank || (*steps)[i] == 0) return;
+    int64_t a = checked_axis(c, "input 'axes'", (*axes)[i], s->size());
+    if ((*steps)[i] == 0) return;
     const Dim& d = (*s)[static_cast<size_t>(a)];
     if (!d.is_fixed()) {
       r[static_cast<size_t>(a)] = Dim{};
@@ -309,8 +335,7 @@ void range(Ctx& c) {
 void split(Ctx& c) {
   auto s = c.in_shape(0);
   if (!s) return;
-  int64_t axis = norm_axis(c.node.attr_int("axis", 0), s->size());
-  if (axis < 0 || axis >= static_cast<int64_t>(s->size())) return;
+  int64_t axis = checked_axis(c, "attribute 'axis'", c.node.attr_int("axis", 0), s->size());
   std::optional<std::vector<int64_t>> sizes;
   if (c.node.has_input(1)) {
     sizes = c.values_in(1);
@@ -342,7 +367,7 @@ void gemm(Ctx& c) {
 void flatten(Ctx& c) {
   auto s = c.in_shape(0);
   if (!s) return;
-  int64_t axis = norm_axis(c.node.attr_int("axis", 1), s->size());
+  int64_t axis = checked_axis(c, "attribute 'axis'", c.node.attr_int("axis", 1), s->size(), true);
   auto prod = [&](size_t from, size_t to) -> Dim {
     int64_t p = 1;
     for (size_t i = from; i < to; ++i) {
@@ -357,7 +382,7 @@ void flatten(Ctx& c) {
 void concat(Ctx& c) {
   auto s0 = c.in_shape(0);
   if (!s0) return;
-  int64_t axis = norm_axis(c.node.attr_int("axis", 0), s0->size());
+  int64_t axis = checked_axis(c, "attribute 'axis'", c.node.attr_int("axis", 0), s0->size());
   SymShape r = *s0;
   for (int i = 1; i < c.node.num_inputs(); ++i) {
     auto s = c.in_shape(i);
@@ -371,8 +396,7 @@ void concat(Ctx& c) {
 void gather(Ctx& c) {
   auto d = c.in_shape(0), i = c.in_shape(1);
   if (!d || !i) return;
-  int64_t axis = norm_axis(c.node.attr_int("axis", 0), d->size());
-  if (axis < 0 || axis >= static_cast<int64_t>(d->size())) return;  // the kernel reports it
+  int64_t axis = checked_axis(c, "attribute 'axis'", c.node.attr_int("axis", 0), d->size());
   SymShape r(d->begin(), d->begin() + axis);
   r.insert(r.end(), i->begin(), i->end());
   r.insert(r.end(), d->begin() + axis + 1, d->end());
@@ -387,11 +411,7 @@ void unsqueeze(Ctx& c) {
   if (!s || axes.empty()) return;
   size_t out_rank = s->size() + axes.size();
   std::vector<bool> inserted(out_rank, false);
-  for (int64_t a : axes) {
-    a = norm_axis(a, out_rank);
-    if (a < 0 || a >= static_cast<int64_t>(out_rank)) return;
-    inserted[a] = true;
-  }
+  for (int64_t a : checked_axes(c, axes_source(c), axes, out_rank)) inserted[a] = true;
   SymShape r;
   size_t k = 0;
   for (size_t i = 0; i < out_rank; ++i) r.push_back(inserted[i] ? Dim::fixed(1) : (*s)[k++]);
@@ -407,11 +427,7 @@ void reduce(Ctx& c) {
   bool keep = c.node.attr_int("keepdims", 1) != 0;
   if (axes.empty() && c.node.attr_int("noop_with_empty_axes", 0)) return same_shape(c);
   std::vector<bool> red(s->size(), axes.empty());
-  for (int64_t a : axes) {
-    a = norm_axis(a, s->size());
-    if (a < 0 || a >= static_cast<int64_t>(s->size())) return;
-    red[a] = true;
-  }
+  for (int64_t a : axes) red[checked_axis(c, axes_source(c), a, s->size())] = true;
   SymShape r;
   for (size_t i = 0; i < s->size(); ++i)
     if (!red[i]) r.push_back((*s)[i]);
@@ -458,8 +474,7 @@ void layer_norm(Ctx& c) {
   for (int o = 1; o <= 2 && o < static_cast<int>(c.out.size()); ++o) {
     c.out[o] = ValueType::tensor(dt);
     if (!s) continue;
-    int64_t axis = norm_axis(c.node.attr_int("axis", -1), s->size());
-    if (axis < 0 || axis > static_cast<int64_t>(s->size())) continue;
+    int64_t axis = checked_axis(c, "attribute 'axis'", c.node.attr_int("axis", -1), s->size());
     SymShape r(s->begin(), s->begin() + axis);
     r.resize(s->size(), Dim::fixed(1));
     c.set_shape(o, r);
@@ -506,14 +521,11 @@ void resize(Ctx& c) {
   auto s = c.in_shape(0);
   if (!s) return;
   SymShape r = *s;
-  std::vector<int64_t> axes = c.node.attr_ints("axes");
-  for (int64_t& a : axes) a = norm_axis(a, s->size());
+  std::vector<int64_t> axes =
+      checked_axes(c, "attribute 'axes'", c.node.attr_ints("axes"), s->size());
   if (axes.empty())
     for (size_t a = 0; a < s->size(); ++a) axes.push_back(static_cast<int64_t>(a));
-  for (int64_t a : axes) {
-    if (a < 0 || a >= static_cast<int64_t>(r.size())) return;
-    r[a] = Dim{};
-  }
+  for (int64_t a : axes) r[a] = Dim{};
   const bool legacy = c.node.num_inputs() == 2;  // Resize-10, Upsample-9: (X, scales)
   const Value* sv = c.node.has_input(legacy ? 1 : 2) ? c.node.inputs[legacy ? 1 : 2] : nullptr;
   const Tensor* st = sv ? c.graph.initializer(sv) : nullptr;
@@ -718,8 +730,8 @@ const std::unordered_map<std::string, Rule>& rules() {
     // Elementwise and shape-preserving ops: output shape is input 0's.
     for (const char* op :
          {"Abs", "Neg", "Floor", "Ceil", "Round", "Sign", "Relu", "LeakyRelu", "Elu", "Selu", "Gelu",
-          "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Softplus", "Softsign", "Softmax",
-          "LogSoftmax", "Hardmax", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Not", "Identity",
+          "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Softplus", "Softsign", "Erf", "Exp",
+          "Log", "Sqrt", "Reciprocal", "Not", "Identity",
           "Dropout", "Clip", "CumSum", "LayerNormalization", "BatchNormalization",
           "InstanceNormalization", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
           "Asinh", "Acosh", "Atanh", "IsNaN", "IsInf", "Mish", "Celu", "ThresholdedRelu",
@@ -731,6 +743,13 @@ const std::unordered_map<std::string, Rule>& rules() {
           "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Where", "PRelu",
           "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor"})
       t[op] = broadcast_all;
+    for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"})
+      t[op] = [](Ctx& c) {
+        // Only a given axis: the default differs by opset (1 before 13) and the kernel owns it.
+        if (auto s = c.in_shape(0); s && c.node.has_attr("axis"))
+          checked_axis(c, "attribute 'axis'", c.node.attr_int("axis", -1), s->size());
+        same_shape(c);
+      };
     t["MatMul"] = matmul;
     t["Transpose"] = transpose;
     t["Shape"] = shape_op;

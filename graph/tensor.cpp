@@ -12,6 +12,15 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+std::optional<size_t> checked_nbytes(DataType dtype, const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(n), dtype_size(dtype), &bytes)) return std::nullopt;
+  return bytes;
+}
+
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 std::string Device::str() const {
@@ -62,9 +71,18 @@ Tensor::Tensor(DataType dtype, Shape shape, std::shared_ptr<Storage> storage, si
 Tensor Tensor::empty(DataType dtype, const Shape& shape, const std::shared_ptr<Allocator>& alloc) {
   ONYX_CHECK(dtype != DataType::Undefined, "[Tensor] cannot allocate an undefined dtype");
   for (int64_t d : shape) ONYX_CHECK(d >= 0, "[Tensor] negative dimension in shape {}", shape_str(shape));
-  size_t n = static_cast<size_t>(shape_numel(shape));
-  size_t bytes = n * dtype_size(dtype);
-  auto storage = Storage::allocate(bytes, alloc ? alloc : cpu_allocator());
+  auto nbytes = checked_nbytes(dtype, shape);
+  ONYX_CHECK(nbytes, "[Tensor] {} {} has more bytes than memory can address", dtype_name(dtype),
+             shape_str(shape));
+  size_t n = static_cast<size_t>(shape_numel(shape)), bytes = *nbytes;
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = Storage::allocate(bytes, alloc ? alloc : cpu_allocator());
+  } catch (const std::bad_alloc&) {
+    // Named here, where the size is known; callers (the loader, the executor) add whose it is.
+    ONYX_THROW("[Tensor] out of memory allocating {} bytes for {} {}", bytes, dtype_name(dtype),
+               shape_str(shape));
+  }
   if (dtype == DataType::String) {
     auto* s = static_cast<std::string*>(storage->data());
     for (size_t i = 0; i < n; ++i) new (s + i) std::string();

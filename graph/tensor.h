@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ using Shape = std::vector<int64_t>;
 
 /// Number of elements of a shape (1 for a scalar).
 int64_t shape_numel(const Shape& shape);
+/// Bytes of a dense `dtype` tensor of `shape` (non-negative dims), or nullopt where the
+/// element count overflows int64 or the byte count size_t: sizes from a file are checked
+/// with it before anything is allocated.
+std::optional<size_t> checked_nbytes(DataType dtype, const Shape& shape);
 /// "[2, 3, 4]"
 std::string shape_str(const Shape& shape);
 

@@ -64,29 +64,59 @@ std::string pack_sub_byte(const uint8_t* src, size_t n, DataType t) {
   return out;
 }
 
-std::string read_external(const onnx::TensorProto& p, const std::string& base_dir,
-                          const std::string& what) {
-  std::string location;
-  int64_t offset = 0, length = -1;
+// Where a tensor's external bytes lie: checked against the file's size before anything is
+// read or allocated.
+struct ExternalSpan {
+  std::string path, location;
+  int64_t offset = 0, length = 0;
+};
+
+ExternalSpan external_span(const onnx::TensorProto& p, const std::string& base_dir,
+                           const std::string& what) {
+  ExternalSpan e;
+  int64_t length = -1;
   for (const auto& kv : p.external_data()) {
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    if (kv.key() == "location") e.location = kv.value();
+    else if (kv.key() == "offset") e.offset = std::stoll(kv.value());
     else if (kv.key() == "length") length = std::stoll(kv.value());
   }
-  ONYX_CHECK(!location.empty(), "[external data] {} has no 'location' entry", what);
-  std::string path = resolve_external_path(base_dir, location, what);
-  std::ifstream f(path, std::ios::binary);
-  ONYX_CHECK(f.good(), "[external data] {}: cannot open '{}'", what, path);
-  f.seekg(0, std::ios::end);
-  int64_t size = f.tellg();
-  if (length < 0) length = size - offset;
-  ONYX_CHECK(offset >= 0 && offset + length <= size,
-             "[external data] {}: wants bytes [{}, {}) of '{}' which has {} bytes", what, offset,
-             offset + length, location, size);
-  std::string buf(static_cast<size_t>(length), '\0');
-  f.seekg(offset);
-  f.read(buf.data(), length);
-  return buf;
+  ONYX_CHECK(!e.location.empty(), "[external data] {} has no 'location' entry", what);
+  e.path = resolve_external_path(base_dir, e.location, what);
+  std::error_code ec;
+  const auto size = static_cast<int64_t>(fs::file_size(e.path, ec));
+  ONYX_CHECK(!ec, "[external data] {}: cannot read the size of '{}': {}", what, e.path, ec.message());
+  ONYX_CHECK(e.offset >= 0 && e.offset <= size && length >= -1,
+             "[external data] {}: offset {} (length {}) is outside '{}', which has {} bytes", what,
+             e.offset, length, e.location, size);
+  e.length = length < 0 ? size - e.offset : length;
+  // Compared as length <= size - offset: offset + length may overflow.
+  ONYX_CHECK(e.length <= size - e.offset,
+             "[external data] {}: wants {} bytes from offset {} of '{}', which has {} bytes", what,
+             e.length, e.offset, e.location, size);
+  return e;
+}
+
+void read_span(const ExternalSpan& e, void* dst, const std::string& what) {
+  std::ifstream f(e.path, std::ios::binary);
+  ONYX_CHECK(f.good(), "[external data] {}: cannot open '{}'", what, e.path);
+  f.seekg(e.offset);
+  f.read(static_cast<char*>(dst), e.length);
+  ONYX_CHECK(f.gcount() == e.length, "[external data] {}: read {} of {} bytes from '{}'", what,
+             f.gcount(), e.length, e.path);
+}
+
+// How many entries the typed field that holds `dt` has (int32_data for the small types).
+int64_t typed_field_size(const onnx::TensorProto& p, DataType dt) {
+  switch (dt) {
+    case DataType::Float:
+    case DataType::Complex64: return p.float_data_size();
+    case DataType::Double:
+    case DataType::Complex128: return p.double_data_size();
+    case DataType::Int64: return p.int64_data_size();
+    case DataType::UInt32:
+    case DataType::UInt64: return p.uint64_data_size();
+    default: return p.int32_data_size();
+  }
 }
 
 template <typename Src, typename Dst>
@@ -109,28 +139,55 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   auto dt = static_cast<DataType>(p.data_type());
   Shape shape(p.dims().begin(), p.dims().end());
   for (int64_t d : shape) ONYX_CHECK(d >= 0, "[tensor] {} has negative dim in {}", what, shape_str(shape));
-  Tensor t = Tensor::empty(dt, shape);
-  size_t n = static_cast<size_t>(t.numel());
 
-  bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
+  // The declared size is checked against the data present before anything is allocated: a
+  // model may declare terabytes over a few bytes.
+  const std::optional<size_t> nbytes = checked_nbytes(dt, shape);
+  ONYX_CHECK(nbytes, "[tensor] {}: shape {} of {} has more bytes than memory can address", what,
+             shape_str(shape), dtype_name(dt));
+  const size_t n = static_cast<size_t>(shape_numel(shape));
+  const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
+  // Sub-byte types are stored packed (2 or 4 per byte) and held unpacked, one per byte.
+  const size_t per_byte = !is_sub_byte(dt) ? 1 : (dt == DataType::Int2 || dt == DataType::UInt2) ? 4 : 2;
+  const size_t stored = is_sub_byte(dt) ? (n + per_byte - 1) / per_byte : *nbytes;
+  ExternalSpan span;
   if (dt == DataType::String) {
     ONYX_CHECK(static_cast<size_t>(p.string_data_size()) == n,
-               "[tensor] {}: holds {} strings but its shape needs {}", what, p.string_data_size(), n);
+               "[tensor] {}: holds {} strings but its shape {} needs {}", what,
+               p.string_data_size(), shape_str(shape), n);
+  } else if (external || p.has_raw_data()) {
+    if (external) span = external_span(p, base_dir, what);
+    const size_t have = external ? static_cast<size_t>(span.length) : p.raw_data().size();
+    ONYX_CHECK(is_sub_byte(dt) ? have >= stored : have == stored,
+               "[tensor] {}: {} has {} bytes, but its shape {} of {} needs {} bytes", what,
+               external ? fmt::format("external data in '{}'", span.location) : "raw data", have,
+               shape_str(shape), dtype_name(dt), stored);
+  } else {
+    const int64_t have = typed_field_size(p, dt);
+    const size_t need = is_sub_byte(dt) ? stored : (dt == DataType::Complex64 || dt == DataType::Complex128) ? 2 * n : n;
+    ONYX_CHECK(static_cast<size_t>(have) >= need && (is_sub_byte(dt) || static_cast<size_t>(have) == need),
+               "[tensor] {}: holds {} values but its shape {} of {} needs {} ({} bytes)", what, have,
+               shape_str(shape), dtype_name(dt), need, *nbytes);
+  }
+
+  Tensor t = Tensor::empty(dt, shape);
+  if (dt == DataType::String) {
     auto* s = t.data<std::string>();
     for (size_t i = 0; i < n; ++i) s[i] = p.string_data(static_cast<int>(i));
     return t;
   }
   if (external || p.has_raw_data()) {
-    std::string ext;
-    const std::string& raw = external ? (ext = read_external(p, base_dir, what)) : p.raw_data();
     if (is_sub_byte(dt)) {
+      std::string ext(external ? static_cast<size_t>(span.length) : 0, '\0');
+      if (external) read_span(span, ext.data(), what);
+      const std::string& raw = external ? ext : p.raw_data();
       unpack_sub_byte(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(), dt,
                       t.data_as<uint8_t>(), n, what);
-      return t;
+    } else if (external) {
+      if (n) read_span(span, t.raw(), what);
+    } else if (n) {
+      std::memcpy(t.raw(), p.raw_data().data(), p.raw_data().size());
     }
-    ONYX_CHECK(raw.size() == t.nbytes(), "[tensor] {}: raw data has {} bytes, {} {} needs {}", what,
-               raw.size(), shape_str(shape), dtype_name(dt), t.nbytes());
-    if (n) std::memcpy(t.raw(), raw.data(), raw.size());
     return t;
   }
   switch (dt) {

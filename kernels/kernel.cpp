@@ -1,6 +1,7 @@
 #include "kernels/kernel.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace onyx {
 
@@ -46,10 +47,15 @@ const KernelDef* KernelRegistry::find(const std::string& op, const std::string& 
                                       std::string* why) const {
   std::string dom = canonical_domain(domain);
   bool op_seen = false, opset_seen = false;
-  std::vector<std::string> accepted;
+  std::vector<std::string> accepted, opsets, other_domains;
   for (const auto& d : defs_) {
-    if (d.op_type != op || d.domain != dom || d.provider != provider) continue;
+    if (d.op_type != op || d.provider != provider) continue;
+    if (d.domain != dom) {
+      other_domains.push_back(fmt::format("'{}'", d.domain.empty() ? "ai.onnx" : d.domain));
+      continue;
+    }
     op_seen = true;
+    opsets.push_back(d.until == INT_MAX ? fmt::format("{}+", d.since) : fmt::format("{}-{}", d.since, d.until));
     if (opset < d.since || opset > d.until) continue;
     opset_seen = true;
     if (d.type_input < 0 || d.types.empty() || dtype == DataType::Undefined ||
@@ -58,11 +64,22 @@ const KernelDef* KernelRegistry::find(const std::string& op, const std::string& 
     for (DataType t : d.types) accepted.push_back(dtype_name(t));
   }
   if (why) {
-    if (!op_seen) *why = fmt::format("no {} kernel for {}", provider, op);
-    else if (!opset_seen) *why = fmt::format("no {} kernel for {} at opset {}", provider, op, opset);
+    // Names the domain and opset too: an op is only found under the domain it is imported from.
+    std::string what = fmt::format("op '{}' in domain '{}' (opset {}{}) on provider {}", op,
+                                   dom.empty() ? "ai.onnx" : dom, opset,
+                                   opset == 0 ? ", not imported by the model" : "", provider);
+    std::sort(other_domains.begin(), other_domains.end());
+    other_domains.erase(std::unique(other_domains.begin(), other_domains.end()), other_domains.end());
+    if (!op_seen && other_domains.empty())
+      *why = fmt::format("no kernel for {}: onyx has no kernel of that name there", what);
+    else if (!op_seen)
+      *why = fmt::format("no kernel for {}: onyx has '{}' only in domain {}", what, op,
+                         fmt::join(other_domains, ", "));
+    else if (!opset_seen)
+      *why = fmt::format("no kernel for {}: its kernels cover opsets {}", what, fmt::join(opsets, ", "));
     else
-      *why = fmt::format("{} kernel for {} does not take {} (takes {})", provider, op,
-                         dtype_name(dtype), fmt::join(accepted, ", "));
+      *why = fmt::format("the kernel for {} does not take {} (takes {})", what, dtype_name(dtype),
+                         fmt::join(accepted, ", "));
   }
   return nullptr;
 }

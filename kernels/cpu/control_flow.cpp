@@ -98,7 +98,15 @@ class IfKernel final : public Kernel {
 
 class LoopKernel final : public Kernel {
  public:
-  explicit LoopKernel(const KernelInfo& info) : body_(graph_attr(info.node, "body")) {}
+  explicit LoopKernel(const KernelInfo& info) : body_(graph_attr(info.node, "body")) {
+    // The body returns the condition, each loop-carried value, then the scan outputs; fewer
+    // than 1 + carried would make the scan-output count negative.
+    const size_t n_carried = static_cast<size_t>(std::max(0, info.node.num_inputs() - 2));
+    ONYX_CHECK(body_.outputs.size() >= 1 + n_carried,
+               "[{}] the body has {} outputs, expected at least {}: the condition, then one per "
+               "loop-carried value ({})",
+               info.label(), body_.outputs.size(), 1 + n_carried, n_carried);
+  }
   void compute(KernelContext& ctx) const override {
     const Tensor* max_trip = ctx.input(0);
     const Tensor* cond_in = ctx.num_inputs() > 1 ? ctx.input(1) : nullptr;

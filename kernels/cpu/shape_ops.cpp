@@ -149,7 +149,8 @@ void identity_compute(KernelContext& ctx) {
 }
 
 /// Dropout: identity at inference; in training mode zeroes with probability `ratio` and
-/// scales the rest by 1 / (1 - ratio). Seeded by the `seed` attribute when given.
+/// scales the rest by 1 / (1 - ratio). Seeded by the run's seed when it has one, else by the
+/// `seed` attribute (drawing as numpy does), else at random.
 class DropoutKernel final : public Kernel {
  public:
   explicit DropoutKernel(const KernelInfo& info)
@@ -209,8 +210,14 @@ class DropoutKernel final : public Kernel {
       std::mt19937 rng(seq);
       for (int64_t i = 0; i < x.numel(); ++i) m[i] = keep(rng);
     } else {
+      // numpy's draw (np.random.seed(seed); uniform(0, 1, shape) >= ratio), which the ONNX
+      // references use: its MT19937 seeds like std::mt19937, and a double takes 27 + 26 bits
+      // of two outputs. A seeded node's first run matches them; later runs continue the stream.
       std::lock_guard<std::mutex> lock(mu_);
-      for (int64_t i = 0; i < x.numel(); ++i) m[i] = keep(rng_);
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const uint32_t a = static_cast<uint32_t>(rng_()) >> 5, b = static_cast<uint32_t>(rng_()) >> 6;
+        m[i] = (a * 67108864.0 + b) / 9007199254740992.0 >= ratio;
+      }
     }
     double scale = ratio < 1 ? 1.0 / (1.0 - ratio) : 0.0;
     dispatch<FloatTypes>(x.dtype(), ctx.label(), [&]<typename T>() {

@@ -136,20 +136,22 @@ void transpose_copy(const T* src, T* dst, const Shape& in_shape, const std::vect
 
 class TransposeKernel final : public Kernel {
  public:
-  explicit TransposeKernel(const KernelInfo& info) : perm_(info.node.attr_ints("perm")) {}
+  explicit TransposeKernel(const KernelInfo& info)
+      : perm_(info.node.attr_ints("perm")), reverse_(!info.node.has_attr("perm")) {}
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     auto r = static_cast<size_t>(x.rank());
     std::vector<int64_t> perm = perm_;
-    if (perm.empty())
+    if (reverse_)
       for (size_t i = r; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
-    ONYX_CHECK(perm.size() == r, "[{}] perm {} does not match input shape {}", ctx.label(), perm,
-               shape_str(x.shape()));
+    ONYX_CHECK(perm.size() == r, "[{}] attribute 'perm' {} does not match input shape {}",
+               ctx.label(), perm, shape_str(x.shape()));
     std::vector<bool> seen(r, false);
     Shape out;
     for (int64_t& p : perm) {
-      p = normalize_axis(p, static_cast<int64_t>(r), ctx.label());
-      ONYX_CHECK(!seen[static_cast<size_t>(p)], "[{}] perm {} repeats an axis", ctx.label(), perm_);
+      p = normalize_axis(p, static_cast<int64_t>(r), ctx.label() + " attribute 'perm'");
+      ONYX_CHECK(!seen[static_cast<size_t>(p)], "[{}] attribute 'perm' {} repeats an axis",
+               ctx.label(), perm_);
       seen[static_cast<size_t>(p)] = true;
       out.push_back(x.shape()[static_cast<size_t>(p)]);
     }
@@ -161,6 +163,7 @@ class TransposeKernel final : public Kernel {
 
  private:
   std::vector<int64_t> perm_;
+  bool reverse_;  // no perm attribute; an empty one given is a rank-0 input's perm
 };
 
 /// DepthToSpace and SpaceToDepth: a reshape to 6-D, a transpose, a reshape back.

@@ -1,4 +1,5 @@
 // Checkpoints: bit-identical resume, atomic writes under SIGKILL, corrupt and foreign files.
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,29 +63,63 @@ TEST(Checkpoint, KilledMidSaveLeavesTheLastGoodCheckpoint) {
   std::string path = tmp_path("atomic");
   // A model big enough that a save takes a while (about 16 MB of parameters).
   TrainingConfig cfg = adam_dropout_config(1);
+  // One thread: libgomp is not fork-safe, and a child forked after the parent's OpenMP pool
+  // has run hangs in its first parallel region (with 2 threads no child ever saved).
+  cfg.threads = 1;
   TrainingSession ts(mlp_model(512, 4096, 10), cfg);
   ts.train_step(class_batch(4, 512, 10, 1));
-  ts.save_checkpoint(path);
+  const std::string start = tmp_path("atomic_start");
+  ts.save_checkpoint(start);
+  int64_t newest = 1;  // the latest step any trial loaded: the children must get that far
   for (int trial = 0; trial < 5; ++trial) {
+    SCOPED_TRACE(fmt::format("trial {}", trial));
+    ts.save_checkpoint(path);  // step 1: what the file holds before the child's first save
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-      // Child: keep training and saving until killed.
-      for (int s = 2;; ++s) {
+      // Child: keep training and saving until killed, announcing each save's step first.
+      ::close(fds[0]);
+      for (int64_t s = 2;; ++s) {
         ts.train_step(class_batch(4, 512, 10, static_cast<uint32_t>(s)));
+        if (::write(fds[1], &s, sizeof s) != sizeof s) ::_exit(3);
         ts.save_checkpoint(path);
       }
     }
-    ::usleep(static_cast<useconds_t>(30000 + 70000 * trial));
+    ::close(fds[1]);
+    // Trial 0 kills before any save is likely; trial t once the save of step t + 1 has begun
+    // (however slow this machine is), 10 ms later (mid-save) or 200 ms later (after it).
+    int64_t started = 1;  // the step of the last save the child began (1: none)
+    while (trial > 0 && started < trial + 1) {
+      pollfd pfd{fds[0], POLLIN, 0};
+      ASSERT_EQ(::poll(&pfd, 1, 30000), 1) << "the child announced no save in 30 s";
+      ASSERT_EQ(::read(fds[0], &started, sizeof started), static_cast<ssize_t>(sizeof started));
+    }
+    ::usleep(static_cast<useconds_t>(trial == 0 ? 30000 : trial % 2 ? 10000 : 200000));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status));
-    // Whatever moment the kill hit, the file is a complete checkpoint that loads.
+    for (int64_t s; ::read(fds[0], &s, sizeof s) == sizeof s;) started = s;
+    ::close(fds[0]);
+    // Whatever moment the kill hit, the file is a complete checkpoint that loads, and it is
+    // exactly the state before the interrupted save or after it: its step is one of the two
+    // and its parameters are bit for bit those of a replay to that step.
     TrainingSession check(mlp_model(512, 4096, 10), cfg);
-    EXPECT_NO_THROW(check.load_checkpoint(path)) << "trial " << trial;
-    EXPECT_GE(check.step(), 1);
+    ASSERT_NO_THROW(check.load_checkpoint(path));
+    const int64_t k = check.step();
+    EXPECT_TRUE(k == started || k == std::max<int64_t>(1, started - 1))
+        << "loaded step " << k << ", the interrupted save was step " << started;
+    TrainingSession replay(mlp_model(512, 4096, 10), cfg);
+    replay.load_checkpoint(start);
+    for (int64_t s = 2; s <= k; ++s) replay.train_step(class_batch(4, 512, 10, static_cast<uint32_t>(s)));
+    EXPECT_EQ(replay.step(), k);
+    EXPECT_TRUE(same_bits(check.flat_parameters(), replay.flat_parameters())) << "step " << k;
+    newest = std::max(newest, k);
   }
+  EXPECT_GT(newest, 1) << "no child completed a save before it was killed";
+  std::filesystem::remove(start);
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
     if (e.path().filename().string().find(std::filesystem::path(path).filename().string() + ".tmp-") != std::string::npos)
       std::filesystem::remove(e.path());

@@ -253,6 +253,71 @@ TEST(ExternalData, RefusesLocationsOutsideModelFolder) {
   }
 }
 
+// Declared sizes are checked against the bytes present before anything is allocated: these
+// used to ask for terabytes (4 TB, 1 PB) and end in "out of memory".
+TEST(ExternalData, DeclaredSizeIsCheckedBeforeAllocating) {
+  fs::path d = temp_dir("ext_huge");
+  write_weights(d / "weights.bin");  // 16 bytes
+  auto load_expecting = [&](onnx::ModelProto m, std::vector<std::string> parts) {
+    write_bytes(d / "m.onnx", m.SerializeAsString());
+    try {
+      load_model((d / "m.onnx").string());
+      ADD_FAILURE() << "no error for " << parts[0];
+    } catch (const Error& e) {
+      for (const auto& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  auto with_dims = [](onnx::ModelProto m, std::vector<int64_t> dims) {
+    auto* w = m.mutable_graph()->mutable_initializer(0);
+    w->clear_dims();
+    for (int64_t x : dims) w->add_dims(x);
+    return m;
+  };
+  // 10^12 floats with no data at all.
+  onnx::ModelProto none = with_dims(external_model("weights.bin"), {1000000, 1000000});
+  none.mutable_graph()->mutable_initializer(0)->clear_external_data();
+  none.mutable_graph()->mutable_initializer(0)->clear_data_location();
+  load_expecting(none, {"initializer 'w'", "holds 0 values", "[1000000, 1000000]", "4000000000000 bytes"});
+  // The same over 16 bytes of raw data.
+  onnx::ModelProto raw = none;
+  raw.mutable_graph()->mutable_initializer(0)->set_raw_data(std::string(16, '\0'));
+  load_expecting(raw, {"initializer 'w'", "raw data has 16 bytes", "[1000000, 1000000]", "4000000000000 bytes"});
+  // External data declaring a 10^15-byte length over the 16-byte file.
+  onnx::ModelProto ext = with_dims(external_model("weights.bin"), {250000000000000});
+  auto* len = ext.mutable_graph()->mutable_initializer(0)->add_external_data();
+  len->set_key("length");
+  len->set_value("1000000000000000");
+  load_expecting(ext, {"initializer 'w'", "wants 1000000000000000 bytes", "which has 16 bytes"});
+  // No length: the file's 16 bytes against the shape's 10^15.
+  load_expecting(with_dims(external_model("weights.bin"), {250000000000000}),
+                 {"initializer 'w'", "external data in 'weights.bin' has 16 bytes", "[250000000000000]",
+                  "1000000000000000 bytes"});
+  // An offset + length that overflows int64 is not taken for a small number.
+  onnx::ModelProto wrap = external_model("weights.bin");
+  for (auto [k, v] : {std::pair{"offset", "8"}, std::pair{"length", "9223372036854775807"}}) {
+    auto* kv = wrap.mutable_graph()->mutable_initializer(0)->add_external_data();
+    kv->set_key(k);
+    kv->set_value(v);
+  }
+  load_expecting(wrap, {"initializer 'w'", "from offset 8", "which has 16 bytes"});
+  // A shape whose byte count overflows.
+  load_expecting(with_dims(none, {int64_t{1} << 40, int64_t{1} << 40}),
+                 {"initializer 'w'", "more bytes than memory can address"});
+}
+
+// An allocation that cannot be satisfied names its size and shape (256 TiB: beyond any
+// x86-64 user address space, so it fails even with overcommit).
+TEST(Graph, FailedAllocationNamesShapeAndBytes) {
+  try {
+    Tensor::empty(DataType::Float, {int64_t{1} << 46});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory allocating 281474976710656 bytes for float [70368744177664]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Functions, LocalFunctionsAreInlined) {
   onnx::ModelProto m;
   m.set_ir_version(8);

@@ -182,6 +182,41 @@ TEST(Session, MetadataDescribesTheModel) {
   EXPECT_EQ(s.metadata().opsets.at(0).version, 17);
 }
 
+// A Loop body must return the condition and each carried value; one that returns fewer (here
+// none, then only the condition for one carried value) is refused when the session is built,
+// not turned into a negative scan-output count.
+TEST(Session, LoopBodyWithTooFewOutputsIsAClearError) {
+  for (size_t n_body_outputs : {0u, 1u}) {
+    ModelBuilder b(17);
+    b.input("m", DataType::Int64, Shape{}).input("c", DataType::Bool, Shape{});
+    b.input("x", DataType::Float, Shape{2});
+    Node& loop = b.node("Loop", {"m", "c", "x"}, {"y"});
+    b.output("y");
+    auto m = b.build();
+    auto body = std::make_shared<Graph>("body", m->graph.get());
+    for (const char* n : {"i", "cond", "xb"}) body->inputs.push_back(body->get_or_add_value(n));
+    body->inputs[0]->type = ValueType::tensor(DataType::Int64, SymShape{});
+    body->inputs[1]->type = ValueType::tensor(DataType::Bool, SymShape{});
+    body->inputs[2]->type = ValueType::tensor(DataType::Float, SymShape{Dim::fixed(2)});
+    if (n_body_outputs == 1) body->outputs.push_back(body->inputs[1]);
+    Attribute a;
+    a.name = "body", a.type = Attribute::Type::Graph, a.g = body;
+    loop.attrs["body"] = a;
+    try {
+      Session s(std::move(m));
+      s.run({{"m", Tensor::scalar<int64_t>(2)}, {"c", Tensor::scalar<bool>(true)},
+             {"x", Tensor::from_vector<float>({2}, {1, 2})}});
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("Loop node"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(fmt::format("the body has {} outputs, expected at least 2", n_body_outputs)),
+                std::string::npos)
+          << msg;
+    }
+  }
+}
+
 TEST(Session, MissingKernelIsAClearError) {
   ModelBuilder b(17, "com.example");
   b.input("x", DataType::Float, Shape{2});
@@ -192,5 +227,23 @@ TEST(Session, MissingKernelIsAClearError) {
     FAIL();
   } catch (const NotImplemented& e) {
     EXPECT_NE(std::string(e.what()).find("Frobnicate"), std::string::npos) << e.what();
+  }
+}
+
+// An op found only under another domain names the domain and opset it was looked up in, and
+// where onyx has it (it used to say just "no cpu kernel for Relu").
+TEST(Session, MissingKernelNamesTheDomain) {
+  ModelBuilder b(17, "com.foo");
+  b.input("x", DataType::Float, Shape{2});
+  b.node("Relu", {"x"}, {"y"}, "com.foo");
+  b.output("y");
+  try {
+    b.session();
+    FAIL();
+  } catch (const NotImplemented& e) {
+    EXPECT_NE(std::string(e.what()).find("no kernel for op 'Relu' in domain 'com.foo' (opset 1) on "
+                                         "provider cpu: onyx has 'Relu' only in domain 'ai.onnx'"),
+              std::string::npos)
+        << e.what();
   }
 }

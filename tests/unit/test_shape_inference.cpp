@@ -3,6 +3,7 @@
 // Equal/Where, Slice of a shape) keep ranks and symbolic dims.
 #include <gtest/gtest.h>
 
+#include "graph/onnx_io.h"
 #include "graph/shape_inference.h"
 #include "test_util.h"
 
@@ -145,15 +146,84 @@ TEST(ShapeInference, SqueezeSliceSplitTileRange) {
   EXPECT_EQ(shape_of(*m, "ra"), sym({F(4)}));
 }
 
-// A Gather axis outside the data's rank is left to the kernel's check (it read out of bounds).
-TEST(ShapeInference, GatherAxisOutOfRangeIsNotInferred) {
-  test::ModelBuilder b(17);
+// Out-of-range axis and perm attributes (and axes inputs) are the model's error: with the
+// input's rank known, shape inference names the node and the attribute at session creation
+// (it used to read out of bounds); with the rank unknown until run time, the kernel does.
+struct BadAxisCase {
+  std::string op;
+  int64_t opset;
+  std::string attr;               // the attribute (or input) the message must name
+  std::vector<int64_t> value;     // its value: one axis, or a list
+  bool list = false;              // an ints attribute (axes, perm) rather than an int
+  bool axes_input = false;        // axes as input 1 (an initializer) instead of an attribute
+};
+
+std::vector<BadAxisCase> bad_axis_cases() {
+  const int64_t huge = int64_t{1} << 40;
+  std::vector<BadAxisCase> r;
+  // x is [2, 3]: rank 2, so axis 2 and -3 are just outside; Flatten allows [-2, 2],
+  // Unsqueeze's output has rank 3.
+  for (int64_t a : {int64_t{2}, int64_t{-3}, huge}) {
+    for (const char* op : {"Gather", "Concat", "Split", "Softmax", "LogSoftmax", "Hardmax",
+                           "LayerNormalization"})
+      r.push_back({op, 17, "axis", {a}});
+    for (const char* op : {"Squeeze", "ReduceSum", "ReduceMax"})
+      r.push_back({op, 11, "axes", {a}, true});
+    r.push_back({"ReduceSum", 13, "axes", {a}, true, true});
+    r.push_back({"Squeeze", 13, "axes", {a}, true, true});
+    r.push_back({"Slice", 13, "axes", {a}, true, true});
+    r.push_back({"Transpose", 17, "perm", {0, a}, true});
+  }
+  for (int64_t a : {int64_t{3}, int64_t{-3}, huge}) r.push_back({"Flatten", 17, "axis", {a}});
+  for (int64_t a : {int64_t{3}, int64_t{-4}, huge})
+    r.push_back({"Unsqueeze", 11, "axes", {a}, true});
+  r.push_back({"Unsqueeze", 11, "axes", {0, 0}, true});  // would insert one axis for two
+  r.push_back({"Transpose", 17, "perm", {}, true});
+  r.push_back({"Transpose", 17, "perm", {0, 0}, true});
+  r.push_back({"Transpose", 17, "perm", {1}, true});
+  return r;
+}
+
+// Builds x [2, 3] -> op -> y (x's shape dropped with `unknown_rank`) and runs it.
+void run_bad_axis(const BadAxisCase& c, bool unknown_rank) {
+  test::ModelBuilder b(c.opset);
   b.input("x", DataType::Float, sym({F(2), F(3)}));
-  b.initializer("i", ints({0}));
-  b.node("Gather", {"x", "i"}, {"y"}).attrs["axis"] = attr_int("axis", 5);
+  b.initializer("i", ints({0})).initializer("st", ints({0})).initializer("en", ints({1}));
+  b.initializer("scale", Tensor::from_vector<float>({3}, {1, 1, 1}));
+  std::vector<std::string> ins = {"x"}, outs = {"y"};
+  if (c.op == "Gather") ins.push_back("i");
+  if (c.op == "Concat") ins.push_back("x");
+  if (c.op == "LayerNormalization") ins.push_back("scale");
+  if (c.op == "Slice") ins.insert(ins.end(), {"st", "en"});
+  if (c.op == "Split") outs.push_back("y1");
+  if (c.axes_input) b.initializer("axes", ints(c.value)), ins.push_back("axes");
+  Node& n = b.node(c.op, ins, outs);
+  if (!c.axes_input)
+    n.attrs[c.attr] = c.list ? attr_ints(c.attr, c.value) : attr_int(c.attr, c.value[0]);
   b.output("y");
   auto m = b.build();
-  EXPECT_FALSE(shape_of(*m, "y").has_value());
+  if (unknown_rank) m->graph->inputs[0]->type.shape.reset();
+  // Through the loader, as a user's model comes (it validates and infers shapes).
+  const std::string bytes = serialize_model(*m);
+  Session s(load_model_from_bytes(bytes.data(), bytes.size()), SessionOptions{});
+  s.run({{"x", Tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6})}});
+}
+
+TEST(ShapeInference, OutOfRangeAxesAreNamedErrors) {
+  for (const auto& c : bad_axis_cases())
+    for (bool unknown_rank : {false, true}) {
+      SCOPED_TRACE(fmt::format("{}-{} {} [{}]{}", c.op, c.opset, c.attr, fmt::join(c.value, ", "),
+                               unknown_rank ? " (rank unknown)" : ""));
+      try {
+        run_bad_axis(c, unknown_rank);
+        ADD_FAILURE() << "no error";
+      } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(c.op + "_0"), std::string::npos) << msg;  // the node's name
+        // The attribute (or input) by name; kernels say "axis" for an entry of "axes".
+        EXPECT_NE(msg.find(c.attr == "axes" ? "axis" : c.attr), std::string::npos) << msg;
+      }
+    }
 }
 
 // Attention (3-D with grouped heads and a past cache) and RotaryEmbedding keep their shapes, so
