@@ -4,7 +4,7 @@
 //
 //   onyx_train_bench --model m.onnx --data DIR [--threads 2] [--warmup 3] [--iters 10]
 //                    [--max-seconds 60] [--lr 1e-3] [--weight-decay 0.01]
-//                    [--precision fp32|bf16|fp16]
+//                    [--precision fp32|bf16|fp16] [--profile trace.json]
 //
 // DIR holds <name>.pb (TensorProto) for every batch input the session asks for (the model's
 // inputs, then "labels"). The loss is softmax cross-entropy (mean) on the model's first
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   std::string model, data;
   int threads = 2, warmup = 3, iters = 10;
   double max_seconds = 60, lr = 1e-3, weight_decay = 0.01;
-  std::string precision = "fp32";
+  std::string precision = "fp32", profile;
   CLI::App app("Time onyx training steps on one fixed batch (used by bench/run_train.sh)");
   app.add_option("--model", model, "forward ONNX model")->required()->check(CLI::ExistingFile);
   app.add_option("--data", data, "folder of <input>.pb")->required()->check(CLI::ExistingDirectory);
@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision, "fp32, or bf16/fp16 mixed precision")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--profile", profile,
+                 "Chrome trace of the training graph's runs (adds time to the steps it times)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
     cfg.decay_1d = true;  // torch.optim.AdamW decays biases and norm scales too
     cfg.threads = threads;
     cfg.precision = onyx::parse_precision(precision);
+    cfg.profile_path = profile;
     auto t0 = Clock::now();
     onyx::TrainingSession ts(model, cfg);
     const double setup_ms = ms_since(t0);
@@ -113,6 +116,7 @@ int main(int argc, char** argv) {
         "\"runs\": {}, \"losses\": [{:.7g}], \"base_rss_mb\": {:.1f}, \"peak_rss_mb\": {:.1f}}}\n",
         setup_ms, median, mean, sorted.front(), n, fmt::join(losses, ", "), base_mb,
         status_mb("VmHWM"));
+    if (!profile.empty()) std::cerr << "profile written to " << ts.end_profiling() << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "onyx_train_bench: " << e.what() << "\n";

@@ -184,6 +184,7 @@ int train(const TrainOptions& o) {
                  total_micro % o.accumulate, o.accumulate);
   TrainingConfig config = training_config(o, total_steps);
   config.communicator = comm;
+  if (lead) config.profile_path = o.profile;  // one profile, not one file written by every rank
   ONYX_CHECK(o.first_bucket_kb > 0 && o.bucket_kb > 0, "[train] bucket sizes must be positive");
   config.buckets.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_kb * 1024);
   config.buckets.bucket_bytes = static_cast<int64_t>(o.bucket_kb * 1024);
@@ -338,6 +339,7 @@ int train(const TrainOptions& o) {
   ts.export_inference_model(exported);
   fmt::print("exported the trained model to {}\n", exported);
   if (!o.metrics.empty()) fmt::print("metrics: {}\n", o.metrics);
+  if (!o.profile.empty()) fmt::print("profile written to {}\n", ts.end_profiling());
   if (!o.plot.empty()) {
     plot_loss_png(curve, o.plot, std::filesystem::path(o.model).filename().string());
     fmt::print("loss plot: {}\n", o.plot);

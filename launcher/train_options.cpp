@@ -247,6 +247,9 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--metrics", o.metrics, "Write one JSON object per step and per epoch (JSONL)")
       ->group(out_group);
   app->add_option("--plot", o.plot, "Draw the loss curve into a PNG file")->group(out_group);
+  app->add_option("--profile", o.profile,
+                  "Write a Chrome-trace profile of the training graph's runs (rank 0) to FILE")
+      ->group(out_group);
 }
 
 std::string default_export_path(const std::string& model) {

@@ -47,7 +47,7 @@ struct TrainOptions {
   int threads = 0;
   bool shuffle = true;
   // Outputs.
-  std::string checkpoint_dir, resume, export_path, metrics, plot, config;
+  std::string checkpoint_dir, resume, export_path, metrics, plot, config, profile;
   int64_t checkpoint_every = 0;
   bool no_progress = false;
   bool data_parallel = false;  // demand mpirun (data parallelism is automatic under it)

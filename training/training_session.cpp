@@ -204,7 +204,8 @@ struct TrainingSession::Impl {
 
     SessionOptions so;
     so.intra_op_threads = threads;
-    train = std::make_unique<Session>(without_defaults(*tg.model, fed_names(true)), so);
+    train = std::make_unique<Session>(without_defaults(*tg.model, fed_names(true)),
+                                      training_options(so));
     tg.model.reset();
     eval = std::make_unique<Session>(
         without_defaults(*autodiff::build_eval_graph(graph_forward(), cfg.loss, tg.params), fed_names(false)),
@@ -222,6 +223,14 @@ struct TrainingSession::Impl {
     }
     predict = std::make_unique<Session>(std::move(pm), so);
     if (cfg.communicator) start_data_parallel();
+  }
+
+  /// The training graph's session options: `base` plus the profile, which covers the training
+  /// graph's runs (forward, backward, loss) and not the eval or predict graphs.
+  SessionOptions training_options(SessionOptions base) const {
+    base.profiling = !cfg.profile_path.empty();
+    if (base.profiling) base.profile_path = cfg.profile_path;
+    return base;
   }
 
   /// True when every fed input of `m` has a fully fixed shape.
@@ -251,7 +260,8 @@ struct TrainingSession::Impl {
     training_copy = clone_model(*planned.model);
     SessionOptions so;
     so.intra_op_threads = threads;
-    train = std::make_unique<Session>(without_defaults(*planned.model, fed_names(true)), so);
+    train = std::make_unique<Session>(without_defaults(*planned.model, fed_names(true)),
+                                      training_options(so));
     planned.model.reset();
     tg = std::move(planned);
     budget_pending = false;
@@ -482,6 +492,11 @@ Tensor TrainingSession::flat_parameters() const { return impl_->params.tensor();
 Tensor TrainingSession::flat_gradients() const { return impl_->grads.tensor(); }
 int64_t TrainingSession::step() const { return impl_->opt->steps_taken(); }
 double TrainingSession::loss_scale() const { return impl_->scaler ? impl_->scaler->scale() : 0.0; }
+std::string TrainingSession::end_profiling() const {
+  ONYX_CHECK(!impl_->cfg.profile_path.empty(),
+             "[training] no profile to write: TrainingConfig::profile_path is empty");
+  return impl_->train->end_profiling();
+}
 double TrainingSession::learning_rate() const {
   return impl_->cfg.schedule.lr_at(impl_->opt->steps_taken(), impl_->cfg.optimizer.lr);
 }

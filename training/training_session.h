@@ -84,6 +84,9 @@ struct TrainingConfig {
   /// fp16; bf16 has float32's range and needs none. A step whose gradients overflow is
   /// skipped (StepResult::skipped), not an error.
   optim::LossScalerConfig loss_scaler;
+  /// Non-empty: record a Chrome-trace event per node of every training-graph run (forward,
+  /// backward and loss; not the optimizer step), written to this file by end_profiling().
+  std::string profile_path;
 };
 
 /// What one train_step did.
@@ -133,6 +136,9 @@ class TrainingSession {
   int64_t step() const;
   /// The loss scaler's current scale (fp16), 0 without one.
   double loss_scale() const;
+  /// Writes the profile of the training-graph runs so far (TrainingConfig::profile_path) and
+  /// returns its path; onyx::Error when profiling is off.
+  std::string end_profiling() const;
   /// Learning rate the next optimizer step will use.
   double learning_rate() const;
   /// Names of the inputs a batch must provide (model inputs, then labels).

@@ -1,7 +1,11 @@
 // TrainingSession: closed-form updates, learning, determinism, export, bad input.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "autodiff/training_graph.h"
 #include "graph/onnx_io.h"
@@ -271,6 +275,44 @@ TEST(TrainingSession, BadInputsAreClearErrors) {
   EXPECT_EQ(ts.step(), 0);
   ts.train_step(batch);  // still usable
   EXPECT_EQ(ts.step(), 1);
+}
+
+// TrainingConfig::profile_path: one event per node of each training-graph run, forward and
+// backward (the profile `onyx train --profile` writes); no profile is an error, not a file.
+TEST(TrainingSession, ProfileCoversForwardAndBackwardOfEveryStep) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("onyx_train_profile_" + std::to_string(::getpid()) + ".json");
+  TrainingConfig c;
+  c.optimizer = {.name = "adamw", .lr = 0.01};
+  c.threads = 1;
+  c.profile_path = path.string();
+  TrainingSession ts(mlp_model(8, 16, 4), c);
+  for (uint32_t s = 0; s < 3; ++s) ts.train_step(class_batch(16, 8, 4, s));
+  ASSERT_EQ(ts.end_profiling(), path.string());
+  std::ifstream f(path);
+  ASSERT_TRUE(f) << path;
+  nlohmann::json trace = nlohmann::json::parse(f);
+  std::map<std::string, int> runs_of;  // node name -> events
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.value("cat", "") == "node") ++runs_of[e.at("name").get<std::string>()];
+  int forward = 0, backward = 0;
+  for (const auto& [name, n] : runs_of) {
+    EXPECT_EQ(n, 3) << name << " ran " << n << " times in 3 steps";
+    (name.find("_grad") != std::string::npos ? backward : forward) += 1;
+  }
+  EXPECT_GT(forward, 2);
+  EXPECT_GT(backward, 2);
+  std::filesystem::remove(path);
+
+  TrainingConfig off = c;
+  off.profile_path.clear();
+  TrainingSession quiet(mlp_model(8, 16, 4), off);
+  try {
+    quiet.end_profiling();
+    FAIL() << "expected onyx::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("profile_path is empty"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TrainingSession, NoGradientRuleNamesTheNode) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -146,8 +147,21 @@ TEST_F(CliTrain, SgdMatchesFloat64ReferenceAndWritesEverything) {
       onyx("train " + base_args() + " --no-shuffle --epochs 3 --val-data " + quote(path("val")) +
            " --metrics " + quote(path("m.jsonl")) + " --export " + quote(path("out.onnx")) +
            " --checkpoint-dir " + quote(path("ck")) + " --checkpoint-every 4" +
+           " --profile " + quote(path("trace.json")) +
            (cli::loss_plot_available() ? " --plot " + quote(path("loss.png")) : ""));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
+  // The profile: every training-graph node once per optimizer step (9).
+  {
+    std::ifstream f(path("trace.json"));
+    ASSERT_TRUE(f) << r.out;
+    std::map<std::string, int> runs;
+    const nlohmann::json trace = nlohmann::json::parse(f);
+    for (const auto& e : trace.at("traceEvents"))
+      if (e.value("cat", "") == "node") ++runs[e.at("name").get<std::string>()];
+    ASSERT_FALSE(runs.empty());
+    for (const auto& [name, n] : runs) EXPECT_EQ(n, 9) << name;
+    EXPECT_NE(r.out.find("profile written to"), std::string::npos) << r.out;
+  }
 
   // The reference: 3 epochs x 3 batches of 8 in order, plain SGD.
   Linear ref = init_;
