@@ -213,8 +213,9 @@ int train(const TrainOptions& o) {
   // The layout records the global batch, so a checkpoint resumes with any number of ranks.
   RunLayout layout{data.samples, global_batch, o.accumulate, o.shuffle};
   int64_t micro = 0;
+  std::string resumed_from;  // the last good checkpoint until this run saves one
   if (!o.resume.empty()) {
-    std::string path = resolve_checkpoint(o.resume);
+    std::string path = resumed_from = resolve_checkpoint(o.resume);
     micro = load_run_checkpoint(ts, path, layout);
     if (lead)
       fmt::print("resumed from {} at step {} (epoch {}, batch {})\n", path, ts.step(),
@@ -243,6 +244,24 @@ int train(const TrainOptions& o) {
   LossCurve curve;
   std::string last_checkpoint;
   int64_t last_checkpoint_step = -1;
+  // A failed save (disk full) does not lose the run: it is reported at once, the previous
+  // checkpoint stays, training goes on, and the run exits non-zero at the end.
+  int failed_saves = 0;
+  std::string first_failure;
+  auto last_good = [&] {
+    return !last_checkpoint.empty() ? last_checkpoint : !resumed_from.empty() ? resumed_from : "none";
+  };
+  auto checkpoint = [&] {
+    try {
+      last_checkpoint = save_run_checkpoint(ts, o.checkpoint_dir, layout);
+      last_checkpoint_step = ts.step();
+    } catch (const Error& e) {
+      if (failed_saves++ == 0) first_failure = e.what();
+      if (lead)
+        spdlog::warn("checkpoint of step {} not saved, training goes on (the last checkpoint is {}): {}",
+                     ts.step(), last_good(), e.what());
+    }
+  };
   double group_loss = 0, group_seconds = 0;
   int64_t group_micro = 0, group_samples = 0;
   int64_t skipped_steps = 0;  // fp16 steps the loss scaler skipped
@@ -288,10 +307,7 @@ int train(const TrainOptions& o) {
         curve.steps.push_back(static_cast<double>(ts.step()));
         curve.loss.push_back(loss);
         group_loss = group_seconds = 0, group_micro = group_samples = 0;
-        if (o.checkpoint_every > 0 && ts.step() % o.checkpoint_every == 0) {
-          last_checkpoint = save_run_checkpoint(ts, o.checkpoint_dir, layout);
-          last_checkpoint_step = ts.step();
-        }
+        if (o.checkpoint_every > 0 && ts.step() % o.checkpoint_every == 0) checkpoint();
       }
       bar.update(fmt::format("epoch {}/{}", epoch + 1, o.epochs), b + 1, per_epoch,
                  fmt::format("loss {:.4f}  lr {:.2e}  {:.0f} samples/s", r.loss, ts.learning_rate(),
@@ -331,10 +347,17 @@ int train(const TrainOptions& o) {
     std::fflush(stdout);
   }
 
-  if (!o.checkpoint_dir.empty() && last_checkpoint_step != ts.step())
-    last_checkpoint = save_run_checkpoint(ts, o.checkpoint_dir, layout);
+  if (!o.checkpoint_dir.empty() && last_checkpoint_step != ts.step()) checkpoint();
   if (!last_checkpoint.empty() && lead) fmt::print("checkpoint: {}\n", last_checkpoint);
-  if (!lead) return 0;
+  // The trained model is still exported: it is the run's result even when a save failed.
+  auto report_failed_saves = [&] {
+    ONYX_CHECK(failed_saves == 0, "[train] {} checkpoint save(s) failed, the last checkpoint is {}; the first "
+               "failure: {}", failed_saves, last_good(), first_failure);
+  };
+  if (!lead) {
+    report_failed_saves();
+    return 0;
+  }
   std::string exported = o.export_path.empty() ? default_export_path(o.model) : o.export_path;
   ts.export_inference_model(exported);
   fmt::print("exported the trained model to {}\n", exported);
@@ -344,6 +367,7 @@ int train(const TrainOptions& o) {
     plot_loss_png(curve, o.plot, std::filesystem::path(o.model).filename().string());
     fmt::print("loss plot: {}\n", o.plot);
   }
+  report_failed_saves();
   return 0;
 }
 

@@ -24,23 +24,41 @@ fs::path layout_file(const fs::path& checkpoint) {
 
 std::string save_run_checkpoint(const TrainingSession& session, const std::string& dir,
                                 const RunLayout& layout) {
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  ONYX_CHECK(!ec, "[train] cannot create the checkpoint folder '{}': {}", dir, ec.message());
   fs::path path = fs::path(dir) / fmt::format("step-{:08d}.onyx", session.step());
   // The layout first: a checkpoint never exists without it.
   nlohmann::json j = {{"samples", layout.samples},
                       {"batch", layout.batch},
                       {"accumulate", layout.accumulate},
                       {"shuffle", layout.shuffle}};
-  fs::path tmp = layout_file(path).string() + ".tmp";
-  // Data parallel: one writer for the layout (every rank holds the same run).
-  const bool lead = !session.config().communicator || session.config().communicator->rank() == 0;
+  // Data parallel: one writer for the layout (every rank holds the same run), and every rank
+  // learns whether it worked, so none waits in the checkpoint's collectives for a failed lead.
+  const auto& comm = session.config().communicator;
+  const bool lead = !comm || comm->rank() == 0;
+  std::string why;
   if (lead) {
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-    ONYX_CHECK(out.good(), "[train] cannot write '{}'", tmp.string());
+    try {
+      training::write_file_atomically(layout_file(path).string(), j.dump(2) + "\n");
+    } catch (const Error& e) {
+      why = e.what();
+    }
   }
-  if (lead) fs::rename(tmp, layout_file(path));
-  session.save_checkpoint(path.string());
+  if (comm) {
+    Tensor failed = Tensor::from_vector<int32_t>({1}, {why.empty() ? 0 : 1});
+    comm->allreduce(failed, dist::ReduceOp::Max)->wait();
+    if (why.empty() && failed.data<int32_t>()[0] != 0)
+      why = fmt::format("[checkpoint] rank 0 failed to write '{}'", layout_file(path).string());
+  }
+  if (!why.empty()) throw Error(why);
+  try {
+    session.save_checkpoint(path.string());
+  } catch (const Error&) {
+    // A failed save (disk full) leaves no layout without its checkpoint.
+    if (lead) fs::remove(layout_file(path), ec);
+    throw;
+  }
   return path.string();
 }
 

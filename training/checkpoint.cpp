@@ -18,20 +18,78 @@ namespace {
 constexpr char kMagic[8] = {'O', 'N', 'Y', 'X', 'C', 'K', 'P', 'T'};
 constexpr uint32_t kVersion = 1;
 
-
-/// Writes all of `n` bytes or throws.
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    ONYX_CHECK(w > 0, "[checkpoint] writing '{}' failed: {}", path, std::strerror(errno));
-    p += w;
-    n -= static_cast<size_t>(w);
+/// A file written through a temporary beside it and renamed into place by commit(). Every
+/// failing call (write, fsync, close, rename; ENOSPC, EFBIG, EIO, ...) throws onyx::Error naming
+/// the file, the bytes attempted and the system's reason; an uncommitted temporary is removed,
+/// so a failed save leaves only the previous file.
+class AtomicFile {
+ public:
+  AtomicFile(std::string path, uint64_t total) : path_(std::move(path)), total_(total) {
+    std::filesystem::path target(path_);
+    dir_ = target.has_parent_path() ? target.parent_path().string() : ".";
+    tmp_ = (std::filesystem::path(dir_) / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid())).string();
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ONYX_CHECK(fd_ >= 0, "[checkpoint] cannot create '{}' to save '{}': {}", tmp_, path_, std::strerror(errno));
   }
-}
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+
+  void write(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      // A write of 0 bytes for n > 0 has no errno; report it as the disk being full.
+      const char* why = w < 0 ? std::strerror(errno) : "no bytes written (disk full?)";
+      ONYX_CHECK(w > 0, "[checkpoint] saving '{}' failed: writing {} bytes at offset {} of {} to '{}': {}", path_,
+                 n, written_, total_, tmp_, why);
+      p += w;
+      n -= static_cast<size_t>(w);
+      written_ += static_cast<uint64_t>(w);
+    }
+  }
+
+  void commit() {
+    // Delayed allocation (NFS, ext4 without space reserved) can report ENOSPC only here.
+    ONYX_CHECK(::fsync(fd_) == 0, "[checkpoint] saving '{}' failed: fsync of '{}' ({} bytes): {}", path_, tmp_,
+               written_, std::strerror(errno));
+    int fd = fd_;
+    fd_ = -1;
+    // On Linux the descriptor is released even when close fails, EINTR included.
+    ONYX_CHECK(::close(fd) == 0 || errno == EINTR, "[checkpoint] saving '{}' failed: closing '{}' ({} bytes): {}",
+               path_, tmp_, written_, std::strerror(errno));
+    ONYX_CHECK(std::rename(tmp_.c_str(), path_.c_str()) == 0,
+               "[checkpoint] saving '{}' failed: renaming '{}' ({} bytes) over it: {}", path_, tmp_, written_,
+               std::strerror(errno));
+    committed_ = true;
+    // Makes the rename itself durable; file systems without directory fsync say EINVAL.
+    int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ONYX_CHECK(dfd >= 0, "[checkpoint] '{}' was renamed into place, but its folder '{}' cannot be opened to fsync "
+               "it: {}", path_, dir_, std::strerror(errno));
+    int rc = ::fsync(dfd), err = errno;
+    ::close(dfd);
+    ONYX_CHECK(rc == 0 || err == EINVAL, "[checkpoint] '{}' was renamed into place, but fsync of its folder '{}' "
+               "failed, so the rename may not survive a crash: {}", path_, dir_, std::strerror(err));
+  }
+
+ private:
+  std::string path_, dir_, tmp_;
+  uint64_t total_ = 0, written_ = 0;
+  int fd_ = -1;
+  bool committed_ = false;
+};
 
 }  // namespace
+
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  AtomicFile f(path, bytes.size());
+  f.write(bytes.data(), bytes.size());
+  f.commit();
+}
 
 void write_checkpoint(const std::string& path, const CheckpointData& data) {
   nlohmann::json header = {{"meta", data.meta}, {"tensors", nlohmann::json::array()}};
@@ -46,39 +104,20 @@ void write_checkpoint(const std::string& path, const CheckpointData& data) {
     offset += t.nbytes();
   }
   std::string head = header.dump();
-  std::filesystem::path target(path);
-  std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
-  std::string tmp = (dir / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid())).string();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ONYX_CHECK(fd >= 0, "[checkpoint] cannot create '{}': {}", tmp, std::strerror(errno));
-  try {
-    uint64_t h = fnv1a(kMagic, sizeof kMagic);
-    auto put = [&](const void* p, size_t n) {
-      write_all(fd, p, n, tmp);
-      h = fnv1a(p, n, h);
-    };
-    write_all(fd, kMagic, sizeof kMagic, tmp);
-    put(&kVersion, sizeof kVersion);
-    uint64_t hl = head.size();
-    put(&hl, sizeof hl);
-    put(head.data(), head.size());
-    for (const auto& [name, t] : data.tensors) put(t.raw(), t.nbytes());
-    write_all(fd, &h, sizeof h, tmp);
-    ONYX_CHECK(::fsync(fd) == 0, "[checkpoint] fsync of '{}' failed: {}", tmp, std::strerror(errno));
-    ::close(fd);
-    fd = -1;
-    ONYX_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "[checkpoint] renaming '{}' to '{}' failed: {}",
-               tmp, path, std::strerror(errno));
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);  // makes the rename itself durable
-      ::close(dfd);
-    }
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
+  uint64_t hl = head.size();
+  AtomicFile f(path, sizeof kMagic + sizeof kVersion + sizeof hl + hl + offset + sizeof(uint64_t));
+  uint64_t h = fnv1a(kMagic, sizeof kMagic);
+  auto put = [&](const void* p, size_t n) {
+    f.write(p, n);
+    h = fnv1a(p, n, h);
+  };
+  f.write(kMagic, sizeof kMagic);
+  put(&kVersion, sizeof kVersion);
+  put(&hl, sizeof hl);
+  put(head.data(), head.size());
+  for (const auto& [name, t] : data.tensors) put(t.raw(), t.nbytes());
+  f.write(&h, sizeof h);
+  f.commit();
 }
 
 CheckpointData read_checkpoint(const std::string& path) {

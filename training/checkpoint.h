@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,8 +23,13 @@ struct CheckpointData {
 
 /// Writes `data` to `path` through a temporary file in the same folder that is fsynced and
 /// then renamed over `path` (and the folder fsynced), so readers see the old or the new
-/// file, never a half-written one. onyx::Error when the folder is not writable.
+/// file, never a half-written one. onyx::Error naming the file, the bytes attempted and the
+/// system's reason when any step fails (folder not writable, disk full, file too large, I/O
+/// error); the temporary is then removed and a previous `path` is left as it was.
 void write_checkpoint(const std::string& path, const CheckpointData& data);
+
+/// Writes `bytes` to `path` the same atomic way, with the same errors.
+void write_file_atomically(const std::string& path, std::string_view bytes);
 
 /// Reads a checkpoint; onyx::Error naming the file for a missing, truncated, corrupt or
 /// non-checkpoint file.

@@ -1,12 +1,15 @@
 // Data-parallel training under mpirun (2 and 3 ranks): N ranks with batch b train exactly
 // like one process with batch N*b; every rank holds identical weights after every step;
-// mismatched models are refused; checkpoints do not depend on the number of ranks.
+// mismatched models are refused; checkpoints do not depend on the number of ranks; a save
+// that fails on rank 0 fails on every rank, and training goes on.
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 
 #include "distributed/communicator.h"
 #include "distributed/data_parallel.h"
+#include "launcher/train_checkpoints.h"
 #include "training/training_session.h"
 #include "training_models.h"
 
@@ -264,6 +267,61 @@ TEST(DataParallel, CheckpointsDoNotDependOnTheNumberOfRanks) {
     auto sums = checksums(*comm, resumed.flat_parameters());
     for (int r = 1; r < comm->size(); ++r) EXPECT_EQ(sums[r], sums[0]);
   }
+}
+
+// `onyx train`'s saves under data parallelism: rank 0 writes, so when its layout .json or its
+// checkpoint cannot be written (here a folder stands where the file goes), every rank gets
+// onyx::Error instead of waiting in a collective, no layout is left without its checkpoint,
+// and the ranks train on in step and save the next checkpoint.
+TEST(DataParallel, FailedSaveReachesEveryRankAndTrainingGoesOn) {
+  auto comm = world();
+  const int64_t b = 4, global = b * comm->size();
+  TrainingConfig cfg;
+  cfg.optimizer = {.name = "adam", .lr = 0.01};
+  cfg.threads = 1;
+  cfg.communicator = comm;
+  const std::string base = std::getenv("ONYX_DP_CKPT_DIR") ? std::getenv("ONYX_DP_CKPT_DIR")
+                                                           : std::filesystem::temp_directory_path().string();
+  const std::string dir = base + "/onyx_dp_fail_" + std::to_string(comm->size());
+  if (comm->rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir + "/step-00000001.json/blocker");
+    std::filesystem::create_directories(dir + "/step-00000002.onyx/blocker");
+  }
+  comm->barrier();
+  const cli::RunLayout layout{global * 10, global, 1, false};
+  TrainingSession par(mlp(), cfg);
+  for (int64_t step = 1; step <= 3; ++step) {
+    SCOPED_TRACE(fmt::format("step {}", step));
+    par.train_step(shard(mlp_batch(global, static_cast<uint32_t>(step)), comm->rank(), b));
+    if (step == 3) {
+      EXPECT_NO_THROW(cli::save_run_checkpoint(par, dir, layout));
+      continue;
+    }
+    const std::string failed = fmt::format("{}/step-{:08d}.{}", dir, step, step == 1 ? "json" : "onyx");
+    try {
+      cli::save_run_checkpoint(par, dir, layout);
+      ADD_FAILURE() << "saved over the folder " << failed;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (comm->rank() == 0) {
+        EXPECT_NE(what.find(failed), std::string::npos) << what;
+        EXPECT_NE(what.find(std::strerror(EISDIR)), std::string::npos) << what;
+      } else {
+        EXPECT_NE(what.find("rank 0 failed to write '" + failed + "'"), std::string::npos) << what;
+      }
+    }
+  }
+  comm->barrier();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/step-00000002.json"));
+  TrainingSession resumed(mlp(), cfg);
+  resumed.load_checkpoint(dir + "/step-00000003.onyx");
+  EXPECT_EQ(resumed.step(), 3);
+  auto sums = checksums(*comm, par.flat_parameters());
+  for (int r = 1; r < comm->size(); ++r) EXPECT_EQ(sums[r], sums[0]);
+  EXPECT_EQ(checksums(*comm, resumed.flat_parameters()), sums);
+  comm->barrier();
+  if (comm->rank() == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace onyx::test

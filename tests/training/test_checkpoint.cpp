@@ -1,12 +1,17 @@
-// Checkpoints: bit-identical resume, atomic writes under SIGKILL, corrupt and foreign files.
+// Checkpoints: bit-identical resume, atomic writes under SIGKILL, a full disk, failed renames,
+// corrupt and foreign files.
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
+#include "small_disk.h"
 #include "training/checkpoint.h"
 #include "training/training_session.h"
 #include "training_models.h"
@@ -32,6 +37,20 @@ TrainingConfig adam_dropout_config(int accumulation) {
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+/// The names in `dir`, without the small disk's filler.
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename() != test::SmallDisk::filler_name()) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace
@@ -124,6 +143,87 @@ TEST(Checkpoint, KilledMidSaveLeavesTheLastGoodCheckpoint) {
     if (e.path().filename().string().find(std::filesystem::path(path).filename().string() + ".tmp-") != std::string::npos)
       std::filesystem::remove(e.path());
   std::filesystem::remove(path);
+}
+
+// A save that runs out of disk: a clear error, the previous checkpoint untouched and loadable,
+// no temporary left, and the session goes on: after the disk has room again it trains and
+// saves, ending bit for bit where an uninterrupted run ends.
+TEST(Checkpoint, DiskFullKeepsThePreviousCheckpointAndTheSession) {
+  TrainingConfig cfg = adam_dropout_config(1);
+  cfg.threads = 1;  // the body runs in a forked child (libgomp is not fork-safe)
+  const std::string disk_dir = tmp_path("disk"), final_path = tmp_path("disk_final");
+  // About 33 KB per checkpoint (2762 parameters, Adam's two moments): the first fits on the
+  // 256 KiB disk, the second not once the disk is filled to 16 KiB of room.
+  auto model = [] { return mlp_model(32, 64, 10); };
+  auto batch = [](int s) { return class_batch(8, 32, 10, static_cast<uint32_t>(s)); };
+  test::SmallDiskResult r = test::on_small_disk(disk_dir, 256 << 10, [&](test::SmallDisk& disk) {
+    const std::string path = disk.dir() + "/ck.onyx";
+    TrainingSession ts(model(), cfg);
+    for (int s = 1; s <= 2; ++s) ts.train_step(batch(s));
+    ts.save_checkpoint(path);
+    const std::string before = file_bytes(path);
+    nlohmann::json out;
+    out["size"] = before.size();
+    disk.fill(16 << 10);
+    ts.train_step(batch(3));
+    try {
+      ts.save_checkpoint(path);
+      out["error"] = nullptr;
+    } catch (const Error& e) {
+      out["error"] = e.what();
+    }
+    out["files"] = names_in(disk.dir());
+    out["intact"] = file_bytes(path) == before;
+    TrainingSession check(model(), cfg);
+    check.load_checkpoint(path);
+    out["loaded_step"] = check.step();
+    // Room again: the same session trains on and saves.
+    disk.free();
+    for (int s = 4; s <= 5; ++s) ts.train_step(batch(s));
+    ts.save_checkpoint(path);
+    ts.save_checkpoint(final_path);
+    return out.dump();
+  });
+  ASSERT_EQ(r.error, "");
+  std::string reason = r.kind == test::SmallDisk::Kind::Tmpfs ? std::strerror(ENOSPC) : std::strerror(EFBIG);
+  RecordProperty("small_disk", r.kind == test::SmallDisk::Kind::Tmpfs ? "tmpfs" : "RLIMIT_FSIZE");
+  nlohmann::json out = nlohmann::json::parse(r.text);
+  ASSERT_GT(out["size"].get<size_t>(), 16u << 10) << "the checkpoint would fit in the room left";
+  ASSERT_TRUE(out["error"].is_string()) << "the save on a full disk succeeded";
+  const std::string error = out["error"];
+  EXPECT_EQ(error.rfind("[checkpoint] saving '" + disk_dir + "/ck.onyx' failed: writing ", 0), 0u) << error;
+  EXPECT_NE(error.find(" bytes at offset "), std::string::npos) << error;
+  EXPECT_NE(error.find(reason), std::string::npos) << error;
+  EXPECT_EQ(out["files"], nlohmann::json::array({"ck.onyx"})) << "a temporary was left behind";
+  EXPECT_TRUE(out["intact"].get<bool>());
+  EXPECT_EQ(out["loaded_step"].get<int64_t>(), 2);
+
+  TrainingSession straight(model(), cfg);
+  for (int s = 1; s <= 5; ++s) straight.train_step(batch(s));
+  TrainingSession resumed(model(), cfg);
+  resumed.load_checkpoint(final_path);
+  EXPECT_EQ(resumed.step(), 5);
+  EXPECT_TRUE(same_bits(resumed.flat_parameters(), straight.flat_parameters()));
+  std::filesystem::remove(final_path);
+  std::filesystem::remove_all(disk_dir);
+}
+
+// A rename that fails (the target is a folder): the error names both files and the reason,
+// and the temporary is gone.
+TEST(Checkpoint, FailedRenameRemovesTheTemporary) {
+  const std::string dir = tmp_path("rename");
+  std::filesystem::create_directories(dir + "/ck.onyx/inside");
+  TrainingSession ts(mlp_model(8, 16, 3), adam_dropout_config(1));
+  try {
+    ts.save_checkpoint(dir + "/ck.onyx");
+    ADD_FAILURE() << "saved over a folder";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("renaming '" + dir + "/.ck.onyx.tmp-"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::strerror(EISDIR)), std::string::npos) << what;
+  }
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"ck.onyx"});
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Checkpoint, CorruptTruncatedAndForeignFilesAreRefused) {

@@ -1,7 +1,7 @@
 // `onyx train`, run as a process: a tiny softmax regression trained with SGD and checked step
 // by step against a float64 reference, metrics lines, checkpoints, the export (run again with
-// `onyx run`), the loss plot, --resume continuing bit-identically, --config, and one-line
-// errors for bad input.
+// `onyx run`), the loss plot, --resume continuing bit-identically, --config, a full disk under
+// --checkpoint-dir, and one-line errors for bad input.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +21,7 @@
 #include "launcher/npy.h"
 #include "launcher/train_options.h"
 #include "cli_process.h"
+#include "small_disk.h"
 #include "test_util.h"
 
 namespace onyx {
@@ -254,6 +255,88 @@ TEST_F(CliTrain, ResumeContinuesBitIdentically) {
   // A different batch size would not continue the same run.
   expect_one_line_error(
       onyx("train " + common + " --epochs 3 --batch 6 --resume " + quote(path("ck"))), "--batch");
+}
+
+// --checkpoint-dir on a full disk: each failed save is one warning naming the file and the
+// reason, training goes on and exports what an uninterrupted run exports, the previous
+// checkpoint stays the newest and resumes, no partial file is left, and the run exits non-zero
+// with one "onyx: error:" line counting the failed saves.
+TEST_F(CliTrain, FullDiskKeepsTrainingAndThePreviousCheckpoint) {
+  const std::string common =
+      base_args("--optimizer adamw --lr 0.05") + " --schedule cosine --warmup 2 --epochs 3";
+  Result full = onyx("train " + common + " --export " + quote(path("full.onnx")) +
+                     " --checkpoint-dir " + quote(path("ck_full")) + " --checkpoint-every 4");
+  ASSERT_EQ(full.code, 0) << full.err;
+  // The room left: a layout .json and the export fit (under the file-size limit, files up to
+  // this size), a checkpoint does not.
+  const size_t room = 512;
+  ASSERT_GT(fs::file_size(path("ck_full", "step-00000004.onyx")), room);
+  ASSERT_LT(fs::file_size(path("full.onnx")), room);
+  // Exit code and stderr; stdout is dropped, as a file it would count against the limit.
+  auto run = [](const std::string& args) {
+    std::string cmd = quote(onyx_binary()) + " " + args + " 2>&1 >/dev/null";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (!p) return nlohmann::json{{"code", -1}, {"err", "popen failed"}};
+    std::string err;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) err.append(buf, n);
+    int status = ::pclose(p);
+    return nlohmann::json{{"code", WIFEXITED(status) ? WEXITSTATUS(status) : -1}, {"err", err}};
+  };
+  const std::string disk_dir = path("disk");
+  test::SmallDiskResult r = test::on_small_disk(disk_dir, 256 << 10, [&](test::SmallDisk& disk) {
+    for (const char* ext : {".onyx", ".json"})
+      fs::copy_file(path("ck_full", std::string("step-00000004") + ext),
+                    disk.dir() + "/step-00000004" + ext);
+    disk.fill(room);
+    nlohmann::json out;
+    out["train"] = run("train " + common + " --resume " + quote(disk.dir()) + " --checkpoint-dir " +
+                       quote(disk.dir()) + " --checkpoint-every 4 --export " + quote(path("resumed.onnx")));
+    out["files"] = nlohmann::json::array();
+    for (const auto& e : fs::directory_iterator(disk.dir()))
+      if (e.path().filename() != test::SmallDisk::filler_name()) out["files"].push_back(e.path().filename().string());
+    disk.free();
+    out["again"] = run("train " + common + " --resume " + quote(disk.dir()) + " --export " +
+                       quote(path("again.onnx")));
+    return out.dump();
+  });
+  ASSERT_EQ(r.error, "");
+  RecordProperty("small_disk", r.kind == test::SmallDisk::Kind::Tmpfs ? "tmpfs" : "RLIMIT_FSIZE");
+  const std::string reason = std::strerror(r.kind == test::SmallDisk::Kind::Tmpfs ? ENOSPC : EFBIG);
+  nlohmann::json out = nlohmann::json::parse(r.text);
+  const std::string err = out["train"]["err"];
+  EXPECT_NE(out["train"]["code"].get<int>(), 0) << err;
+  std::vector<std::string> lines;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  // Steps 8 (--checkpoint-every 4) and 9 (the end) did not fit; step 4 stays the last one.
+  const std::string last = disk_dir + "/step-00000004.onyx";
+  ASSERT_EQ(lines.size(), 3u) << err;
+  for (int i = 0; i < 2; ++i) {
+    const std::string step = i == 0 ? "8" : "9";
+    EXPECT_NE(lines[i].find("checkpoint of step " + step + " not saved, training goes on (the last checkpoint is " +
+                            last + ")"),
+              std::string::npos)
+        << lines[i];
+    EXPECT_NE(lines[i].find("step-0000000" + step + ".onyx"), std::string::npos) << lines[i];
+    EXPECT_NE(lines[i].find(reason), std::string::npos) << lines[i];
+  }
+  EXPECT_EQ(lines[2].rfind("onyx: error: [train] 2 checkpoint save(s) failed, the last checkpoint is " + last, 0), 0u)
+      << lines[2];
+  std::vector<std::string> files = out["files"];
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"step-00000004.json", "step-00000004.onyx"}));
+  ASSERT_EQ(out["again"]["code"].get<int>(), 0) << out["again"]["err"].get<std::string>();
+  // Training went on unchanged, and the kept checkpoint resumes to the same end.
+  auto want = load_model(path("full.onnx"));
+  for (const char* exported : {"resumed.onnx", "again.onnx"}) {
+    auto got = load_model(path(exported));
+    for (const char* w : {"W", "b"}) {
+      const Tensor &a = want->graph->initializers.at(w), &b = got->graph->initializers.at(w);
+      ASSERT_EQ(a.nbytes(), b.nbytes());
+      EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << w << " differs in " << exported;
+    }
+  }
 }
 
 TEST_F(CliTrain, ConfigFileWithCommandLineOverride) {
