@@ -44,7 +44,7 @@ bool same_static_shape(const SymShape& a, const SymShape& b) {
 }
 
 /// Static shapes of values, derived through the ops of a CNN where the graph leaves them
-/// unknown (shape inference has no Conv or pooling rule; test models carry no shapes at all).
+/// unknown (symbolic spatial sizes, or models that carry no shapes at all, as test models do).
 class CnnShapes {
  public:
   std::optional<SymShape> of(const Value* v) {
