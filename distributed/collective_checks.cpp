@@ -76,15 +76,25 @@ std::string describe(const Tensor& t) {
   return fmt::format("{} x {}", t.numel(), dtype_name(t.dtype()));
 }
 
-std::chrono::milliseconds default_timeout() {
-  const char* env = std::getenv("ONYX_COMM_TIMEOUT");
-  if (env == nullptr || *env == '\0') return std::chrono::seconds(60);
+namespace {
+/// `fallback`, or the positive number of seconds in environment variable `name`.
+std::chrono::milliseconds seconds_from_env(const char* name, std::chrono::milliseconds fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
   char* end = nullptr;
   double s = std::strtod(env, &end);
   ONYX_CHECK(end != env && *end == '\0' && s > 0,
-             "[communicator] ONYX_COMM_TIMEOUT should be a positive number of seconds but is '{}'",
-             env);
+             "[communicator] {} should be a positive number of seconds but is '{}'", name, env);
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+}  // namespace
+
+std::chrono::milliseconds default_timeout() {
+  return seconds_from_env("ONYX_COMM_TIMEOUT", std::chrono::seconds(60));
+}
+
+std::chrono::milliseconds default_peer_timeout() {
+  return seconds_from_env("ONYX_PEER_TIMEOUT", std::chrono::seconds(10));
 }
 
 }  // namespace onyx::dist

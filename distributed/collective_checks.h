@@ -27,5 +27,8 @@ void check_timeout(const std::string& backend, std::chrono::milliseconds t);
 std::string describe(const Tensor& t);
 /// 60 s, or ONYX_COMM_TIMEOUT seconds (a positive number; onyx::Error otherwise).
 std::chrono::milliseconds default_timeout();
+/// 10 s, or ONYX_PEER_TIMEOUT seconds: how long a peer may stay silent (no heartbeat) before it
+/// is declared dead or hung, whatever the collective timeout.
+std::chrono::milliseconds default_peer_timeout();
 
 }  // namespace onyx::dist

@@ -84,6 +84,12 @@ class Communicator {
   /// How long a collective may take before a peer is declared dead (default 60 s; the
   /// environment variable ONYX_COMM_TIMEOUT, in seconds, overrides the default).
   virtual void set_timeout(std::chrono::milliseconds t) = 0;
+  /// How long a peer may go without a heartbeat before it is declared dead or hung (default
+  /// 10 s; ONYX_PEER_TIMEOUT, in seconds, overrides it). A dead (SIGKILL) or stopped (SIGSTOP)
+  /// rank is named within this time, while a collective that is merely slow, every peer still
+  /// sending heartbeats, runs until the collective timeout. Backends without a heartbeat
+  /// (NCCL: its kernels run on the device) rely on set_timeout alone and ignore this.
+  virtual void set_peer_timeout(std::chrono::milliseconds) {}
 };
 
 /// True when this process was started by mpirun (Open MPI / PMIx environment variables).

@@ -138,6 +138,7 @@ class MpiCommunicator : public Communicator {
       mpi::check(MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     }
     timeout_ms_->store(default_timeout().count());
+    peer_timeout_ms_.store(default_peer_timeout().count());
     touch();
     heartbeat_ = std::make_unique<Heartbeat>(hb_comm_, rank_, size_);
     thread_ = std::thread([this] { run(); });
@@ -185,6 +186,10 @@ class MpiCommunicator : public Communicator {
   void set_timeout(std::chrono::milliseconds t) override {
     check_timeout(kBackend, t);
     timeout_ms_->store(t.count());
+  }
+  void set_peer_timeout(std::chrono::milliseconds t) override {
+    check_timeout(kBackend, t);
+    peer_timeout_ms_.store(t.count());
   }
 
  private:
@@ -308,6 +313,23 @@ class MpiCommunicator : public Communicator {
           idle_since = Clock::now();
           continue;
         }
+        // A peer silent for the peer timeout is dead or stopped: fail now rather than wait out
+        // the collective timeout (60 s by default). A slow collective is not silent: every
+        // communicator thread keeps sending heartbeats while its collectives run.
+        auto peer_timeout = std::chrono::milliseconds(peer_timeout_ms_.load());
+        if (heartbeat_ok_ && heartbeat_->any_silent(peer_timeout)) {
+          mpi::mark_peer_unresponsive();
+          fail(*active,
+               fmt::format("[mpi] {} (collective #{}) abandoned after {:.1f} s on rank {}: {} "
+                           "(a peer silent for {:.1f} s is declared dead; ONYX_PEER_TIMEOUT)",
+                           active->work->what(), active->seq,
+                           std::chrono::duration<double>(Clock::now() - active->started).count(),
+                           rank_, heartbeat_->diagnose(active->seq, peer_timeout),
+                           peer_timeout.count() / 1000.0));
+          abandoned_.push_back(active->req);
+          active.reset();
+          continue;
+        }
         auto timeout = std::chrono::milliseconds(timeout_ms_->load());
         if (Clock::now() - active->started > timeout) {
           auto silent = std::clamp(timeout / 2, std::chrono::milliseconds(500),
@@ -376,6 +398,7 @@ class MpiCommunicator : public Communicator {
   std::unique_ptr<Heartbeat> heartbeat_;
   std::shared_ptr<std::atomic<int64_t>> last_loop_ = std::make_shared<std::atomic<int64_t>>(0);
   std::shared_ptr<std::atomic<int64_t>> timeout_ms_ = std::make_shared<std::atomic<int64_t>>(0);
+  std::atomic<int64_t> peer_timeout_ms_{0};
   int64_t started_ = 0;  // thread only
   bool heartbeat_ok_ = true;
   std::vector<MPI_Request> abandoned_;

@@ -1,7 +1,9 @@
 // Helper for run_failure.sh: the last rank dies (SIGKILL) in the middle of a large allreduce
 // or hangs (SIGSTOP) just before it; the other ranks report the error they get and exit with
-// status 1.
-//   mpirun -n 3 onyx_dist_failure_probe kill|hang
+// status 1. With --default-timeouts the communicator keeps its defaults (60 s collective
+// timeout, 10 s peer timeout) instead of a 3 s collective timeout. `slow`: the last rank issues
+// the allreduce 3 s late while alive (peer timeout 1 s): everyone must complete, exit 0.
+//   mpirun -n 3 onyx_dist_failure_probe kill|hang|slow [--default-timeouts]
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -13,14 +15,27 @@
 int main(int argc, char** argv) {
   using namespace onyx;
   using namespace std::chrono_literals;
-  if (argc != 2 || (std::strcmp(argv[1], "kill") != 0 && std::strcmp(argv[1], "hang") != 0)) {
-    std::fprintf(stderr, "usage: onyx_dist_failure_probe kill|hang\n");
+  const bool defaults = argc == 3 && std::strcmp(argv[2], "--default-timeouts") == 0;
+  if ((argc != 2 && !defaults) ||
+      (std::strcmp(argv[1], "kill") != 0 && std::strcmp(argv[1], "hang") != 0 &&
+       std::strcmp(argv[1], "slow") != 0)) {
+    std::fprintf(stderr, "usage: onyx_dist_failure_probe kill|hang|slow [--default-timeouts]\n");
     return 2;
   }
   bool kill = std::strcmp(argv[1], "kill") == 0;
+  bool slow = std::strcmp(argv[1], "slow") == 0;
   try {
     auto comm = dist::make_mpi_communicator();
-    comm->set_timeout(3s);
+    if (slow) {
+      // Alive but late: its heartbeats keep coming, so a 1 s peer timeout must not fire.
+      comm->set_peer_timeout(1s);
+      Tensor t = Tensor::zeros(DataType::Float, {1 << 20});
+      if (comm->rank() == comm->size() - 1) std::this_thread::sleep_for(3s);
+      comm->allreduce(t, dist::ReduceOp::Sum)->wait();
+      std::printf("rank %d: the slow allreduce completed\n", comm->rank());
+      return 0;
+    }
+    if (!defaults) comm->set_timeout(3s);
     Tensor warm = Tensor::zeros(DataType::Float, {1000});
     comm->allreduce(warm, dist::ReduceOp::Sum)->wait();
     int victim = comm->size() - 1;
