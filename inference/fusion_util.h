@@ -2,6 +2,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "graph/ir.h"
 
@@ -19,6 +22,22 @@ inline const Tensor* constant_value(const Graph& g, const Value* v) {
   const auto& o = g.overridable_initializers;
   if (std::find(o.begin(), o.end(), v->name) != o.end()) return nullptr;
   return g.initializer(v);
+}
+
+/// True when `n` is op `op` of `domain` (ai.onnx by default).
+inline bool is_op(const Node* n, const char* op, const char* domain = "") {
+  return n && n->op_type == op && n->domain == domain;
+}
+
+/// The values of `v` when it is a constant (see constant_value) int64 or int32 scalar or 1-D
+/// tensor; else nullopt (also for a null `v`).
+inline std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const Value* v) {
+  const Tensor* t = constant_value(g, v);
+  if (!t || t->rank() > 1 || (t->dtype() != DataType::Int64 && t->dtype() != DataType::Int32))
+    return std::nullopt;
+  if (t->dtype() == DataType::Int64)
+    return std::vector<int64_t>(t->data<int64_t>(), t->data<int64_t>() + t->numel());
+  return std::vector<int64_t>(t->data<int32_t>(), t->data<int32_t>() + t->numel());
 }
 
 /// The single node that reads `v`, through one input, when `v` is not a graph output (so the

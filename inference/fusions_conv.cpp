@@ -16,9 +16,6 @@
 namespace onyx {
 namespace {
 
-bool is_op(const Node* n, const char* op, const char* domain = "") {
-  return n && n->op_type == op && n->domain == domain;
-}
 bool is_conv(const Node* n) { return is_op(n, "Conv") || is_op(n, "FusedConv", "com.microsoft"); }
 bool has_activation(const Node& n) { return !n.attr_string("activation", "").empty(); }
 

@@ -16,25 +16,12 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-bool is_op(const Node* n, const char* op) { return n && n->op_type == op && n->domain.empty(); }
-
 /// True when `n` is a Transpose swapping axes 0 and 1 of a rank nsp + 2 tensor.
 bool swaps_batch_and_channels(const Node* n, size_t nsp) {
   if (!is_op(n, "Transpose") || !n->has_input(0)) return false;
   Ints perm = n->attr_ints("perm"), want{1, 0};
   for (int64_t i = 2; i < static_cast<int64_t>(nsp) + 2; ++i) want.push_back(i);
   return perm == want;
-}
-
-/// The integer values of a constant 1-D int32/int64 input, else nullopt.
-std::optional<Ints> constant_ints(const Graph& g, const Node& n, int i) {
-  if (!n.has_input(i)) return std::nullopt;
-  const Tensor* t = constant_value(g, n.inputs[i]);
-  if (!t || t->rank() != 1 || (t->dtype() != DataType::Int64 && t->dtype() != DataType::Int32))
-    return std::nullopt;
-  if (t->dtype() == DataType::Int64)
-    return Ints(t->data<int64_t>(), t->data<int64_t>() + t->numel());
-  return Ints(t->data<int32_t>(), t->data<int32_t>() + t->numel());
 }
 
 /// One matched pattern: the nodes it replaces and the new node's inputs and attributes.
@@ -79,15 +66,17 @@ std::optional<Match> match(const Graph& g, Node* conv) {
   if (!is_op(m.slice, "Slice") || m.slice->inputs[0] != conv->outputs[0] ||
       m.slice->outputs.size() != 1 || !m.slice->outputs[0])
     return std::nullopt;
-  auto starts = constant_ints(g, *m.slice, 1), ends = constant_ints(g, *m.slice, 2),
-       axes = constant_ints(g, *m.slice, 3);
+  auto slice_ints = [&](int i) {
+    return constant_ints(g, m.slice->has_input(i) ? m.slice->inputs[i] : nullptr);
+  };
+  auto starts = slice_ints(1), ends = slice_ints(2), axes = slice_ints(3);
   Ints want_axes;
   for (int64_t i = 2; i < static_cast<int64_t>(nsp) + 2; ++i) want_axes.push_back(i);
   if (!starts || !ends || !axes || *starts != Ints(nsp, 0) || *axes != want_axes ||
       ends->size() != nsp)
     return std::nullopt;
   if (m.slice->has_input(4)) {
-    auto steps = constant_ints(g, *m.slice, 4);
+    auto steps = slice_ints(4);
     if (!steps || *steps != Ints(nsp, 1)) return std::nullopt;
   }
   for (int64_t e : *ends)

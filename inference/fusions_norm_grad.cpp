@@ -20,8 +20,6 @@
 namespace onyx {
 namespace {
 
-bool is_op(const Node* n, const char* op) { return n && n->op_type == op && n->domain.empty(); }
-
 /// The producer of v when it is `op`, else nullptr.
 Node* made_by(const Value* v, const char* op) {
   return v && v->producer && is_op(v->producer, op) ? v->producer : nullptr;
@@ -35,13 +33,6 @@ Value* other_input(const Node* n, const Value* v) {
   return nullptr;
 }
 
-/// Constant int64 contents of v, else nullopt.
-std::optional<std::vector<int64_t>> const_ints(const Graph& g, const Value* v) {
-  const Tensor* t = constant_value(g, v);
-  if (!t || t->dtype() != DataType::Int64) return std::nullopt;
-  return t->to_int64_vector();
-}
-
 /// A single-valued float constant, else nullopt.
 std::optional<double> const_scalar(const Graph& g, const Value* v) {
   const Tensor* t = constant_value(g, v);
@@ -50,20 +41,20 @@ std::optional<double> const_scalar(const Graph& g, const Value* v) {
   return t->to_double_vector()[0];
 }
 
-/// Reshape(src, [0, 0, -1]) (or [1, -1, 1] with `param`): its source, else nullptr.
+/// The source of v = Reshape(source, `to`) with a constant `to`, else nullptr.
 Value* reshape_source(const Graph& g, const Value* v, const std::vector<int64_t>& to) {
   Node* r = made_by(v, "Reshape");
-  if (!r || r->num_inputs() != 2 || const_ints(g, r->inputs[1]) != to) return nullptr;
+  if (!r || r->num_inputs() != 2 || constant_ints(g, r->inputs[1]) != to) return nullptr;
   return r->inputs[0];
 }
 
-/// ReduceSum over axes {0, 2} with keepdims (as the rule writes it), of what? nullptr if not.
+/// The input of v = ReduceSum(input, axes {0, 2}, keepdims) as the rule writes it, else nullptr.
 Value* channel_sum_of(const Graph& g, const Value* v) {
   Node* r = made_by(v, "ReduceSum");
   if (!r || r->attr_int("keepdims", 1) != 1 || r->attr_int("noop_with_empty_axes", 0) != 0)
     return nullptr;
   std::optional<std::vector<int64_t>> axes =
-      r->num_inputs() > 1 ? const_ints(g, r->inputs[1]) : r->attr_ints("axes");
+      r->num_inputs() > 1 ? constant_ints(g, r->inputs[1]) : r->attr_ints("axes");
   if (axes != std::vector<int64_t>{0, 2}) return nullptr;
   return r->inputs[0];
 }
@@ -94,12 +85,12 @@ bool is_count_per_channel(const Graph& g, const Value* m, const Value* x) {
   if (!div || div->num_inputs() != 2) return false;
   Node* size = made_by(div->inputs[0], "Size");
   if (!size || size->inputs[0] != x) return false;
-  if (auto ch = const_ints(g, div->inputs[1]))
+  if (auto ch = constant_ints(g, div->inputs[1]))
     return s && s->size() >= 2 && (*s)[1].is_fixed() && *ch == std::vector<int64_t>{(*s)[1].value};
   Node* gather = made_by(div->inputs[1], "Gather");
   if (!gather || gather->attr_int("axis", 0) != 0) return false;
   Node* shape = made_by(gather->inputs[0], "Shape");
-  auto idx = const_ints(g, gather->inputs[1]);
+  auto idx = constant_ints(g, gather->inputs[1]);
   return shape && shape->inputs[0] == x && shape->attrs.empty() && idx &&
          *idx == std::vector<int64_t>{1};
 }
@@ -187,7 +178,7 @@ std::optional<Match> match_at(const Graph& g, Node* recip) {
   Value* to = dx_node->num_inputs() == 2 ? dx_node->inputs[1] : nullptr;
   Node* shape_of = to ? made_by(to, "Shape") : nullptr;
   bool restores_x = shape_of && shape_of->inputs[0] == x && shape_of->attrs.empty();
-  if (auto c = to ? const_ints(g, to) : std::nullopt; c && x->type.shape) {
+  if (auto c = to ? constant_ints(g, to) : std::nullopt; c && x->type.shape) {
     std::vector<int64_t> xs;
     for (const Dim& d : *x->type.shape) xs.push_back(d.is_fixed() ? d.value : -2);
     restores_x = *c == xs;
