@@ -97,6 +97,26 @@ int64_t checked_axis(const Ctx& c, const std::string& what, int64_t a, size_t ra
   return a < 0 ? a + r : a;
 }
 
+// Dimension arithmetic on sizes a model declares: a result beyond int64 is the model's error
+// (signed overflow would be undefined behaviour, and a wrapped size a wrong allocation).
+int64_t dim_mul(const Ctx& c, int64_t a, int64_t b) {
+  int64_t r;
+  ONYX_CHECK(!__builtin_mul_overflow(a, b, &r), "[{}] an output dimension overflows int64: {} * {}",
+             c.node.label(), a, b);
+  return r;
+}
+int64_t dim_add(const Ctx& c, int64_t a, int64_t b) {
+  int64_t r;
+  ONYX_CHECK(!__builtin_add_overflow(a, b, &r), "[{}] an output dimension overflows int64: {} + {}",
+             c.node.label(), a, b);
+  return r;
+}
+/// A size computed in 128 bits (window arithmetic), back in int64 or an onyx::Error.
+int64_t dim_narrow(const Ctx& c, __int128 v) {
+  ONYX_CHECK(v >= INT64_MIN && v <= INT64_MAX, "[{}] an output dimension overflows int64", c.node.label());
+  return static_cast<int64_t>(v);
+}
+
 // checked_axis for every entry of an axes list, which may not name an axis twice.
 std::vector<int64_t> checked_axes(const Ctx& c, const std::string& what, std::vector<int64_t> axes,
                                   size_t rank) {
@@ -205,12 +225,12 @@ void reshape(Ctx& c) {
     int64_t total = 1, known = 1;
     for (const auto& d : *s) {
       if (!d.is_fixed()) return c.set_shape(0, r);
-      total *= d.value;
+      total = dim_mul(c, total, d.value);
     }
     for (const auto& d : r) {
       if (&d == &r[infer]) continue;
       if (!d.is_fixed()) return c.set_shape(0, r);
-      known *= d.value;
+      known = dim_mul(c, known, d.value);
     }
     if (known > 0) r[infer] = Dim::fixed(total / known);
   }
@@ -242,7 +262,7 @@ void tile(Ctx& c) {
   for (size_t i = 0; i < s->size(); ++i) {
     const auto rep = reps && reps->v.size() == s->size() ? reps->v[i].value : std::nullopt;
     if (rep && *rep == 1) r[i] = (*s)[i];
-    else if (rep && (*s)[i].is_fixed()) r[i] = Dim::fixed((*s)[i].value * *rep);
+    else if (rep && (*s)[i].is_fixed()) r[i] = Dim::fixed(dim_mul(c, (*s)[i].value, *rep));
   }
   c.set_shape(0, r);
 }
@@ -372,7 +392,7 @@ void flatten(Ctx& c) {
     int64_t p = 1;
     for (size_t i = from; i < to; ++i) {
       if (!(*s)[i].is_fixed()) return Dim{};
-      p *= (*s)[i].value;
+      p = dim_mul(c, p, (*s)[i].value);
     }
     return Dim::fixed(p);
   };
@@ -388,7 +408,7 @@ void concat(Ctx& c) {
     auto s = c.in_shape(i);
     if (!s || s->size() != r.size()) return;
     Dim& d = r[axis];
-    d = d.is_fixed() && (*s)[axis].is_fixed() ? Dim::fixed(d.value + (*s)[axis].value) : Dim{};
+    d = d.is_fixed() && (*s)[axis].is_fixed() ? Dim::fixed(dim_add(c, d.value, (*s)[axis].value)) : Dim{};
   }
   c.set_shape(0, r);
 }
@@ -500,14 +520,14 @@ void attention(Ctx& c) {
     if (nq <= 0 || nk <= 0) return;
     hq = Dim::fixed(nq), hk = Dim::fixed(nk), sq = (*q)[1], skv = (*k)[1];
     dq = div((*q)[2], nq), dv = div((*v)[2], nk);
-    Dim hidden = nq == nk ? (*v)[2] : dv.is_fixed() ? Dim::fixed(nq * dv.value) : Dim{};
+    Dim hidden = nq == nk ? (*v)[2] : dv.is_fixed() ? Dim::fixed(dim_mul(c, nq, dv.value)) : Dim{};
     y = {(*q)[0], sq, hidden};
   } else {
     return;
   }
   c.set_shape(0, y);
   if (auto past = c.in_shape(4); past && past->size() == 4)
-    skv = (*past)[2].is_fixed() && skv.is_fixed() ? Dim::fixed((*past)[2].value + skv.value)
+    skv = (*past)[2].is_fixed() && skv.is_fixed() ? Dim::fixed(dim_add(c, (*past)[2].value, skv.value))
                                                   : Dim{};
   Dim b = (*q)[0];
   c.set_shape(1, {b, hk, skv, dq});
@@ -599,27 +619,30 @@ std::optional<std::vector<int64_t>> window_spatial(const Ctx& c, const SymShape&
     if (oshape.size() == nsp + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
     if (opad.size() != nsp || (!oshape.empty() && oshape.size() != nsp)) return std::nullopt;
     for (size_t i = 0; i < nsp; ++i) {
-      const int64_t full = s[i] * (in[i] - 1) + opad[i] + (k[i] - 1) * d[i] + 1;
+      using I = __int128;  // attribute values are arbitrary int64s
+      const I full = I{s[i]} * (in[i] - 1) + opad[i] + I{k[i] - 1} * d[i] + 1;
       if (!oshape.empty())
         out[i] = oshape[i];
       else if (n.has_attr("pads") && !valid)
-        out[i] = full - pads[i] - pads[i + nsp];
+        out[i] = dim_narrow(c, full - pads[i] - pads[i + nsp]);
       else
-        out[i] = same ? in[i] * s[i] : full;
+        out[i] = dim_narrow(c, same ? I{in[i]} * s[i] : full);
     }
   } else {
     const bool ceil_mode = !conv && n.attr_int("ceil_mode", 0) != 0;
     for (size_t i = 0; i < nsp; ++i) {
+      using I = __int128;  // attribute values are arbitrary int64s
       if (same) {
-        out[i] = (in[i] + s[i] - 1) / s[i];
+        out[i] = dim_narrow(c, (I{in[i]} + s[i] - 1) / s[i]);
         continue;
       }
-      const int64_t pl = valid ? 0 : pads[i], pr = valid ? 0 : pads[i + nsp];
-      const int64_t span = in[i] + pl + pr - ((k[i] - 1) * d[i] + 1);
+      const I pl = valid ? 0 : pads[i], pr = valid ? 0 : pads[i + nsp];
+      const I span = I{in[i]} + pl + pr - (I{k[i] - 1} * d[i] + 1);
       if (span < 0) return std::nullopt;
-      out[i] = (ceil_mode ? (span + s[i] - 1) / s[i] : span / s[i]) + 1;
+      I o = (ceil_mode ? (span + s[i] - 1) / s[i] : span / s[i]) + 1;
       // The last window must start inside the input or the left padding.
-      if (ceil_mode && (out[i] - 1) * s[i] >= in[i] + pl) --out[i];
+      if (ceil_mode && (o - 1) * s[i] >= in[i] + pl) --o;
+      out[i] = dim_narrow(c, o);
     }
   }
   for (int64_t o : out)
@@ -640,7 +663,7 @@ void windowed(Ctx& c) {
     if (w && w->size() == x->size()) {
       const Dim& ch = (*w)[op == "Conv" ? 0 : 1];
       int64_t group = c.node.attr_int("group", 1);
-      r[1] = op == "Conv" ? ch : ch.is_fixed() ? Dim::fixed(ch.value * group) : Dim{};
+      r[1] = op == "Conv" ? ch : ch.is_fixed() ? Dim::fixed(dim_mul(c, ch.value, group)) : Dim{};
     }
   } else {
     r[1] = (*x)[1];

@@ -8,7 +8,11 @@ namespace onyx {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  // Shapes come from models and feeds: a product past int64 is their error, not undefined
+  // behaviour (found by tests/fuzz/fuzz_model.cpp).
+  for (int64_t d : shape)
+    ONYX_CHECK(!__builtin_mul_overflow(n, d, &n), "[shape] the element count of {} overflows int64",
+               shape_str(shape));
   return n;
 }
 

@@ -16,7 +16,7 @@ namespace onyx {
 
 using Shape = std::vector<int64_t>;
 
-/// Number of elements of a shape (1 for a scalar).
+/// Number of elements of a shape (1 for a scalar); onyx::Error when it overflows int64.
 int64_t shape_numel(const Shape& shape);
 /// Bytes of a dense `dtype` tensor of `shape` (non-negative dims), or nullopt where the
 /// element count overflows int64 or the byte count size_t: sizes from a file are checked

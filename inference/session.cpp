@@ -105,7 +105,7 @@ struct Session::Impl {
     std::map<std::string, int64_t> symbols;
     std::vector<Datum> ordered(inputs.size());
     for (const auto& [name, d] : feeds) {
-      auto it = std::find_if(inputs.begin(), inputs.end(), [&](const IoInfo& i) { return i.name == name; });
+      auto it = std::find_if(inputs.begin(), inputs.end(), [&name = name](const IoInfo& i) { return i.name == name; });
       if (it == inputs.end()) {
         std::vector<std::string> names;
         for (const auto& i : inputs) names.push_back(i.name);

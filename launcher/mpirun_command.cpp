@@ -2,10 +2,14 @@
 
 #include <netdb.h>
 
+#include <cctype>
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
-#include <regex>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "graph/error.h"
 
@@ -13,21 +17,75 @@ namespace onyx::cli {
 
 namespace {
 
+// Hand-written scanners rather than std::regex: libstdc++'s regex matcher recurses per
+// character, and `onyx launch --hosts` with a 100,000-character host name died of a stack
+// overflow (SIGSEGV) in it.
+
+// More slots than any host offers; keeps the sum over hosts far from int overflow.
+constexpr int64_t kMaxSlots = 1 << 20;
+
+bool host_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+}
+
+/// Host name at the start of `s` ([A-Za-z0-9_.-]+), consumed; empty when there is none.
+std::string_view take_host(std::string_view& s) {
+  size_t n = 0;
+  while (n < s.size() && host_char(s[n])) ++n;
+  std::string_view host = s.substr(0, n);
+  s.remove_prefix(n);
+  return host;
+}
+
+/// A decimal count at the start of `s`, consumed; nullopt when there are no digits or it
+/// exceeds kMaxSlots.
+std::optional<int64_t> take_count(std::string_view& s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || v > kMaxSlots || s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])))
+    return std::nullopt;
+  s.remove_prefix(static_cast<size_t>(end - s.data()));
+  return v;
+}
+
+void skip_blanks(std::string_view& s) {
+  while (!s.empty() && (s[0] == ' ' || s[0] == '\t')) s.remove_prefix(1);
+}
+
+/// Consumes "KEY *= *N" at the start of `s`; nullopt (s unchanged) when it is not there.
+std::optional<int64_t> take_setting(std::string_view& s, std::string_view key) {
+  std::string_view t = s;
+  if (t.substr(0, key.size()) != key) return std::nullopt;
+  t.remove_prefix(key.size());
+  skip_blanks(t);
+  if (t.empty() || t[0] != '=') return std::nullopt;
+  t.remove_prefix(1);
+  skip_blanks(t);
+  auto v = take_count(t);
+  if (v) s = t;
+  return v;
+}
+
 /// (host, slots) pairs of "h1:2,h2" (slots default 1).
 std::vector<std::pair<std::string, int>> parse_hosts(const std::string& list) {
   std::vector<std::pair<std::string, int>> out;
-  std::stringstream ss(list);
-  std::string item;
-  static const std::regex re(R"(([A-Za-z0-9_.\-]+)(:([0-9]+))?)");
-  while (std::getline(ss, item, ',')) {
-    std::smatch m;
-    ONYX_CHECK(std::regex_match(item, m, re), "[launch] bad host '{}' in --hosts '{}'; expected "
-               "host or host:slots, comma-separated", item, list);
-    int slots = m[3].matched ? std::atoi(m[3].str().c_str()) : 1;
-    ONYX_CHECK(slots >= 1, "[launch] host '{}' has {} slots; at least 1 expected", m[1].str(), slots);
-    out.emplace_back(m[1].str(), slots);
+  std::string_view rest = list;
+  while (!rest.empty() || out.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma), s = item;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    std::string_view host = take_host(s);
+    std::optional<int64_t> slots = 1;
+    if (!s.empty() && s[0] == ':') {
+      s.remove_prefix(1);
+      slots = take_count(s);
+    }
+    ONYX_CHECK(!host.empty() && slots && s.empty(), "[launch] bad host '{}' in --hosts '{}'; expected host or "
+               "host:slots (slots 1 to {}), comma-separated", item, list, kMaxSlots);
+    ONYX_CHECK(*slots >= 1, "[launch] host '{}' has {} slots; at least 1 expected", host, *slots);
+    out.emplace_back(std::string(host), static_cast<int>(*slots));
+    if (comma == std::string_view::npos) break;
   }
-  ONYX_CHECK(!out.empty(), "[launch] --hosts is empty");
   return out;
 }
 
@@ -38,16 +96,38 @@ std::vector<std::pair<std::string, int>> parse_hostfile(const std::string& path)
   std::vector<std::pair<std::string, int>> out;
   std::string line;
   int lineno = 0;
-  static const std::regex re(R"(\s*([A-Za-z0-9_.\-]+)(\s+slots\s*=\s*([0-9]+))?(\s+max_slots\s*=\s*[0-9]+)?\s*)");
   while (std::getline(in, line)) {
     ++lineno;
     if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::smatch m;
-    ONYX_CHECK(std::regex_match(line, m, re), "[launch] hostfile '{}' line {}: '{}' is not 'host slots=N'",
-               path, lineno, line);
-    out.emplace_back(m[1].str(), m[3].matched ? std::atoi(m[3].str().c_str()) : 1);
+    std::string_view s = line;
+    skip_blanks(s);
+    std::string_view host = take_host(s);
+    std::optional<int64_t> slots = 1;
+    bool ok = !host.empty();
+    // Each setting must be preceded by blanks; slots before max_slots, each at most once.
+    auto setting = [&](std::string_view key, std::optional<int64_t>* value) {
+      std::string_view t = s;
+      skip_blanks(t);
+      if (t.size() == s.size()) return;
+      std::string_view before = t;
+      auto v = take_setting(t, key);
+      if (t.size() != before.size()) {
+        if (!v) ok = false;
+        if (value) *value = v;
+        s = t;
+      }
+    };
+    setting("slots", &slots);
+    setting("max_slots", nullptr);
+    skip_blanks(s);
+    ok = ok && slots && s.empty();
+    ONYX_CHECK(ok, "[launch] hostfile '{}' line {}: '{}' is not 'host [slots=N] [max_slots=M]' (N from 1 to {})",
+               path, lineno, line.substr(0, 200), kMaxSlots);
+    ONYX_CHECK(*slots >= 1, "[launch] hostfile '{}' line {}: host '{}' has {} slots; at least 1 expected", path,
+               lineno, host, *slots);
+    out.emplace_back(std::string(host), static_cast<int>(*slots));
   }
   ONYX_CHECK(!out.empty(), "[launch] hostfile '{}' lists no hosts", path);
   return out;
@@ -71,7 +151,7 @@ std::vector<std::string> mpirun_argv(const LaunchOptions& o, const std::string& 
   if (!o.hosts.empty()) hosts = parse_hosts(o.hosts);
   if (!o.hostfile.empty()) hosts = parse_hostfile(o.hostfile);
   if (!hosts.empty()) {
-    int slots = 0;
+    int64_t slots = 0;  // at most kMaxSlots per host: no overflow
     for (const auto& [h, s] : hosts) {
       slots += s;
       ONYX_CHECK(!o.launch_agent.empty() || resolves(h), "[launch] host '{}' does not resolve (check the "

@@ -369,6 +369,9 @@ Tensor decode(const std::string& bytes, const std::string& source) {
   Descr d = parse_descr(h.descr, source);
   DataType dt = dtype_for(d, h.descr, source);
 
+  // numpy never writes zero-width strings ('<U0' reads back as '<U1'); allowing them would let
+  // a few header bytes declare 10^15 elements that need no data bytes.
+  ONYX_CHECK(d.size > 0, "[npy] '{}': dtype '{}' has zero-width elements", source, h.descr);
   size_t item = d.kind == 'U' ? d.size * 4 : d.size, numel = 1;
   for (int64_t dim : h.shape)
     ONYX_CHECK(!__builtin_mul_overflow(numel, static_cast<size_t>(dim), &numel),

@@ -20,6 +20,9 @@ DEBIAN_PACKAGES=(
   libopenmpi-dev openmpi-bin                      # distributed/: MPI communicator
   procps iproute2                                 # data-parallel tests: pgrep, network namespaces
   valgrind                                        # tests: the portable build under memcheck
+  clang libclang-rt-dev libomp-dev llvm           # scripts/sanitize.sh, scripts/fuzz.sh: clang's
+                                                  #   ASan/UBSan/TSan, libFuzzer, OpenMP, and
+                                                  #   llvm-symbolizer for readable reports
   libjpeg62-turbo-dev libpng-dev libwebp-dev      # ImageDecoder codecs (each optional:
   libtiff-dev libopenjp2-7-dev                    #   a missing one is refused at run time)
   libdlpack-dev                                   # graph/dlpack.h: zero-copy tensor exchange

@@ -124,42 +124,74 @@ CheckpointData read_checkpoint(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   ONYX_CHECK(in, "[checkpoint] cannot open '{}': {}", path, std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_checkpoint(bytes, path);
+}
+
+CheckpointData parse_checkpoint(std::string_view bytes, const std::string& source) {
   const size_t fixed = sizeof kMagic + sizeof(uint32_t) + sizeof(uint64_t);
   ONYX_CHECK(bytes.size() >= fixed + sizeof(uint64_t) && std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0,
-             "[checkpoint] '{}' is not an onyx checkpoint (bad magic or too short: {} bytes)", path,
+             "[checkpoint] '{}' is not an onyx checkpoint (bad magic or too short: {} bytes)", source,
              bytes.size());
   uint32_t version;
   std::memcpy(&version, bytes.data() + sizeof kMagic, sizeof version);
-  ONYX_CHECK(version == kVersion, "[checkpoint] '{}' has format version {}, this build reads {}", path,
+  ONYX_CHECK(version == kVersion, "[checkpoint] '{}' has format version {}, this build reads {}", source,
              version, kVersion);
   uint64_t stored;
   std::memcpy(&stored, bytes.data() + bytes.size() - sizeof stored, sizeof stored);
   uint64_t h = fnv1a(bytes.data(), bytes.size() - sizeof stored);
-  ONYX_CHECK(h == stored, "[checkpoint] '{}' is corrupt (checksum mismatch; truncated or modified)", path);
+  ONYX_CHECK(h == stored, "[checkpoint] '{}' is corrupt (checksum mismatch; truncated or modified)", source);
   uint64_t hl;
   std::memcpy(&hl, bytes.data() + sizeof kMagic + sizeof version, sizeof hl);
-  ONYX_CHECK(fixed + hl + sizeof stored <= bytes.size(), "[checkpoint] '{}' is corrupt (header length)", path);
-  CheckpointData out;
+  // Compared without adding to hl: a corrupt length near 2^64 must not wrap around.
+  const size_t room = bytes.size() - fixed - sizeof stored;
+  ONYX_CHECK(hl <= room, "[checkpoint] '{}' is corrupt (header length {} exceeds the {} bytes after it)", source,
+             hl, room);
+  const std::string_view data = bytes.substr(fixed + hl, room - hl);
+  // Everything the header says is checked before a tensor is allocated; a header written by
+  // another program (or modified and re-summed) gets an onyx::Error, never a library exception.
+  auto corrupt = [&](const std::string& what) {
+    return Error(fmt::format("[checkpoint] '{}' is corrupt: {}", source, what));
+  };
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes.substr(fixed, hl));
   } catch (const std::exception& e) {
-    ONYX_THROW("[checkpoint] '{}' has a malformed header: {}", path, e.what());
+    ONYX_THROW("[checkpoint] '{}' has a malformed header: {}", source, e.what());
   }
-  out.meta = header.at("meta");
-  const size_t data_begin = fixed + hl;
-  const size_t data_size = bytes.size() - sizeof stored - data_begin;
-  for (const auto& e : header.at("tensors")) {
-    auto dt = static_cast<DataType>(e.at("dtype").get<int>());
-    Shape shape = e.at("shape").get<Shape>();
-    uint64_t off = e.at("offset"), n = e.at("bytes");
-    ONYX_CHECK(off + n <= data_size, "[checkpoint] '{}' is corrupt: tensor '{}' lies outside the file", path,
-               e.at("name").get<std::string>());
+  if (!header.is_object() || !header.contains("meta") || !header.contains("tensors") ||
+      !header["tensors"].is_array())
+    throw corrupt("the header is not an object with 'meta' and a 'tensors' array");
+  CheckpointData out;
+  out.meta = header["meta"];
+  for (const auto& e : header["tensors"]) {
+    auto field = [&](const char* key, bool (nlohmann::json::*is)() const noexcept) -> const nlohmann::json& {
+      if (!e.is_object() || !e.contains(key) || !(e[key].*is)())
+        throw corrupt(fmt::format("a tensor entry lacks a valid '{}': {}", key, e.dump().substr(0, 200)));
+      return e[key];
+    };
+    const std::string name = field("name", &nlohmann::json::is_string).get<std::string>();
+    const int64_t code = field("dtype", &nlohmann::json::is_number_integer).get<int64_t>();
+    if (code < 0 || code > INT32_MAX || !dtype_is_known(static_cast<int32_t>(code)) ||
+        code == static_cast<int64_t>(DataType::Undefined) || code == static_cast<int64_t>(DataType::String))
+      throw corrupt(fmt::format("tensor '{}' has dtype code {}, not a numeric ONNX type", name, code));
+    const auto dt = static_cast<DataType>(code);
+    Shape shape;
+    for (const auto& d : field("shape", &nlohmann::json::is_array)) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        throw corrupt(fmt::format("tensor '{}' has dimension {} in its shape", name, d.dump()));
+      shape.push_back(d.get<int64_t>());
+    }
+    const auto off = field("offset", &nlohmann::json::is_number_unsigned).get<uint64_t>();
+    const auto n = field("bytes", &nlohmann::json::is_number_unsigned).get<uint64_t>();
+    if (off > data.size() || n > data.size() - off)
+      throw corrupt(fmt::format("tensor '{}' ({} bytes at offset {}) lies outside the {} data bytes", name, n,
+                                off, data.size()));
+    const std::optional<size_t> need = checked_nbytes(dt, shape);
+    if (!need || *need != n)
+      throw corrupt(fmt::format("tensor '{}' has {} bytes for {} {}", name, n, dtype_name(dt), shape_str(shape)));
     Tensor t = Tensor::empty(dt, shape);
-    ONYX_CHECK(t.nbytes() == n, "[checkpoint] '{}' is corrupt: tensor '{}' has {} bytes for shape {}", path,
-               e.at("name").get<std::string>(), n, shape_str(shape));
-    std::memcpy(t.raw(), bytes.data() + data_begin + off, n);
-    out.tensors.emplace_back(e.at("name").get<std::string>(), std::move(t));
+    if (n) std::memcpy(t.raw(), data.data() + off, n);
+    out.tensors.emplace_back(name, std::move(t));
   }
   return out;
 }

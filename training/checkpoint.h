@@ -34,5 +34,9 @@ void write_file_atomically(const std::string& path, std::string_view bytes);
 /// Reads a checkpoint; onyx::Error naming the file for a missing, truncated, corrupt or
 /// non-checkpoint file.
 CheckpointData read_checkpoint(const std::string& path);
+/// Parses the bytes of a checkpoint file; `source` names it in errors. Every length, offset,
+/// dtype and shape in the header is checked against the bytes present before any tensor is
+/// allocated.
+CheckpointData parse_checkpoint(std::string_view bytes, const std::string& source);
 
 }  // namespace onyx::training

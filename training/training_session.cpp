@@ -558,7 +558,18 @@ void TrainingSession::save_checkpoint(const std::string& path) const {
 void TrainingSession::load_checkpoint(const std::string& path) {
   Impl& m = *impl_;
   training::CheckpointData d = training::read_checkpoint(path);
-  ONYX_CHECK(d.meta.value("format", "") == "onyx-training", "[checkpoint] '{}' is not a training checkpoint", path);
+  ONYX_CHECK(d.meta.is_object() && d.meta.value("format", nlohmann::json()) == "onyx-training",
+             "[checkpoint] '{}' is not a training checkpoint", path);
+  // The header's fields are checked for type here, so a file written by another tool is an
+  // onyx::Error rather than a JSON library exception further down.
+  auto has = [&](const char* key, bool (nlohmann::json::*is)() const noexcept) {
+    ONYX_CHECK(d.meta.contains(key) && (d.meta[key].*is)(), "[checkpoint] '{}': its header's '{}' is missing or "
+               "malformed", path, key);
+  };
+  has("params", &nlohmann::json::is_array);
+  has("optimizer", &nlohmann::json::is_string);
+  has("micro", &nlohmann::json::is_number_unsigned);
+  has("seed", &nlohmann::json::is_number_unsigned);
   ONYX_CHECK(d.meta.at("params") == m.fingerprint(), "[checkpoint] '{}' was written for another model: its "
              "parameters are {} but this model's are {}", path, d.meta.at("params").dump(), m.fingerprint().dump());
   ONYX_CHECK(d.meta.at("optimizer") == m.cfg.optimizer.name, "[checkpoint] '{}' holds {} optimizer state, "

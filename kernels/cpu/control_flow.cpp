@@ -158,7 +158,11 @@ class ScanKernel final : public Kernel {
     ONYX_CHECK(n_state >= 0, "[{}] has {} inputs but num_scan_inputs is {}", ctx.label(), ctx.num_inputs(),
                num_scan_inputs_);
     std::vector<Datum> state;
-    for (int64_t i = 0; i < n_state; ++i) state.push_back(*ctx.input_datum(static_cast<int>(i)));
+    for (int64_t i = 0; i < n_state; ++i) {
+      const Datum* d = ctx.input_datum(static_cast<int>(i));
+      ONYX_CHECK(d && !d->is_none(), "[{}] state variable {} (input {}) is missing", ctx.label(), i, i);
+      state.push_back(*d);
+    }
     std::vector<const Tensor*> scan_in;
     std::vector<int64_t> axes;
     int64_t length = -1;

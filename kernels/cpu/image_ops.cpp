@@ -221,6 +221,12 @@ class RoiAlignKernel final : public Kernel {
     ow_ = n.attr_int("output_width", 1);
     sampling_ = n.attr_int("sampling_ratio", 0);
     spatial_scale_ = n.attr_float("spatial_scale", 1.0f);
+    constexpr int64_t kMax = 1 << 16;
+    ONYX_CHECK(oh_ >= 1 && oh_ <= kMax && ow_ >= 1 && ow_ <= kMax,
+               "[{}] output_height and output_width should be in [1, {}] but are {} and {}", info.label(), kMax,
+               oh_, ow_);
+    ONYX_CHECK(sampling_ >= 0 && sampling_ <= kMax, "[{}] attribute 'sampling_ratio' should be in [0, {}] but is {}",
+               info.label(), kMax, sampling_);
   }
 
   void compute(KernelContext& ctx) const override {
@@ -262,11 +268,20 @@ class RoiAlignKernel final : public Kernel {
     double rw = box[2] * sc - off - x0, rh = box[3] * sc - off - y0;
     if (!half_pixel_) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
     const double bh = rh / double(oh_), bw = rw / double(ow_);
-    const int64_t gh = sampling_ > 0 ? sampling_ : int64_t(std::ceil(rh / double(oh_)));
-    const int64_t gw = sampling_ > 0 ? sampling_ : int64_t(std::ceil(rw / double(ow_)));
+    // The adaptive grid grows with the ROI's size, which comes from data: a ROI of 1e30
+    // pixels (or NaN) must be an error, not an undefined float-to-int cast or a huge reserve.
+    const double grid_h = sampling_ > 0 ? double(sampling_) : std::ceil(rh / double(oh_));
+    const double grid_w = sampling_ > 0 ? double(sampling_) : std::ceil(rw / double(ow_));
+    constexpr double kMaxSamples = double(int64_t{1} << 26);
+    ONYX_CHECK(std::isfinite(grid_h) && std::isfinite(grid_w) &&
+                   double(oh_) * double(ow_) * std::max(grid_h, 1.0) * std::max(grid_w, 1.0) <= kMaxSamples,
+               "[RoiAlign] ROI {} of batch item {} ([{}, {}, {}, {}]) needs a {} x {} sampling grid per bin; at "
+               "most {} samples per ROI are supported",
+               n, batch, box[0], box[1], box[2], box[3], grid_h, grid_w, kMaxSamples);
+    const int64_t gh = int64_t(grid_h), gw = int64_t(grid_w);
     const double count = double(std::max<int64_t>(gh * gw, 1));
     std::vector<Sample> pre;
-    pre.reserve(oh_ * ow_ * gh * gw);
+    pre.reserve(static_cast<size_t>(oh_ * ow_ * std::max<int64_t>(gh, 0) * std::max<int64_t>(gw, 0)));
     for (int64_t ph = 0; ph < oh_; ++ph)
       for (int64_t pw = 0; pw < ow_; ++pw)
         for (int64_t iy = 0; iy < gh; ++iy) {
@@ -423,7 +438,22 @@ class DeformConvKernel final : public Kernel {
         pads_(info.node.attr_ints("pads")),
         strides_(info.node.attr_ints("strides")),
         group_(info.node.attr_int("group", 1)),
-        offset_group_(info.node.attr_int("offset_group", 1)) {}
+        offset_group_(info.node.attr_int("offset_group", 1)) {
+    // Checked once here, so compute() may index them (2-D only: two dilations and strides,
+    // four pads); a short list was read past its end before.
+    if (dilations_.empty()) dilations_ = {1, 1};
+    if (strides_.empty()) strides_ = {1, 1};
+    if (pads_.empty()) pads_ = {0, 0, 0, 0};
+    auto check = [&](const char* name, const std::vector<int64_t>& v, size_t n, int64_t lo) {
+      bool ok = v.size() == n;
+      for (int64_t x : v) ok = ok && x >= lo && x <= (int64_t{1} << 32);
+      ONYX_CHECK(ok, "[{}] attribute '{}' should hold {} values in [{}, 2^32] for 2-D DeformConv but holds {}",
+                 info.label(), name, n, lo, fmt::join(v, ", "));
+    };
+    check("dilations", dilations_, 2, 1);
+    check("strides", strides_, 2, 1);
+    check("pads", pads_, 4, 0);
+  }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
@@ -448,10 +478,7 @@ class DeformConvKernel final : public Kernel {
                oh, ow, shape_str(mask ? mask->shape() : Shape{}));
     ONYX_CHECK(!bias || bias->numel() == M, "[{}] B should have {} values but has {}", ctx.label(),
                M, bias ? bias->numel() : 0);
-    std::vector<int64_t> d = dilations_, s = strides_, p = pads_;
-    if (d.empty()) d = {1, 1};
-    if (s.empty()) s = {1, 1};
-    if (p.empty()) p = {0, 0, 0, 0};
+    const std::vector<int64_t>& d = dilations_, &s = strides_, &p = pads_;
     const int64_t eh = (H + p[0] + p[2] - ((kh - 1) * d[0] + 1)) / s[0] + 1;
     const int64_t ew = (W + p[1] + p[3] - ((kw - 1) * d[1] + 1)) / s[1] + 1;
     ONYX_CHECK(oh == eh && ow == ew, "[{}] offset spatial shape [{}, {}] should be [{}, {}]",

@@ -283,7 +283,7 @@ void register_misc_nn_kernels(KernelRegistry& r) {
            "cpu",
            like ? 0 : -1,
            {},
-           [normal, like](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+           [normal = normal, like = like](const KernelInfo& info) -> std::unique_ptr<Kernel> {
              return std::make_unique<RandomKernel>(info, normal, like);
            }});
 }

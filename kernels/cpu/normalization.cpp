@@ -320,7 +320,9 @@ class RowNormKernel final : public Kernel {
                      }
                    });
     });
-    for (auto [t, v] : {std::pair{mean_out, &means}, std::pair{inv_out, &invs}}) {
+    for (auto out_and_stats : {std::pair{mean_out, &means}, std::pair{inv_out, &invs}}) {
+      auto* t = out_and_stats.first;  // not a structured binding: clang 14 cannot capture those
+      auto* v = out_and_stats.second;
       if (!t) continue;
       dispatch<FloatTypes>(t->dtype(), ctx.label(), [&]<typename U>() {
         U* d = t->data<U>();

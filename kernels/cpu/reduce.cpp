@@ -206,7 +206,7 @@ void register_reduce_kernels(KernelRegistry& r) {
   for (const auto& [op, kind] : ops) {
     const bool min_max = kind == ReduceKind::Max || kind == ReduceKind::Min;
     r.add({op, "", 1, INT_MAX, "cpu", 0, min_max ? min_max_types : sum_types,
-           [kind](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+           [kind = kind](const KernelInfo& info) -> std::unique_ptr<Kernel> {
              return std::make_unique<ReduceKernel>(info, kind);
            }});
   }

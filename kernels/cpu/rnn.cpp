@@ -341,7 +341,7 @@ void register_rnn_kernels(KernelRegistry& r) {
       {"RNN", Cell::RNN}, {"GRU", Cell::GRU}, {"LSTM", Cell::LSTM}};
   for (const auto& [op, cell] : ops)
     r.add({op, "", 1, INT_MAX, "cpu", 0, float_types(),
-           [cell](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+           [cell = cell](const KernelInfo& info) -> std::unique_ptr<Kernel> {
              return std::make_unique<RecurrentKernel>(info, cell);
            }});
 }

@@ -54,7 +54,8 @@ Shape reshape_target(const KernelContext& ctx, const Shape& in, const Tensor& sh
       continue;
     }
     ONYX_CHECK(out[i] >= 0, "[{}] shape {} has a negative dim", ctx.label(), shape_str(out));
-    known *= out[i];
+    ONYX_CHECK(!__builtin_mul_overflow(known, out[i], &known), "[{}] shape {} has more elements than int64 holds",
+               ctx.label(), shape_str(out));
   }
   int64_t numel = shape_numel(in);
   if (infer >= 0) {

@@ -204,7 +204,7 @@ void register_softmax_kernels(KernelRegistry& r) {
                                                      {"Hardmax", SoftmaxKind::Hardmax}};
   for (const auto& [op, kind] : ops) {
     r.add({op, "", 1, INT_MAX, "cpu", 0, float_types(),
-           [kind](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+           [kind = kind](const KernelInfo& info) -> std::unique_ptr<Kernel> {
              return std::make_unique<SoftmaxKernel>(info, kind);
            }});
   }

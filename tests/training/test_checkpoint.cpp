@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "graph/hash.h"
 #include "small_disk.h"
 #include "training/checkpoint.h"
 #include "training/training_session.h"
@@ -265,6 +267,90 @@ TEST(Checkpoint, CorruptTruncatedAndForeignFilesAreRefused) {
   EXPECT_THROW(other_opt.load_checkpoint(path), Error);
   // Failed loads left the session untouched.
   EXPECT_TRUE(same_bits(ts.flat_parameters(), before));
+  std::filesystem::remove(path);
+}
+
+namespace {
+
+/// A checkpoint file around `header` (JSON text) and `data`, correctly summed, as another
+/// program (or a modified file re-summed) could write it.
+std::string summed_checkpoint(const std::string& header, const std::string& data,
+                              std::optional<uint64_t> header_length = std::nullopt) {
+  std::string b = "ONYXCKPT";
+  uint32_t version = 1;
+  uint64_t hl = header_length.value_or(header.size());
+  b.append(reinterpret_cast<const char*>(&version), sizeof version);
+  b.append(reinterpret_cast<const char*>(&hl), sizeof hl);
+  b += header + data;
+  uint64_t h = fnv1a(b.data(), b.size());
+  b.append(reinterpret_cast<const char*>(&h), sizeof h);
+  return b;
+}
+
+std::string error_of(const std::string& bytes) {
+  try {
+    training::parse_checkpoint(bytes, "x.ckpt");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+}  // namespace
+
+// Found by tests/fuzz/fuzz_checkpoint.cpp: a header that passes the checksum is still checked
+// field by field, before anything is allocated, and every failure is an onyx::Error (a
+// JSON library exception, a wrapped-around length or a 4 TB allocation before).
+TEST(Checkpoint, SummedButInconsistentHeadersAreRefusedBeforeAllocation) {
+  const std::string t = R"({"meta":{},"tensors":[{"name":"w","dtype":1,"shape":[2],"offset":0,"bytes":8}]})";
+  const std::string data(8, '\0');
+  ASSERT_EQ(training::parse_checkpoint(summed_checkpoint(t, data), "ok").tensors.size(), 1u);
+
+  EXPECT_NE(error_of(summed_checkpoint(t, data, ~uint64_t{0} - 4)).find("header length"), std::string::npos);
+  EXPECT_NE(error_of(summed_checkpoint("[1,2]", "")).find("not an object"), std::string::npos);
+  EXPECT_NE(error_of(summed_checkpoint(R"({"meta":1,"tensors":{}})", "")).find("'tensors' array"),
+            std::string::npos);
+  auto entry = [&](const std::string& fields) {
+    return error_of(summed_checkpoint(R"({"meta":{},"tensors":[{)" + fields + "}]}", data));
+  };
+  EXPECT_NE(entry(R"("dtype":1,"shape":[2],"offset":0,"bytes":8)").find("'name'"), std::string::npos);
+  EXPECT_NE(entry(R"("name":"w","dtype":99,"shape":[2],"offset":0,"bytes":8)").find("dtype code 99"),
+            std::string::npos);
+  EXPECT_NE(entry(R"("name":"w","dtype":8,"shape":[2],"offset":0,"bytes":8)").find("dtype code 8"),
+            std::string::npos);
+  EXPECT_NE(entry(R"("name":"w","dtype":1,"shape":[-2],"offset":0,"bytes":8)").find("dimension -2"),
+            std::string::npos);
+  EXPECT_NE(entry(R"("name":"w","dtype":1,"shape":"x","offset":0,"bytes":8)").find("'shape'"), std::string::npos);
+  // 10^12 floats declared over 8 bytes: refused by arithmetic, not by a failed 4 TB allocation.
+  EXPECT_NE(entry(R"("name":"w","dtype":1,"shape":[1000000000000],"offset":0,"bytes":8)").find("has 8 bytes"),
+            std::string::npos);
+  EXPECT_NE(entry(R"("name":"w","dtype":1,"shape":[2],"offset":18446744073709551615,"bytes":8)")
+                .find("lies outside"),
+            std::string::npos);
+  EXPECT_NE(entry(R"("name":"w","dtype":1,"shape":[2],"offset":4,"bytes":18446744073709551614)")
+                .find("lies outside"),
+            std::string::npos);
+}
+
+// A checkpoint whose header parses but whose metadata is not a training session's.
+TEST(Checkpoint, MalformedTrainingMetadataIsAnOnyxError) {
+  TrainingSession ts(mlp_model(8, 16, 3), adam_dropout_config(1));
+  std::string path = tmp_path("meta");
+  auto load_with_meta = [&](const std::string& meta) -> std::string {
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        << summed_checkpoint(R"({"meta":)" + meta + R"(,"tensors":[]})", "");
+    try {
+      ts.load_checkpoint(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_NE(load_with_meta("[1]").find("not a training checkpoint"), std::string::npos);
+  EXPECT_NE(load_with_meta(R"({"format":"onyx-training"})").find("'params'"), std::string::npos);
+  nlohmann::json meta = {{"format", "onyx-training"}, {"params", nlohmann::json::array()},
+                         {"optimizer", "adamw"}, {"micro", "three"}, {"seed", 1}};
+  EXPECT_NE(load_with_meta(meta.dump()).find("'micro'"), std::string::npos);
   std::filesystem::remove(path);
 }
 

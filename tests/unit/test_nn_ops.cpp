@@ -301,3 +301,27 @@ TEST(NnOps, BadInputsThrow) {
 }
 
 }  // namespace
+
+// Found by tests/fuzz/fuzz_model.cpp: DeformConv read dilations[1], strides[1] and pads[3]
+// whatever the attributes' lengths (a heap-buffer-overflow under ASan); they are checked when
+// the session is built.
+TEST(NnOps, DeformConvAttributeListsAreCheckedAtCreation) {
+  for (const auto& attr : {attr_ints("dilations", {1}), attr_ints("strides", {1, 1, 1}), attr_ints("pads", {0, 0}),
+                           attr_ints("strides", {0, 1}), attr_ints("pads", {0, -1, 0, 0})}) {
+    SCOPED_TRACE(attr.name);
+    ModelBuilder b(19);
+    b.input("x", DataType::Float, Shape{1, 1, 4, 4});
+    b.input("w", DataType::Float, Shape{1, 1, 2, 2});
+    b.input("offset", DataType::Float, Shape{1, 8, 3, 3});
+    onyx::test::set_attrs(b.node("DeformConv", {"x", "w", "offset"}, {"y"}), {attr});
+    b.output("y");
+    try {
+      b.session();
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("DeformConv node"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("attribute '" + attr.name + "'"), std::string::npos) << msg;
+    }
+  }
+}

@@ -250,6 +250,24 @@ TEST(Npy, BadFilesThrow) {
   expect_error([&] { npy::decode(good + "xx", "x.npy"); }, {"x.npy", "2 unexpected bytes"});
 }
 
+// Found by tests/fuzz/fuzz_npy.cpp: a zero-width string dtype needs no data bytes, so a
+// 120-byte file declared 10^15 strings and decode() tried to allocate them all.
+TEST(Npy, ZeroWidthStringsAreRefusedBeforeAllocation) {
+  std::string header = "{'descr': '<U0', 'fortran_order': False, 'shape': (1000000000000000,), }";
+  const size_t total = (10 + header.size() + 1 + 63) / 64 * 64;  // numpy aligns data to 64 bytes
+  header.append(total - 10 - header.size() - 1, ' ');
+  header += '\n';
+  std::string file = std::string("\x93NUMPY\x01\x00", 8);
+  file += static_cast<char>(header.size() & 0xff);
+  file += static_cast<char>(header.size() >> 8);
+  file += header;
+  expect_error([&] { npy::decode(file, "u0.npy"); }, {"u0.npy", "'<U0'", "zero-width"});
+  // The same file with '|S0' (bytes) is refused the same way.
+  std::string bytes_file = file;
+  bytes_file.replace(bytes_file.find("<U0"), 3, "|S0");
+  expect_error([&] { npy::decode(bytes_file, "s0.npy"); }, {"s0.npy", "zero-width"});
+}
+
 TEST(Npy, WrongDtypeForInputNamesFileInputAndBothDtypes) {
   std::string path = temp_path("doubles.npy");
   npy::save(Tensor::from_vector<double>({2}, {1, 2}), path);

@@ -1,6 +1,8 @@
 // Resize / GridSample / AffineGrid, the quantization ops and the image/detection ops
 // (CenterCropPad, Col2Im, MaxUnpool, RoiAlign, NonMaxSuppression, BitCast) against
 // hand-computed values, plus the bad-input errors they raise.
+#include <cmath>
+
 #include "test_util.h"
 
 using namespace onyx;
@@ -178,6 +180,34 @@ TEST(ResizeQuant, CenterCropPadCol2ImMaxUnpool) {
              {{"x", T_({1, 1, 1, 2}, {5, 7})}, {"i", T_<int64_t>({1, 1, 1, 2}, {1, 2})}},
              {attr_ints("kernel_shape", {1, 2}), attr_ints("strides", {1, 2})});
   expect_near(y.at("y0"), {0, 5, 7, 0});
+}
+
+// Found by tests/fuzz/fuzz_model.cpp: a ROI of 1e30 pixels asked for a sampling grid past
+// any vector's size (std::length_error on an OpenMP worker: the process ended), a NaN ROI cast
+// NaN to an integer. Both are onyx::Errors naming the ROI; bad attributes are refused when the
+// session is built.
+TEST(ResizeQuant, RoiAlignHugeOrNanRoisAreErrors) {
+  for (double edge : {1e30, std::nan("")}) {
+    SCOPED_TRACE(edge);
+    expect_error(
+        [&] {
+          run_op("RoiAlign",
+                 {{"x", T_({1, 1, 4, 4}, std::vector<double>(16, 3.0))},
+                  {"r", T_({2, 4}, {0, 0, 2, 2, 0, 0, edge, 2})},
+                  {"b", T_<int64_t>({2}, {0, 0})}},
+                 {attr_int("output_height", 2), attr_int("output_width", 2)}, 1, 16);
+        },
+        "ROI 1 of batch item 0");
+  }
+  expect_error(
+      [] {
+        run_op("RoiAlign",
+               {{"x", T_({1, 1, 4, 4}, std::vector<double>(16, 3.0))},
+                {"r", T_({1, 4}, {0, 0, 2, 2})},
+                {"b", T_<int64_t>({1}, {0})}},
+               {attr_int("output_height", 0)}, 1, 16);
+      },
+      "output_height and output_width");
 }
 
 TEST(ResizeQuant, RoiAlignNmsBitCast) {

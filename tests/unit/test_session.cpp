@@ -217,6 +217,40 @@ TEST(Session, LoopBodyWithTooFewOutputsIsAClearError) {
   }
 }
 
+// Found by tests/fuzz/fuzz_model.cpp: a Scan whose state variable is an omitted input ("")
+// dereferenced a null input in the kernel; it is an onyx::Error naming the node and the state.
+TEST(Session, ScanWithAnOmittedStateVariableIsAClearError) {
+  ModelBuilder b(16);
+  b.input("x", DataType::Float, Shape{3, 2});
+  Node& scan = b.node("Scan", {"", "x"}, {"s", "ys"});
+  scan.attrs["num_scan_inputs"] = onyx::test::attr_int("num_scan_inputs", 1);
+  b.output("s").output("ys");
+  auto m = b.build();
+  auto body = std::make_shared<Graph>("body", m->graph.get());
+  Value* state = body->get_or_add_value("state");
+  Value* elem = body->get_or_add_value("elem");
+  Value* next = body->get_or_add_value("next");
+  Value* copy = body->get_or_add_value("copy");
+  state->type = ValueType::tensor(DataType::Float, SymShape{Dim::fixed(2)});
+  elem->type = ValueType::tensor(DataType::Float, SymShape{Dim::fixed(2)});
+  body->inputs = {state, elem};
+  body->add_node("Add", {state, elem}, {next});
+  body->add_node("Identity", {next}, {copy});
+  body->outputs = {next, copy};
+  Attribute a;
+  a.name = "body", a.type = Attribute::Type::Graph, a.g = body;
+  scan.attrs["body"] = a;
+  try {
+    Session s(std::move(m));
+    s.run({{"x", Tensor::from_vector<float>({3, 2}, {1, 2, 3, 4, 5, 6})}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("Scan node"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("state variable 0"), std::string::npos) << msg;
+  }
+}
+
 TEST(Session, MissingKernelIsAClearError) {
   ModelBuilder b(17, "com.example");
   b.input("x", DataType::Float, Shape{2});

@@ -323,5 +323,60 @@ TEST(ShapeInference, WindowSizesMatchTheKernels) {
   }
 }
 
+// Found by tests/fuzz/fuzz_model.cpp: dimension arithmetic on declared sizes overflowed int64
+// (undefined behaviour, then a wrapped size): Tile by 2 of a dim near 2^62, Concat, Flatten,
+// ConvTranspose with a huge stride. Each is an onyx::Error naming the node.
+TEST(ShapeInference, DimensionOverflowIsANamedError) {
+  const int64_t big = int64_t{1} << 62;
+  auto expect_overflow = [](test::ModelBuilder& b, const std::string& node) {
+    auto m = b.build();
+    try {
+      infer_types_and_shapes(*m);
+      ADD_FAILURE() << node << ": no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(node), std::string::npos) << msg;
+      EXPECT_NE(msg.find("overflows int64"), std::string::npos) << msg;
+    }
+  };
+  {
+    test::ModelBuilder b(17);
+    b.input("x", DataType::Float, sym({F(big), F(3)}));
+    b.initializer("r", ints({2, 1}));
+    b.node("Tile", {"x", "r"}, {"y"}).name = "tile";
+    b.output("y");
+    expect_overflow(b, "tile");
+  }
+  {
+    test::ModelBuilder b(17);
+    b.input("x", DataType::Float, sym({F(big), F(3)}));
+    b.input("z", DataType::Float, sym({F(big), F(3)}));
+    Node& n = b.node("Concat", {"x", "z", "x"}, {"y"});
+    n.name = "cat";
+    n.attrs["axis"] = attr_int("axis", 0);
+    b.output("y");
+    expect_overflow(b, "cat");
+  }
+  {
+    test::ModelBuilder b(17);
+    b.input("x", DataType::Float, sym({F(big), F(8)}));
+    Node& n = b.node("Flatten", {"x"}, {"y"});
+    n.name = "flat";
+    n.attrs["axis"] = attr_int("axis", 0);
+    b.output("y");
+    expect_overflow(b, "flat");
+  }
+  {
+    test::ModelBuilder b(17);
+    b.input("x", DataType::Float, sym({F(1), F(1), F(1000)}));
+    b.initializer("w", Tensor::zeros(DataType::Float, {1, 1, 3}));
+    Node& n = b.node("ConvTranspose", {"x", "w"}, {"y"});
+    n.name = "deconv";
+    n.attrs["strides"] = attr_ints("strides", {big});
+    b.output("y");
+    expect_overflow(b, "deconv");
+  }
+}
+
 }  // namespace
 }  // namespace onyx

@@ -72,6 +72,21 @@ TEST(ShapeOps, ReshapeCopiesZeroAndInfersMinusOne) {
       "cannot reshape");
 }
 
+// Found by tests/fuzz/fuzz_model.cpp: a run-time target shape whose element count overflows
+// int64 (here 2^62 * 4) was multiplied out without a check (undefined behaviour).
+TEST(ShapeOps, ReshapeToAnOverflowingShapeIsAnError) {
+  expect_error(
+      [] {
+        run_op("Reshape", {{"in0", iota_f({2, 2})}, {"in1", i64({2}, {int64_t{1} << 62, 4})}}, {});
+      },
+      "more elements than int64 holds");
+  expect_error(
+      [] {
+        run_op("Reshape", {{"in0", iota_f({2, 2})}, {"in1", i64({3}, {int64_t{1} << 62, 4, -1})}}, {});
+      },
+      "more elements than int64 holds");
+}
+
 TEST(ShapeOps, ShapeStartEndAndSqueezeUnsqueeze) {
   auto s = run_op("Shape", {{"in0", iota_f({2, 3, 4, 5})}}, {},
                   {attr_int("start", 1), attr_int("end", -1)});
