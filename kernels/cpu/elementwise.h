@@ -109,7 +109,10 @@ void binary_map(const Tensor& a, const Tensor& b, Tensor& out, int threads, int6
     else
       detail::binary_run(x, sx, y, sy, z, n, f);
   };
-  if (a.shape() == b.shape()) {  // same shape: one flat run
+  // Same shape as each other and as the output: one flat run. (Equal operands smaller than
+  // the output, as in Sum of [1], [1] and [50] folded left to right, still need the broadcast
+  // plan: the flat run read past both: found by tests/fuzz/fuzz_model.cpp.)
+  if (a.shape() == b.shape() && a.shape() == out.shape()) {
     parallel_for(out.numel(), threads, grain,
                  [&](int64_t s, int64_t e) { run(pa + s, true, pb + s, true, po + s, e - s); });
     return;

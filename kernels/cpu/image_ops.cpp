@@ -270,6 +270,9 @@ class RoiAlignKernel final : public Kernel {
     const double bh = rh / double(oh_), bw = rw / double(ow_);
     // The adaptive grid grows with the ROI's size, which comes from data: a ROI of 1e30
     // pixels (or NaN) must be an error, not an undefined float-to-int cast or a huge reserve.
+    ONYX_CHECK(std::isfinite(box[0]) && std::isfinite(box[1]) && std::isfinite(box[2]) && std::isfinite(box[3]),
+               "[RoiAlign] ROI {} of batch item {} ([{}, {}, {}, {}]) is not finite", n, batch, box[0], box[1],
+               box[2], box[3]);
     const double grid_h = sampling_ > 0 ? double(sampling_) : std::ceil(rh / double(oh_));
     const double grid_w = sampling_ > 0 ? double(sampling_) : std::ceil(rw / double(ow_));
     constexpr double kMaxSamples = double(int64_t{1} << 26);
@@ -278,10 +281,11 @@ class RoiAlignKernel final : public Kernel {
                "[RoiAlign] ROI {} of batch item {} ([{}, {}, {}, {}]) needs a {} x {} sampling grid per bin; at "
                "most {} samples per ROI are supported",
                n, batch, box[0], box[1], box[2], box[3], grid_h, grid_w, kMaxSamples);
-    const int64_t gh = int64_t(grid_h), gw = int64_t(grid_w);
+    // A ROI with a negative extent (possible with half_pixel) samples nothing: its bins are 0.
+    const int64_t gh = std::max<int64_t>(int64_t(grid_h), 0), gw = std::max<int64_t>(int64_t(grid_w), 0);
     const double count = double(std::max<int64_t>(gh * gw, 1));
     std::vector<Sample> pre;
-    pre.reserve(static_cast<size_t>(oh_ * ow_ * std::max<int64_t>(gh, 0) * std::max<int64_t>(gw, 0)));
+    pre.reserve(static_cast<size_t>(oh_ * ow_ * gh * gw));
     for (int64_t ph = 0; ph < oh_; ++ph)
       for (int64_t pw = 0; pw < ow_; ++pw)
         for (int64_t iy = 0; iy < gh; ++iy) {

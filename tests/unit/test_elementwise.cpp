@@ -157,6 +157,17 @@ TEST(Binary, VariadicSumMeanMax) {
   expect_near(run1("Sum", {{"a", a}}), {1, 2});
 }
 
+// Found by tests/fuzz/fuzz_model.cpp: Sum of [1], [1] and [3] folded its first two operands
+// (equal shapes) with a flat run over Y's three elements, reading past both (ASan:
+// heap-buffer-overflow); every later operand then saw garbage.
+TEST(Binary, VariadicEqualSmallOperandsBroadcastToTheOutput) {
+  Tensor one = f32({1}, {1}), two = f32({1}, {2}), row = f32({3}, {10, 20, 30});
+  expect_near(run1("Sum", {{"a", one}, {"b", two}, {"c", row}}), {13, 23, 33});
+  expect_near(run1("Max", {{"a", one}, {"b", two}, {"c", row}}), {10, 20, 30});
+  expect_near(run1("Mean", {{"a", one}, {"b", two}, {"c", row}}), {13.0 / 3, 23.0 / 3, 11});
+  expect_near(run1("Min", {{"a", row}, {"b", one}, {"c", two}}), {1, 1, 1});
+}
+
 TEST(Binary, WhereBroadcastsStrings) {
   Tensor c = Tensor::from_vector<bool>({2, 1}, {true, false});
   Tensor x = Tensor::from_vector<std::string>({2}, {"a", "b"});

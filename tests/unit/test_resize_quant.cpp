@@ -208,6 +208,24 @@ TEST(ResizeQuant, RoiAlignHugeOrNanRoisAreErrors) {
                {attr_int("output_height", 0)}, 1, 16);
       },
       "output_height and output_width");
+  // A NaN ROI with a fixed sampling grid, and a ROI of negative extent (x1 < x0, possible with
+  // half_pixel), whose grid is negative: its bins sample nothing and are 0 (the grid's
+  // product was positive and the kernel read samples it never computed).
+  expect_error(
+      [] {
+        run_op("RoiAlign",
+               {{"x", T_({1, 1, 4, 4}, std::vector<double>(16, 3.0))},
+                {"r", T_({1, 4}, {0, std::nan(""), 2, 2})},
+                {"b", T_<int64_t>({1}, {0})}},
+               {attr_int("sampling_ratio", 2)}, 1, 16);
+      },
+      "is not finite");
+  auto y = run_op("RoiAlign",
+                  {{"x", T_({1, 1, 4, 4}, std::vector<double>(16, 3.0))},
+                   {"r", T_({1, 4}, {3, 3, 0, 0})},
+                   {"b", T_<int64_t>({1}, {0})}},
+                  {attr_int("output_height", 2), attr_int("output_width", 2)}, 1, 16);
+  expect_near(y.at("y0"), {0, 0, 0, 0});
 }
 
 TEST(ResizeQuant, RoiAlignNmsBitCast) {
