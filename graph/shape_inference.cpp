@@ -99,12 +99,7 @@ int64_t checked_axis(const Ctx& c, const std::string& what, int64_t a, size_t ra
 
 // Dimension arithmetic on sizes a model declares: a result beyond int64 is the model's error
 // (signed overflow would be undefined behaviour, and a wrapped size a wrong allocation).
-int64_t dim_mul(const Ctx& c, int64_t a, int64_t b) {
-  int64_t r;
-  ONYX_CHECK(!__builtin_mul_overflow(a, b, &r), "[{}] an output dimension overflows int64: {} * {}",
-             c.node.label(), a, b);
-  return r;
-}
+int64_t dim_mul(const Ctx& c, int64_t a, int64_t b) { return checked_dim_mul(a, b, c.node.label()); }
 int64_t dim_add(const Ctx& c, int64_t a, int64_t b) {
   int64_t r;
   ONYX_CHECK(!__builtin_add_overflow(a, b, &r), "[{}] an output dimension overflows int64: {} + {}",

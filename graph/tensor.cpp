@@ -16,6 +16,12 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+int64_t checked_dim_mul(int64_t a, int64_t b, const std::string& who) {
+  int64_t r;
+  ONYX_CHECK(!__builtin_mul_overflow(a, b, &r), "[{}] an output dimension overflows int64: {} * {}", who, a, b);
+  return r;
+}
+
 std::optional<size_t> checked_nbytes(DataType dtype, const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape)

@@ -18,6 +18,9 @@ using Shape = std::vector<int64_t>;
 
 /// Number of elements of a shape (1 for a scalar); onyx::Error when it overflows int64.
 int64_t shape_numel(const Shape& shape);
+/// a * b for sizes computed from a model's data (a dim times a repeat count, a scale);
+/// onyx::Error "[`who`] ... overflows int64" instead of undefined behaviour.
+int64_t checked_dim_mul(int64_t a, int64_t b, const std::string& who);
 /// Bytes of a dense `dtype` tensor of `shape` (non-negative dims), or nullopt where the
 /// element count overflows int64 or the byte count size_t: sizes from a file are checked
 /// with it before anything is allocated.

@@ -242,7 +242,7 @@ void tile_compute(KernelContext& ctx) {
   std::vector<int64_t> strides, xs = contiguous_strides(x.shape());
   for (size_t i = 0; i < reps.size(); ++i) {
     ONYX_CHECK(reps[i] >= 0, "[{}] repeats {} has a negative value", ctx.label(), reps);
-    out.push_back(x.shape()[i] * reps[i]);
+    out.push_back(checked_dim_mul(x.shape()[i], reps[i], ctx.label()));
     view.insert(view.end(), {reps[i], x.shape()[i]});
     strides.insert(strides.end(), {0, xs[i]});
   }

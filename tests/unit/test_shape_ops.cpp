@@ -87,6 +87,15 @@ TEST(ShapeOps, ReshapeToAnOverflowingShapeIsAnError) {
       "more elements than int64 holds");
 }
 
+// Found by tests/fuzz/fuzz_model.cpp: Tile multiplied each dim by its repeat count unchecked.
+TEST(ShapeOps, TileToAnOverflowingShapeIsAnError) {
+  expect_error(
+      [] {
+        run_op("Tile", {{"in0", iota_f({2, 2})}, {"in1", i64({2}, {int64_t{1} << 62, 1})}}, {});
+      },
+      "overflows int64");
+}
+
 TEST(ShapeOps, ShapeStartEndAndSqueezeUnsqueeze) {
   auto s = run_op("Shape", {{"in0", iota_f({2, 3, 4, 5})}}, {},
                   {attr_int("start", 1), attr_int("end", -1)});
