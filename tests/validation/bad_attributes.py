@@ -23,12 +23,18 @@ e.g. pads = 2**40) is listed as a note, not a finding. Findings are printed one 
 summary; the exit status is 1 when there are findings.
 
   .venv/bin/python tests/validation/bad_attributes.py --onyx build/launcher/onyx
-      [--corpus DIR] [--jobs 2] [--timeout 20] [--filter SUBSTRING] [--verbose]
+      [--corpus DIR] [--jobs 2] [--timeout 20] [--filter SUBSTRING] [--max-memory-gb 16]
+      [--verbose]
+
+Each onyx run gets an address-space limit (RLIMIT_AS, --max-memory-gb, 0 for none, as a
+sanitizer build needs), so an allocation sized by a huge attribute fails the same way on a
+machine that overcommits memory instead of being killed while it fills terabytes.
 
 The corpus is $ONYX_ONNX_TESTS, else ../shared/onnx-tests next to the repository.
 """
 
 import argparse
+import resource
 import copy
 import csv
 import multiprocessing
@@ -156,9 +162,17 @@ def verdict(p_returncode, stderr, timed_out, timeout):
     return "ok", ""
 
 
+def limit_memory(gb):
+    """A preexec_fn setting the child's address-space limit; None when gb is 0."""
+    if not gb:
+        return None
+    limit = int(gb * 2**30)
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def run_op(job):
     """All mutations of one case; a list of result dicts."""
-    case, onyx_bin, timeout = job
+    case, onyx_bin, timeout, max_gb = job
     work = tempfile.mkdtemp(prefix="onyx_badattr_")
     results = []
     try:
@@ -178,7 +192,7 @@ def run_op(job):
             timed_out, rc, err = False, None, ""
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                   errors="replace")
+                                   errors="replace", preexec_fn=limit_memory(max_gb))
                 rc, err = p.returncode, p.stderr
             except subprocess.TimeoutExpired as e:
                 timed_out = True
@@ -229,6 +243,8 @@ def main():
     ap.add_argument("--jobs", "-j", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--filter", default="", help="only ops or case names containing this")
+    ap.add_argument("--max-memory-gb", type=float, default=16,
+                    help="address-space limit of each onyx run (0: none)")
     ap.add_argument("--verbose", "-v", action="store_true")
     a = ap.parse_args()
     if not os.path.isdir(a.corpus):
@@ -242,7 +258,7 @@ def main():
 
     t0 = time.monotonic()
     rows = []
-    jobs = [(c, a.onyx, a.timeout) for c in cases]
+    jobs = [(c, a.onyx, a.timeout, a.max_memory_gb) for c in cases]
     with multiprocessing.Pool(max(1, a.jobs)) as pool:
         for k, res in enumerate(pool.imap_unordered(run_op, jobs)):
             rows += res
