@@ -24,7 +24,7 @@ summary; the exit status is 1 when there are findings.
 
   .venv/bin/python tests/validation/bad_attributes.py --onyx build/launcher/onyx
       [--corpus DIR] [--jobs 2] [--timeout 20] [--filter SUBSTRING] [--max-memory-gb 16]
-      [--verbose]
+      [--cases-per-op 1] [--verbose]
 
 Each onyx run gets an address-space limit (RLIMIT_AS, --max-memory-gb, 0 for none, as a
 sanitizer build needs), so an allocation sized by a huge attribute fails the same way on a
@@ -214,21 +214,20 @@ def run_op(job):
     return results
 
 
-def pick_cases(corpus, filt):
-    """The first single-node `node` case of every (domain, op), in name order."""
+def pick_cases(corpus, filt, per_op=1):
+    """The first `per_op` single-node `node` cases of every op, in name order."""
     single = set()
     with open(os.path.join(corpus, "cases.csv"), newline="") as f:
         for row in csv.DictReader(f):
             if row["suite"] == "node" and row["n_nodes"] == "1":
                 single.add(row["case_name"])
-    picked, seen = [], set()
+    picked, seen = [], defaultdict(int)
     for c in cli_conformance.list_cases(corpus, ["node"]):
         if c["name"] not in single:
             continue
-        key = c["op"]
-        if key in seen:
+        if seen[c["op"]] >= per_op:
             continue
-        seen.add(key)
+        seen[c["op"]] += 1
         if filt in c["op"] or filt in c["name"]:
             picked.append(c)
     return picked
@@ -243,6 +242,8 @@ def main():
     ap.add_argument("--jobs", "-j", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--filter", default="", help="only ops or case names containing this")
+    ap.add_argument("--cases-per-op", type=int, default=1,
+                    help="single-node cases per op (more: slower, wider)")
     ap.add_argument("--max-memory-gb", type=float, default=16,
                     help="address-space limit of each onyx run (0: none)")
     ap.add_argument("--verbose", "-v", action="store_true")
@@ -252,7 +253,7 @@ def main():
                  "set ONYX_ONNX_TESTS or pass --corpus")
     if not os.access(a.onyx, os.X_OK):
         sys.exit(f"bad_attributes: error: no onyx binary at '{a.onyx}' (build it or pass --onyx)")
-    cases = pick_cases(a.corpus, a.filter)
+    cases = pick_cases(a.corpus, a.filter, a.cases_per_op)
     if not cases:
         sys.exit(f"bad_attributes: error: no single-node cases under '{a.corpus}'")
 
@@ -286,7 +287,7 @@ def main():
         per_op[r["op"]][0] += 1
         per_op[r["op"]][1] += r["status"] == "finding"
     bad_ops = sorted(op for op, (_, f) in per_op.items() if f)
-    print(f"\nbad_attributes: {len(cases)} op(s), {len(runs)} run(s), "
+    print(f"\nbad_attributes: {len(cases)} case(s) of {len({c['op'] for c in cases})} op(s), {len(runs)} run(s), "
           f"{len(runs) - len(findings)} ok, {len(findings)} finding(s), "
           f"{sum(r['status'] == 'note' for r in rows)} note(s), {len(skipped)} skipped "
           f"({secs:.1f} s)")
