@@ -11,6 +11,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/move_util.h"
+#include "kernels/cpu/window.h"
 
 namespace onyx::cpu {
 namespace {
@@ -77,7 +78,13 @@ class Col2ImKernel final : public Kernel {
   explicit Col2ImKernel(const KernelInfo& info)
       : dilations_(info.node.attr_ints("dilations")),
         pads_(info.node.attr_ints("pads")),
-        strides_(info.node.attr_ints("strides")) {}
+        strides_(info.node.attr_ints("strides")) {
+    // strides [0] divided by zero before; 2^32 bounds keep the block arithmetic in int64.
+    constexpr int64_t kMax = int64_t{1} << 32;
+    check_attr_values(info.label(), "strides", strides_, 1, kMax);
+    check_attr_values(info.label(), "dilations", dilations_, 1, kMax);
+    check_attr_values(info.label(), "pads", pads_, 0, kMax);
+  }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
@@ -94,13 +101,24 @@ class Col2ImKernel final : public Kernel {
     ONYX_CHECK(int64_t(d.size()) == r && int64_t(s.size()) == r && int64_t(p.size()) == 2 * r,
                "[{}] dilations, strides and pads should have {}, {} and {} values", ctx.label(), r,
                r, 2 * r);
+    // Negative sizes would pair up into a positive count and reach % 0 or negative indexes.
+    constexpr int64_t kMaxDim = int64_t{1} << 32;
+    for (int64_t i = 0; i < r; ++i)
+      ONYX_CHECK(img[i] >= 0 && img[i] <= kMaxDim && blk[i] >= 1 && blk[i] <= kMaxDim,
+                 "[{}] image_shape {} and block_shape {} should hold sizes in [0, 2^32] and [1, 2^32]",
+                 ctx.label(), shape_str(img), shape_str(blk));
     const int64_t kp = shape_numel(blk);
     ONYX_CHECK(x.rank() == 3 && kp > 0 && x.dim(1) % kp == 0,
                "[{}] input should have shape [N, C * {}, L] but has {}", ctx.label(), kp,
                shape_str(x.shape()));
     std::vector<int64_t> nb(r);
-    for (int64_t i = 0; i < r; ++i)
-      nb[i] = (img[i] + p[i] + p[r + i] - d[i] * (blk[i] - 1) - 1) / s[i] + 1;
+    for (int64_t i = 0; i < r; ++i) {
+      using I = __int128;  // dilations * block sizes may pass int64
+      const I span = I{img[i]} + p[i] + p[r + i] - (I{d[i]} * (blk[i] - 1) + 1);
+      ONYX_CHECK(span >= 0, "[{}] block_shape {} (dilated) does not fit the padded image {}",
+                 ctx.label(), shape_str(blk), shape_str(img));
+      nb[i] = static_cast<int64_t>(span / s[i] + 1);
+    }
     const int64_t L = shape_numel(nb);
     ONYX_CHECK(x.dim(2) == L, "[{}] input dimension 2 should be the {} sliding blocks but is {}",
                ctx.label(), L, x.dim(2));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -41,6 +42,11 @@ struct PoolAttrs {
           : info.opset < 2     ? info.node.attr_float("p", 2.0f)
                                : static_cast<double>(info.node.attr_int("p", 2))) {
     ONYX_CHECK(!kernel_shape.empty(), "[{}] attribute kernel_shape is required", info.label());
+    // Bounds that keep the window arithmetic ((k - 1) * dilation, pads) inside int64.
+    check_attr_values(info.label(), "kernel_shape", kernel_shape, 1, INT32_MAX);
+    check_attr_values(info.label(), "strides", strides, 1, INT32_MAX);
+    check_attr_values(info.label(), "dilations", dilations, 1, INT32_MAX);
+    check_attr_values(info.label(), "pads", pads, 0, INT32_MAX);
   }
 };
 
@@ -92,6 +98,17 @@ PoolGeometry pool_geometry(KernelContext& ctx, const PoolAttrs& a, const Shape& 
   return g;
 }
 
+/// [k0, k1): the taps k in [0, K) whose position base + k * D lies in [lo, hi). Window loops
+/// visit only these, so a kernel far larger than the input (kernel_shape 2^40 with SAME
+/// padding, legal ONNX) costs its in-input taps rather than 2^40 iterations.
+inline std::pair<int64_t, int64_t> tap_range(int64_t base, int64_t D, int64_t K, int64_t lo,
+                                             int64_t hi) {
+  auto fdiv = [](int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); };
+  const int64_t k0 = std::max<int64_t>(0, -fdiv(base - lo, D));  // ceil((lo - base) / D)
+  const int64_t k1 = std::min<int64_t>(K, fdiv(hi - 1 - base, D) + 1);
+  return {k0, std::max(k0, k1)};
+}
+
 /// Our own pooling over planes of (image, channel), following the ONNX reference: a window
 /// tap counts when inside the input; with count_include_pad also when inside the pads.
 template <typename T>
@@ -111,25 +128,25 @@ void ref_pool(const PoolGeometry& g, PoolKind kind, const PoolAttrs& a, const T*
             int64_t o = (od * O[1] + oh) * O[2] + ow;
             Acc sum = 0;
             T best = std::numeric_limits<T>::lowest();
-            int64_t best_i = -1, count = 0;
-            for (int64_t kd = 0; kd < K[0]; ++kd) {
-              int64_t id = od * S[0] - PL[0] + kd * D[0];
-              if (id < -PL[0] || id >= I[0] + PR[0]) continue;
-              bool din = id >= 0 && id < I[0];
-              for (int64_t kh = 0; kh < K[1]; ++kh) {
-                int64_t ih = oh * S[1] - PL[1] + kh * D[1];
-                if (ih < -PL[1] || ih >= I[1] + PR[1]) continue;
-                bool hin = din && ih >= 0 && ih < I[1];
-                for (int64_t kw = 0; kw < K[2]; ++kw) {
-                  int64_t iw = ow * S[2] - PL[2] + kw * D[2];
-                  if (iw < -PL[2] || iw >= I[2] + PR[2]) continue;
-                  if (!(hin && iw >= 0 && iw < I[2])) {
-                    count += a.count_include_pad;
-                    continue;
-                  }
+            int64_t best_i = -1;
+            double count = 1;  // taps in the pads may number 2^31 per axis
+            // Taps inside the input are visited; those in the pads only counted.
+            std::array<std::pair<int64_t, int64_t>, 3> in_r;
+            const int64_t base[3] = {od * S[0] - PL[0], oh * S[1] - PL[1], ow * S[2] - PL[2]};
+            for (int i = 0; i < 3; ++i) {
+              auto pr = tap_range(base[i], D[i], K[i], -PL[i], I[i] + PR[i]);
+              in_r[i] = tap_range(base[i], D[i], K[i], 0, I[i]);
+              count *= double(a.count_include_pad ? pr.second - pr.first
+                                                  : in_r[i].second - in_r[i].first);
+            }
+            for (int64_t kd = in_r[0].first; kd < in_r[0].second; ++kd) {
+              int64_t id = base[0] + kd * D[0];
+              for (int64_t kh = in_r[1].first; kh < in_r[1].second; ++kh) {
+                int64_t ih = base[1] + kh * D[1];
+                for (int64_t kw = in_r[2].first; kw < in_r[2].second; ++kw) {
+                  int64_t iw = base[2] + kw * D[2];
                   int64_t xi = (id * I[1] + ih) * I[2] + iw;
                   T v = xp[xi];
-                  ++count;
                   if (kind == PoolKind::Max) {
                     if (best_i < 0 || v > best) best = v, best_i = xi;
                   } else if (kind == PoolKind::Avg) {

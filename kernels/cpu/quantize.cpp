@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/move_util.h"
+#include "kernels/cpu/window.h"
 
 namespace onyx::cpu {
 namespace {
@@ -438,7 +439,17 @@ struct ConvAttrs {
         pads(n.attr_ints("pads")),
         strides(n.attr_ints("strides")),
         kernel_shape(n.attr_ints("kernel_shape")),
-        group(n.attr_int("group", 1)) {}
+        group(n.attr_int("group", 1)) {
+    // Values checked once at creation (lengths need X's rank: conv_int32 checks them). 2^32
+    // bounds keep the window arithmetic (in + pads, (k - 1) * dilation) inside int64.
+    constexpr int64_t kMax = int64_t{1} << 32;
+    check_attr_values(n.label(), "strides", strides, 1, kMax);
+    check_attr_values(n.label(), "dilations", dilations, 1, kMax);
+    check_attr_values(n.label(), "kernel_shape", kernel_shape, 1, kMax);
+    check_attr_values(n.label(), "pads", pads, 0, kMax);
+    ONYX_CHECK(group >= 1 && group <= kMax, "[{}] attribute 'group' holds {}, outside [1, {}]",
+               n.label(), group, kMax);
+  }
 };
 
 /// Direct N-D convolution of int32 data: y[n, m, ...] = sum x[n, c, ...] * w[m, c/g, ...]
@@ -454,12 +465,14 @@ std::vector<int32_t> conv_int32(KernelContext& ctx, const ConvAttrs& at, const S
   ONYX_CHECK(G > 0 && C == ws[1] * G && M % G == 0, "[{}] W {} does not fit X {} with group {}",
              ctx.label(), shape_str(ws), shape_str(xs), G);
   std::vector<int64_t> k(ws.begin() + 2, ws.end());
-  std::vector<int64_t> d = at.dilations, s = at.strides, pb(r, 0), pe(r, 0), o(r);
-  if (d.empty()) d.assign(r, 1);
-  if (s.empty()) s.assign(r, 1);
+  // strides, dilations and pads of the wrong length for X's rank are errors, not reads past
+  // their ends (their values were checked in ConvAttrs).
+  WindowSteps steps(ctx.label(), at.strides, at.dilations, at.pads, static_cast<size_t>(r));
+  ONYX_CHECK(at.kernel_shape.empty() || Shape(ws.begin() + 2, ws.end()) == at.kernel_shape,
+             "[{}] attribute 'kernel_shape' holds [{}], not W's spatial dims {}", ctx.label(),
+             fmt::join(at.kernel_shape, ", "), shape_str(ws));
+  std::vector<int64_t> d = steps.dil, s = steps.stride, pb(r, 0), pe(r, 0), o(r);
   if (!at.pads.empty()) {
-    ONYX_CHECK(int64_t(at.pads.size()) == 2 * r, "[{}] pads should have {} values but has {}",
-               ctx.label(), 2 * r, at.pads.size());
     for (int64_t i = 0; i < r; ++i) pb[i] = at.pads[i], pe[i] = at.pads[r + i];
   }
   for (int64_t i = 0; i < r; ++i) {

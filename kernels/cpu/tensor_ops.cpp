@@ -2,6 +2,7 @@
 // DepthToSpace, SpaceToDepth, Concat, Split, Slice, Pad, Trilu, ReverseSequence.
 // All move elements by byte width (dispatch_move), so they serve every dtype.
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/move_util.h"
@@ -173,7 +174,9 @@ class SpaceDepthKernel final : public Kernel {
       : to_space_(to_space),
         crd_(info.node.attr_string("mode", "DCR") == "CRD"),
         b_(info.node.require_attr("blocksize", Attribute::Type::Int).i) {
-    ONYX_CHECK(b_ > 0, "[{}] blocksize {} should be positive", info.label(), b_);
+    // b * b (and H * b, W * b) must not overflow int64; 2^31 - 1 keeps b * b in range.
+    ONYX_CHECK(b_ > 0 && b_ <= INT32_MAX,
+               "[{}] attribute 'blocksize' holds {}, outside [1, {}]", info.label(), b_, INT32_MAX);
   }
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);

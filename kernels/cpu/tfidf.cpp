@@ -141,7 +141,11 @@ class TfIdfVectorizerKernel final : public Kernel {
   // counted once since skips do not change them.
   void count_row(const int64_t* tok, int64_t n, float* out) const {
     int64_t first_size = min_gram_;
-    for (int64_t skip = 1; skip <= max_skip_ + 1; ++skip) {
+    for (int64_t skip = 1; skip - 1 <= max_skip_; ++skip) {
+      // A huge max_skip_count (up to 2^63 - 1) must not loop past the row: once a skip puts
+      // the second token of an n-gram beyond it, no larger skip counts anything. An n-gram
+      // longer than the row never fits either (and skip * (first_size - 1) stays below n^2).
+      if (first_size > 1 && (skip >= n || first_size > n)) break;
       for (int64_t start = 0; start + skip * (first_size - 1) < n; ++start) {
         int32_t node = 0;
         int64_t size = 1;

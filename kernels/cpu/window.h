@@ -17,6 +17,15 @@ inline std::array<int64_t, 3> pad3(const Shape& v, int64_t fill) {
   return r;
 }
 
+/// Every value of an INTS attribute in [lo, hi], checked when the kernel is created: the error
+/// names the node, the attribute, the list and the allowed range.
+inline void check_attr_values(const std::string& label, const char* name, const Shape& v,
+                              int64_t lo, int64_t hi) {
+  for (int64_t x : v)
+    ONYX_CHECK(x >= lo && x <= hi, "[{}] attribute '{}' holds [{}]: {} is outside [{}, {}]", label,
+               name, fmt::join(v, ", "), x, lo, hi);
+}
+
 /// Strides and dilations of a window op over `nsp` spatial dims, 1 where the attribute is
 /// absent; onyx::Error when they or `pads` do not fit `nsp` or a step is below 1.
 struct WindowSteps {

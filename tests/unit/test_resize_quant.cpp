@@ -161,6 +161,23 @@ TEST(ResizeQuant, IntegerMatMulAndConv) {
   expect_near(y.at("y0"), {13});
 }
 
+TEST(ResizeQuant, IntegerConvBadWindowAttributesAreErrors) {
+  // strides [0] divided by zero (SIGFPE) and a short list was read past its end before.
+  const Named in = {{"x", T_<uint8_t>({1, 1, 2, 2}, {1, 2, 3, 4})},
+                    {"w", T_<uint8_t>({1, 1, 1, 1}, {2})}};
+  for (const Attribute& bad :
+       {attr_ints("strides", {0, 1}), attr_ints("strides", {1}), attr_ints("strides", {int64_t{1} << 40, 1}),
+        attr_ints("dilations", {1, -1}), attr_ints("pads", {-1, 0, 0, 0}),
+        attr_ints("kernel_shape", {2, 2}), attr_int("group", 0)}) {
+    try {
+      run_op("ConvInteger", in, {bad}, 1, 10);
+      ADD_FAILURE() << "no error for " << bad.name;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(bad.name), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ResizeQuant, CenterCropPadCol2ImMaxUnpool) {
   auto y = run_op("CenterCropPad", {{"x", T_({5}, {1, 2, 3, 4, 5})}, {"s", T_<int64_t>({1}, {3})}},
                   {}, 1, 18);

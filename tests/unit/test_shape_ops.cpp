@@ -252,6 +252,10 @@ TEST(TensorOps, TriluDepthToSpaceReverseSequence) {
   EXPECT_EQ(vals(d2s.at("y0")), (std::vector<double>{0, 1, 2, 3}));
   auto s2d = run_op("SpaceToDepth", {{"in0", d2s.at("y0")}}, {}, {attr_int("blocksize", 2)});
   EXPECT_EQ(vals(s2d.at("y0")), (std::vector<double>{0, 1, 2, 3}));
+  // blocksize^2 wrapped to 0 and C % 0 died of SIGFPE before.
+  EXPECT_THROW(run_op("DepthToSpace", {{"in0", iota_f({1, 4, 1, 1})}}, {},
+                      {attr_int("blocksize", int64_t{1} << 40)}),
+               Error);
   auto rs = run_op("ReverseSequence", {{"in0", iota_f({3, 2})}}, {{"in1", i64({2}, {3, 1})}});
   EXPECT_EQ(vals(rs.at("y0")), (std::vector<double>{4, 1, 2, 3, 0, 5}));
 }

@@ -47,6 +47,15 @@ TEST(TfIdfVectorizer, SkipsAddDistantPairs) {
   expect_near(y.at("y0"), {2, 1, 1});
 }
 
+TEST(TfIdfVectorizer, HugeMaxSkipCountStopsAtTheRowEnd) {
+  // Skips 3 and 4 add (94,94) (17,17) and (94,17); no pair is farther apart in 5 tokens, so
+  // 2^40 and INT64_MAX end there (2^40 passes over the row timed out before).
+  for (int64_t skip : {int64_t{3}, int64_t{1} << 40, INT64_MAX}) {
+    auto y = run_op("TfIdfVectorizer", {{"x", kTokens}}, bigram_attrs(skip), 1, 9);
+    expect_near(y.at("y0"), {3, 1, 1});
+  }
+}
+
 TEST(TfIdfVectorizer, BatchedInt32Rows) {
   auto y = run_op("TfIdfVectorizer", {{"x", T_<int32_t>({2, 3}, {94, 17, 36, 36, 94, 36})}},
                   bigram_attrs(0), 1, 9);
