@@ -3,7 +3,7 @@
 # rebuilds cheap):
 #   scripts/sanitize.sh            # both stages below
 #   scripts/sanitize.sh asan       # ASan+UBSan (build-san): the unit, autodiff, training and
-#                                  #   distributed tests
+#                                  #   distributed tests, and tests/validation/bad_attributes.py
 #   scripts/sanitize.sh tsan       # TSan (build-tsan): concurrent sessions and the MPI
 #                                  #   communicator (heartbeats, async collectives, failures)
 #   scripts/sanitize.sh --configure-only   # configure build-san only (scripts/fuzz.sh)
@@ -53,6 +53,12 @@ if [ "$what" = all ] || [ "$what" = asan ]; then
   # its allocations would not reach tests/lsan.supp's Open MPI entries; unwind fully here.
   ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0 \
     ctest --test-dir "$SAN" --output-on-failure -L '^distributed$' --timeout 900
+  # Every op's out-of-range attributes (tests/validation/bad_attributes.py) through the
+  # sanitized `onyx run`: an out-of-bounds read the release build survives fails here.
+  # Allocations above 2 GiB fail as on a machine without the memory (onyx's own error).
+  ASAN_OPTIONS=$ASAN_OPTIONS:max_allocation_size_mb=2048 \
+    "$PY" tests/validation/bad_attributes.py --onyx "$SAN/launcher/onyx" --jobs "$(nproc)" --max-memory-gb 0 \
+    --timeout 60
 fi
 
 if [ "$what" = all ] || [ "$what" = tsan ]; then
