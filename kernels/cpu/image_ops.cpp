@@ -170,6 +170,18 @@ class MaxUnpoolKernel final : public Kernel {
         pads_(info.node.attr_ints("pads")),
         strides_(info.node.attr_ints("strides")) {
     ONYX_CHECK(!kernel_.empty(), "[{}] attribute kernel_shape is required", info.label());
+    // compute() indexes strides and pads by spatial dim: short lists were read past their end
+    // (ASan, tests/validation/bad_attributes.py).
+    const size_t r = kernel_.size();
+    if (strides_.empty()) strides_.assign(r, 1);
+    if (pads_.empty()) pads_.assign(2 * r, 0);
+    ONYX_CHECK(strides_.size() == r && pads_.size() == 2 * r,
+               "[{}] attributes 'strides' [{}] and 'pads' [{}] should hold {} and {} values for kernel_shape [{}]",
+               info.label(), fmt::join(strides_, ", "), fmt::join(pads_, ", "), r, 2 * r, fmt::join(kernel_, ", "));
+    constexpr int64_t kMax = int64_t{1} << 31;
+    check_attr_values(info.label(), "kernel_shape", kernel_, 1, kMax);
+    check_attr_values(info.label(), "strides", strides_, 1, kMax);
+    check_attr_values(info.label(), "pads", pads_, 0, kMax);
   }
 
   void compute(KernelContext& ctx) const override {
@@ -180,12 +192,14 @@ class MaxUnpoolKernel final : public Kernel {
     ONYX_CHECK(x.rank() == r + 2 && ind.shape() == x.shape(),
                "[{}] X should have rank {} and I its shape, but X is {} and I is {}", ctx.label(),
                r + 2, shape_str(x.shape()), shape_str(ind.shape()));
-    std::vector<int64_t> s = strides_, p = pads_;
-    if (s.empty()) s.assign(r, 1);
-    if (p.empty()) p.assign(2 * r, 0);
+    const std::vector<int64_t>& s = strides_, &p = pads_;
     Shape inferred{x.dim(0), x.dim(1)};
-    for (int64_t i = 0; i < r; ++i)
-      inferred.push_back((x.dim(2 + i) - 1) * s[i] - (p[i] + p[r + i]) + kernel_[i]);
+    for (int64_t i = 0; i < r; ++i) {
+      const int64_t d = checked_dim_mul(x.dim(2 + i) - 1, s[i], ctx.label()) - (p[i] + p[r + i]) + kernel_[i];
+      ONYX_CHECK(d >= 0, "[{}] X {} with strides [{}], pads [{}] and kernel_shape [{}] unpools to a negative size",
+                 ctx.label(), shape_str(x.shape()), fmt::join(s, ", "), fmt::join(p, ", "), fmt::join(kernel_, ", "));
+      inferred.push_back(d);
+    }
     Shape out = inferred;
     if (os && os->numel() > 0) {
       out = os->to_int64_vector();
@@ -467,10 +481,9 @@ class DeformConvKernel final : public Kernel {
     if (strides_.empty()) strides_ = {1, 1};
     if (pads_.empty()) pads_ = {0, 0, 0, 0};
     auto check = [&](const char* name, const std::vector<int64_t>& v, size_t n, int64_t lo) {
-      bool ok = v.size() == n;
-      for (int64_t x : v) ok = ok && x >= lo && x <= (int64_t{1} << 32);
-      ONYX_CHECK(ok, "[{}] attribute '{}' should hold {} values in [{}, 2^32] for 2-D DeformConv but holds {}",
-                 info.label(), name, n, lo, fmt::join(v, ", "));
+      ONYX_CHECK(v.size() == n, "[{}] attribute '{}' should hold {} values for 2-D DeformConv but holds [{}]",
+                 info.label(), name, n, fmt::join(v, ", "));
+      check_attr_values(info.label(), name, v, lo, int64_t{1} << 32);
     };
     check("dilations", dilations_, 2, 1);
     check("strides", strides_, 2, 1);

@@ -245,6 +245,22 @@ TEST(ResizeQuant, RoiAlignHugeOrNanRoisAreErrors) {
   expect_near(y.at("y0"), {0, 0, 0, 0});
 }
 
+// Found by tests/validation/bad_attributes.py under ASan: MaxUnpool read strides[1] and
+// pads[2..3] whatever the lists' lengths (a stack-buffer-overflow the release build survived).
+TEST(ResizeQuant, MaxUnpoolAttributeListsAreChecked) {
+  for (const auto& attr : {attr_ints("strides", {2}), attr_ints("pads", {0}), attr_ints("strides", {0, 2}),
+                           attr_ints("pads", {0, 0, -1, 0})}) {
+    SCOPED_TRACE(attr.name);
+    expect_error(
+        [&] {
+          run_op("MaxUnpool",
+                 {{"x", T_({1, 1, 2, 2}, {1, 2, 3, 4})}, {"i", T_<int64_t>({1, 1, 2, 2}, {0, 3, 8, 15})}},
+                 {attr_ints("kernel_shape", {2, 2}), attr}, 1, 11);
+        },
+        "'" + attr.name + "'");
+  }
+}
+
 TEST(ResizeQuant, RoiAlignNmsBitCast) {
   auto y = run_op("RoiAlign",
                   {{"x", T_({1, 1, 4, 4}, std::vector<double>(16, 3.0))},
