@@ -151,7 +151,13 @@ class RandomSource {
  public:
   explicit RandomSource(const Node& node) {
     if (node.has_attr("seed")) {
-      engine_.seed(static_cast<uint64_t>(static_cast<int64_t>(node.attr_float("seed", 0.f))));
+      // A float attribute: converting one outside int64's range is undefined behaviour (found by
+      // tests/fuzz/fuzz_model.cpp with seed -2.7e36), so it is the model's error.
+      const double seed = node.attr_float("seed", 0.f);
+      ONYX_CHECK(std::isfinite(seed) && seed >= -9.2e18 && seed <= 9.2e18,
+                 "[{}] attribute 'seed' holds {}, outside the integers [-9.2e18, 9.2e18] a seed can be", node.label(),
+                 seed);
+      engine_.seed(static_cast<uint64_t>(static_cast<int64_t>(seed)));
     } else {
       std::random_device rd;
       engine_.seed((static_cast<uint64_t>(rd()) << 32) ^ rd());

@@ -263,4 +263,19 @@ TEST(MiscNn, RandomGenerators) {
   for (double v : y.at("y0").to_double_vector()) EXPECT_TRUE(v >= 2 && v < 3) << v;
 }
 
+// Found by tests/fuzz/fuzz_model.cpp: a float seed outside int64's range (-2.7e36) was converted
+// to an integer (undefined behaviour); it is an onyx::Error naming the node, as is a NaN seed.
+TEST(MiscNn, RandomSeedOutsideTheIntegersIsAnError) {
+  for (float seed : {-2.7e36f, std::nanf("")}) {
+    try {
+      run_op("Bernoulli", {{"p", T_({2}, {0, 1})}}, {attr_float("seed", seed)});
+      ADD_FAILURE() << seed << ": no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("Bernoulli node"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("attribute 'seed'"), std::string::npos) << msg;
+    }
+  }
+}
+
 }  // namespace
