@@ -147,6 +147,8 @@ class ResizeKernel final : public Kernel {
     if (coord_ == Coord::TfCropAndResize)
       ONYX_CHECK(roi.size() == 2 * want, "[{}] roi should have {} values but has {}", ctx.label(),
                  2 * want, roi.size());
+    else
+      roi.clear();  // only tf_crop_and_resize reads it (a short roi was read past its end: fuzzing)
 
     // Per-axis scale and output size.
     std::vector<double> scale(na);
@@ -156,7 +158,10 @@ class ResizeKernel final : public Kernel {
         ONYX_CHECK(scales[i] > 0, "[{}] scales should be positive but scales[{}] is {}",
                    ctx.label(), i, scales[i]);
         scale[i] = scales[i];
-        out_shape[axes[i]] = static_cast<int64_t>(scales[i] * double(x.dim(axes[i])));
+        const double n = scales[i] * double(x.dim(axes[i]));
+        ONYX_CHECK(n < 0x1p62, "[{}] scales[{}] = {} makes axis {} of size {} too large ({} elements)", ctx.label(), i,
+                   scales[i], axes[i], x.dim(axes[i]), n);
+        out_shape[axes[i]] = static_cast<int64_t>(n);
       }
     } else {
       for (int64_t i = 0; i < na; ++i) {
@@ -170,7 +175,10 @@ class ResizeKernel final : public Kernel {
         for (double v : scale) s = policy_ == "not_larger" ? std::min(s, v) : std::max(s, v);
         for (int64_t i = 0; i < na; ++i) {
           scale[i] = s;
-          out_shape[axes[i]] = static_cast<int64_t>(s * double(x.dim(axes[i])) + 0.5);
+          const double n = s * double(x.dim(axes[i])) + 0.5;
+          ONYX_CHECK(n < 0x1p62, "[{}] sizes {} with keep_aspect_ratio_policy {} make axis {} too large ({} elements)",
+                     ctx.label(), fmt::join(sizes, ", "), policy_, axes[i], n);
+          out_shape[axes[i]] = static_cast<int64_t>(n);
         }
       }
     }

@@ -2,6 +2,7 @@
 // (CenterCropPad, Col2Im, MaxUnpool, RoiAlign, NonMaxSuppression, BitCast) against
 // hand-computed values, plus the bad-input errors they raise.
 #include <cmath>
+#include <limits>
 
 #include "test_util.h"
 
@@ -82,6 +83,23 @@ TEST(ResizeQuant, ResizeRejectsBadScales) {
                {}, 1, 19);
       },
       "scales should have 4 values");
+  // Found by tests/fuzz/fuzz_model.cpp: a huge (or infinite) scale made an output size past
+  // int64 (undefined conversion), and a roi shorter than 2 * rank was read past its end outside
+  // tf_crop_and_resize, where the spec ignores it.
+  for (double big : {1e30, std::numeric_limits<double>::infinity()}) {
+    expect_error(
+        [&] {
+          run_op("Resize",
+                 {{"x", T_({1, 1, 2, 2}, {1, 2, 3, 4})}, {"roi", kNone}, {"scales", T_({4}, {1, 1, big, 1})}},
+                 {}, 1, 19);
+        },
+        "too large");
+  }
+  auto y = run_op(
+      "Resize",
+      {{"x", T_({1, 1, 2, 2}, {1, 2, 3, 4})}, {"roi", T_({1}, {0.5})}, {"scales", T_({4}, {1, 1, 2, 2})}},
+      {attr_string("mode", "nearest")}, 1, 19);
+  expect_near(y.at("y0"), {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
 }
 
 TEST(ResizeQuant, GridSampleLinearAndAffineGrid) {
