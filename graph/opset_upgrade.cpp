@@ -116,6 +116,12 @@ void upgrade_graph(Graph& g, int64_t opset) {
 void upgrade_to_opset13(Model& model) {
   const int64_t opset = model.opset("");
   if (opset >= 13 || !model.graph) return;
+  if (opset == 0) {
+    // No ai.onnx import (only ai.onnx.ml or another domain's nodes): nothing to upgrade, and
+    // the loss and gradient nodes training adds need one.
+    model.opsets.push_back({"", 14});
+    return;
+  }
   ONYX_CHECK(opset >= 7,
              "[upgrade] the model imports ai.onnx opset {}; training needs opset 7 or later "
              "(re-export it, e.g. torch.onnx.export(..., opset_version=17))",

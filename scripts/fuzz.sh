@@ -7,13 +7,15 @@
 # (the same folder scripts/sanitize.sh tests in). Each target first replays its regression
 # inputs (tests/fuzz/regressions/<target>/, crashes found and fixed), then fuzzes from its
 # corpus in out/fuzz/<target> (kept between runs) plus its seeds: tests/fuzz/seeds/<target>,
-# and for `model` every model.onnx of the ONNX corpus ($ONYX_ONNX_TESTS). A crash, leak,
+# and for `model` and `train` every model.onnx of the ONNX corpus ($ONYX_ONNX_TESTS) and the
+# torch.onnx exports of tests/data/torch. A crash, leak,
 # sanitizer report, timeout (-timeout=30 s per input) or out-of-memory (6 GB) stops the
 # target, leaves the input in out/fuzz/crashes/ and makes this script exit 1. The last lines
 # print executions per target.
 set -euo pipefail
+{  # parsed whole before it runs: editing the file during a long run is safe
 cd "$(dirname "$0")/.."
-TARGETS=(model npy checkpoint launch train_config)
+TARGETS=(model train npy checkpoint launch train_config)
 which=${1:-all}
 seconds=${2:-60}
 if [ "$which" != all ] && [[ ! " ${TARGETS[*]} " =~ " $which " ]]; then
@@ -44,7 +46,7 @@ for t in "${run[@]}"; do
   bin="$BUILD/tests/fuzz/fuzz_$t"
   dirs=("out/fuzz/$t" "tests/fuzz/seeds/$t")
   mkdir -p "out/fuzz/$t"
-  if [ "$t" = model ]; then
+  if [ "$t" = model ] || [ "$t" = train ]; then
     # The ONNX corpus's models as seeds, flattened into one folder (copied once).
     seeds=out/fuzz/seeds_model
     if [ ! -d "$seeds" ] && [ -d "$CORPUS" ]; then
@@ -55,7 +57,13 @@ for t in "${run[@]}"; do
       mv "$seeds.tmp" "$seeds"
     fi
     [ -d "$seeds" ] || { echo "fuzz: no ONNX corpus at $CORPUS for the model target's seeds" >&2; exit 1; }
-    dirs=("out/fuzz/$t" "$seeds")
+    # What users bring: the torch.onnx exports the tests train (TorchScript and dynamo
+    # exporters: transformer encoder/decoder, attention, a BERT layer, GPT-2, CNN with BN).
+    rm -rf out/fuzz/seeds_torch && mkdir -p out/fuzz/seeds_torch
+    for m in tests/data/torch/*/model*.onnx; do
+      cp "$m" "out/fuzz/seeds_torch/$(echo "${m#tests/data/torch/}" | tr / _)"
+    done
+    dirs=("out/fuzz/$t" "$seeds" out/fuzz/seeds_torch)
   fi
   # Regression inputs: each must now run clean.
   if [ -d "tests/fuzz/regressions/$t" ] && compgen -G "tests/fuzz/regressions/$t/*" >/dev/null; then
@@ -80,3 +88,4 @@ done
 echo "fuzz: target          executions  result (${seconds}s each)"
 printf '  %s\n' "${summary[@]}"
 exit $status
+}

@@ -172,8 +172,9 @@ class ConcatFromSequenceKernel final : public Kernel {
     Shape out = shape_of(first);
     out[axis] = 0;
     for (size_t i = 0; i < seq.size(); ++i) {
-      Shape s = shape_of(seq[i]);
-      bool ok = seq[i].dtype() == first.dtype() && s.size() == out.size();
+      // Ranks first: an element of another rank has no `axis` to view a 1 at.
+      bool ok = seq[i].dtype() == first.dtype() && seq[i].rank() == first.rank();
+      Shape s = ok ? shape_of(seq[i]) : Shape{};
       for (size_t d = 0; ok && d < s.size(); ++d)
         ok = static_cast<int64_t>(d) == axis || s[d] == out[d];
       ONYX_CHECK(

@@ -189,3 +189,19 @@ TEST(OpsetUpgrade, Opset9ModelGetsATrainingGraph) {
 }
 
 }  // namespace onyx::test
+
+namespace onyx::test {
+
+// A model that imports only another domain (ai.onnx.ml here) has nothing to upgrade; it gets
+// the ai.onnx import the loss and gradient nodes need instead of "imports ai.onnx opset 0".
+TEST(OpsetUpgrade, ModelWithoutAnAiOnnxImportGetsOne) {
+  auto m = one_node(1, "Binarizer", {2, 3}, {});
+  m->opsets = {{"ai.onnx.ml", 3}};
+  m->graph->nodes()[0]->domain = "ai.onnx.ml";
+  upgrade_to_opset13(*m);
+  EXPECT_EQ(m->opset(""), 14);
+  EXPECT_EQ(m->opset("ai.onnx.ml"), 3);
+  EXPECT_EQ(op_types(*m), std::vector<std::string>{"Binarizer"});
+}
+
+}  // namespace onyx::test

@@ -83,6 +83,23 @@ TEST(Sequence, NewAxisConcatAndBadPosition) {
       "out of range");
 }
 
+// Elements of different ranks are an error naming the element, also with new_axis, where
+// the 1 was once inserted at `axis` of an element too short to have it (found by fuzzing).
+TEST(Sequence, ConcatOfElementsOfDifferentRanks) {
+  for (int64_t new_axis : {0, 1}) {
+    SCOPED_TRACE(new_axis);
+    ModelBuilder b(18);
+    b.input("a", DataType::Float, Shape{2, 2});
+    b.input("b", DataType::Float, Shape{});
+    b.node("SequenceConstruct", {"a", "b"}, {"s"});
+    set_attrs(b.node("ConcatFromSequence", {"s"}, {"y"}),
+              {attr_int("axis", 1 + new_axis), attr_int("new_axis", new_axis)});
+    b.output("y");
+    expect_error([&] { b.session().run({{"a", f32({2, 2}, {1, 2, 3, 4})}, {"b", f32({}, {5})}}); },
+                 "element 1 is float []");
+  }
+}
+
 TEST(Optional, EmptyAndFull) {
   ModelBuilder b(18);
   b.input("x", DataType::Float, Shape{1});
