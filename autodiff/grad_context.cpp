@@ -4,6 +4,7 @@
 
 #include "autodiff/subgraph.h"
 #include "graph/error.h"
+#include "graph/shape_inference.h"
 
 namespace onyx::autodiff {
 
@@ -55,6 +56,49 @@ Value* GradContext::fresh(const std::string& hint) {
   return g_.add_unique_value(fmt::format("{}_grad/{}", base, hint));
 }
 
+namespace {
+
+bool same_type_unary(const std::string& op) {
+  static const char* const kOps[] = {"Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Tanh",
+                                     "Sigmoid", "Abs", "Sign", "Cos", "Sin", "Relu", "Identity"};
+  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
+}
+
+bool broadcasting_arithmetic(const std::string& op) {
+  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Where"};
+  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
+}
+
+// The rules' elementwise results are typed here, from their inputs' known shapes, because
+// sum_to can pick a broadcast gradient's reduction axes while building only when both shapes
+// are known; otherwise it emits the run-time Shape/NonZero/ReduceSum path, which for BERT's
+// GELU gradient copied a [8, 128, 2048] tensor per Mul (graph shape inference types the rest
+// later).
+void type_elementwise(Node& n) {
+  if (n.outputs.size() != 1 || n.outputs[0]->type.kind != ValueType::Kind::Unknown) return;
+  const bool unary = same_type_unary(n.op_type);
+  if (!unary && !broadcasting_arithmetic(n.op_type)) return;
+  if (unary != (n.inputs.size() == 1) || (n.op_type == "Where") != (n.inputs.size() == 3)) return;
+  // Where's data inputs are 1 and 2 (0 is the bool condition); the others' are all.
+  const size_t first_data = n.op_type == "Where" ? 1 : 0;
+  DataType dt = DataType::Undefined;
+  std::optional<SymShape> shape = SymShape{};
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Value* v = n.inputs[i];
+    if (!v || !v->type.is_tensor() || !v->type.shape) return;
+    if (i >= first_data) {
+      if (dt == DataType::Undefined) dt = v->type.elem;
+      if (v->type.elem != dt) return;
+    }
+    shape = broadcast_shapes(*shape, *v->type.shape);
+    if (!shape) return;
+  }
+  if (dt == DataType::Undefined) return;
+  n.outputs[0]->type = ValueType::tensor(dt, std::move(shape));
+}
+
+}  // namespace
+
 std::vector<Value*> GradContext::op_n(const std::string& op_type, const std::vector<Value*>& inputs,
                                       int n, Attrs attrs) {
   std::vector<Value*> outs;
@@ -63,6 +107,7 @@ std::vector<Value*> GradContext::op_n(const std::string& op_type, const std::vec
   Node* node = g_.add_node(op_type, inputs, outs, "",
                            fmt::format("{}_grad/{}_{}", base, op_type, g_.num_nodes()));
   for (auto& a : attrs) node->attrs[a.name] = std::move(a);
+  type_elementwise(*node);
   return outs;
 }
 

@@ -7,6 +7,7 @@
 #include "autodiff/gradient_rules.h"
 #include "autodiff/subgraph.h"
 #include "graph/error.h"
+#include "graph/gelu_pattern.h"
 #include "graph/opset_upgrade.h"
 #include "graph/onnx_io.h"
 #include "graph/shape_inference.h"
@@ -98,6 +99,54 @@ Value* find_or_throw(const Graph& g, const std::string& name, const char* what) 
   return v;
 }
 
+/// The Erf-GELU spellings (graph/gelu_pattern.h) of `order` whose x depends on the parameters
+/// and whose constants do not: each is differentiated as one Gelu node, so its gradient reads
+/// only x (not the spelling's intermediates) and execution can fuse the forward spelling into
+/// one Gelu kernel and the Gelu rule's nodes into one GeluGrad (inference/fusions_gelu.cpp).
+struct ErfGelus {
+  std::map<Node*, ErfGelu> by_last;
+  std::set<Node*> inside;  // the spellings' other nodes
+};
+
+ErfGelus find_erf_gelus(const Graph& g, const std::vector<Node*>& order, const Reach& r) {
+  ErfGelus found;
+  const std::set<Node*> in_order(order.begin(), order.end());
+  for (Node* n : order) {
+    std::optional<ErfGelu> m = match_erf_gelu(g, n);
+    if (!m || !r.rel.count(m->x)) continue;
+    bool ok = true;
+    for (Node* k : m->nodes) {
+      ok = ok && in_order.count(k) && !found.inside.count(k);
+      for (Value* in : k->inputs) {
+        const bool internal = in && in->producer &&
+                              std::find(m->nodes.begin(), m->nodes.end(), in->producer) != m->nodes.end();
+        ok = ok && (in == m->x || internal || !r.rel.count(in));
+      }
+    }
+    if (!ok) continue;
+    for (Node* k : m->nodes)
+      if (k != n) found.inside.insert(k);
+    found.by_last.emplace(n, std::move(*m));
+  }
+  return found;
+}
+
+/// The gradient of x through one Erf-GELU spelling: the Gelu rule applied to a stand-in node.
+Value* erf_gelu_grad(const Model& model, Graph& g, const ErfGelu& m, Value* dy) {
+  Node gelu;
+  gelu.name = m.last->name;
+  gelu.op_type = "Gelu";
+  gelu.inputs = {m.x};
+  gelu.outputs = {m.last->outputs[0]};
+  gelu.owner = &g;
+  GradContext c(g, gelu, {dy}, {true});
+  c.set_opset(model.opset(""));
+  c.set_model(&model);
+  (*gradient_rules().find("Gelu"))(c);
+  ONYX_CHECK(c.dins()[0], "[autodiff] the Gelu rule gave no gradient for {}", m.last->label());
+  return c.dins()[0];
+}
+
 }  // namespace
 
 std::map<Value*, Value*> differentiate_nodes(const Model& model, Graph& g,
@@ -123,8 +172,15 @@ std::map<Value*, Value*> differentiate_nodes(const Model& model, Graph& g,
     total[v] = res;
     return res;
   };
+  const ErfGelus gelus = find_erf_gelus(g, order, r);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* n = *it;
+    if (gelus.inside.count(n)) continue;
+    if (auto m = gelus.by_last.find(n); m != gelus.by_last.end()) {
+      if (Value* dy = finalize(n->outputs[0]))
+        contrib[m->second.x].push_back(erf_gelu_grad(model, g, m->second, dy));
+      continue;
+    }
     std::vector<Value*> douts(n->outputs.size(), nullptr);
     bool any = false;
     for (size_t i = 0; i < n->outputs.size(); ++i) {

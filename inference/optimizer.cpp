@@ -124,6 +124,7 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
   size_t fused = 0;
   if (level >= OptLevel::Extended) {
     fused += fuse_conv_weight_grad(model);
+    fused += fuse_gelu(model) + fuse_gelu_grad(model);
     fused += fuse_batchnorm_into_conv(model) + fuse_add_into_conv(model) +
              fuse_activation_into_conv(model) + fuse_transpose_into_matmul(model) +
              fuse_batch_norm_grad(model);

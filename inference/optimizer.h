@@ -34,6 +34,13 @@ size_t fuse_conv_weight_grad(Model& model);
 /// of dY and dY * xhat that the parameter gradients read.
 size_t fuse_batch_norm_grad(Model& model);
 
+/// GELU (fusions_gelu.cpp): the Erf spelling exporters write (graph/gelu_pattern.h), its
+/// intermediates read inside alone -> com.microsoft Gelu(x).
+size_t fuse_gelu(Model& model);
+/// Training graphs (fusions_gelu.cpp): the input gradient of GELU as the Gelu rule writes it
+/// (about ten plain ONNX nodes) -> ai.onyx GeluGrad(dY, x).
+size_t fuse_gelu_grad(Model& model);
+
 // CNN fusions (fusions_conv.cpp), in pipeline order; none fuses away a graph output.
 /// Conv -> BatchNormalization (inference mode, only Y read) with constant W, B and statistics,
 /// the Conv's output read by the BN alone -> Conv with W' = W * s, B' = (B - mean) * s + bias,

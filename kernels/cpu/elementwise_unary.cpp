@@ -519,6 +519,9 @@ void register_unary_kernels(KernelRegistry& r) {
       float_types() + std::vector<DataType>{DataType::Float8E4M3FN, DataType::Float8E4M3FNUZ,
                                             DataType::Float8E5M2, DataType::Float8E5M2FNUZ};
   r.add({"Gelu", "", 20, INT_MAX, "cpu", 0, float_types(), make_factory<GeluKernel>()});
+  // ONNX Runtime's contrib Gelu (erf form), which its optimizer writes into saved models and
+  // ours (inference/fusions_gelu.cpp) fuses exporters' Erf spellings into at any opset.
+  r.add({"Gelu", "com.microsoft", 1, INT_MAX, "cpu", 0, float_types(), make_factory<GeluKernel>()});
   r.add({"IsNaN", "", 9, INT_MAX, "cpu", 0, float_and_f8, make_factory<FloatClassKernel>()});
   r.add({"IsInf", "", 10, INT_MAX, "cpu", 0, float_and_f8, make_factory<FloatClassKernel>()});
   r.add({"Clip", "", 1, INT_MAX, "cpu", 0, numeric_types(), make_factory<ClipKernel>()});

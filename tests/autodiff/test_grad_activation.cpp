@@ -1,10 +1,13 @@
 // Finite-difference checks of the activation gradient rules (float64).
+#include <cmath>
+#include <map>
 #include <optional>
 #include <random>
 
 #include "autodiff/training_graph.h"
 #include "grad_check.h"
 #include "graph/error.h"
+#include "graph/onnx_io.h"
 #include "save_reload_check.h"
 
 namespace onyx::test {
@@ -50,6 +53,109 @@ TEST(GradActivation, GeluExactAndTanh) {
       {.op = "Gelu", .inputs = {x}, .attrs = {attr_string("approximate", "none")}, .opset = 20});
   check_gradient(
       {.op = "Gelu", .inputs = {x}, .attrs = {attr_string("approximate", "tanh")}, .opset = 20});
+}
+
+namespace {
+
+/// The Erf spellings of GELU exporters write (graph/gelu_pattern.h), over input "x" and the
+/// scalar constants "c_sqrt2", "c_inv_sqrt2", "c_one", "c_half".
+enum class GeluSpelling { TorchScript, HalfFirst, InvSqrt2Nested };
+
+Value* erf_gelu(Graph& g, Value* x, GeluSpelling s) {
+  Value* one = g.find_value("c_one");
+  Value* half = g.find_value("c_half");
+  Value* scaled = s == GeluSpelling::InvSqrt2Nested ? add(g, "Mul", {g.find_value("c_inv_sqrt2"), x})
+                                                    : add(g, "Div", {x, g.find_value("c_sqrt2")});
+  Value* a = add(g, "Add", {one, add(g, "Erf", {scaled})});
+  switch (s) {
+    case GeluSpelling::TorchScript: return add(g, "Mul", {add(g, "Mul", {x, a}), half});
+    case GeluSpelling::HalfFirst: return add(g, "Mul", {add(g, "Mul", {x, half}), a});
+    default: return add(g, "Mul", {x, add(g, "Mul", {a, half})});
+  }
+}
+
+std::vector<GradInput> gelu_constants() {
+  return {C("c_sqrt2", {}, {std::sqrt(2.0)}, DataType::Double),
+          C("c_inv_sqrt2", {}, {1 / std::sqrt(2.0)}, DataType::Double),
+          C("c_one", {}, {1.0}, DataType::Double), C("c_half", {}, {0.5}, DataType::Double)};
+}
+
+}  // namespace
+
+// An Erf spelling of GELU is differentiated as one Gelu: its gradient reads only x, so the
+// training graph carries none of the spelling's own rules (Div, Erf, Add, Mul gradients) and
+// execution fuses the forward into com.microsoft Gelu and the gradient into ai.onyx GeluGrad.
+TEST(GradActivation, ErfGeluSpellingsDifferentiateAsOneGelu) {
+  for (GeluSpelling s : {GeluSpelling::TorchScript, GeluSpelling::HalfFirst,
+                         GeluSpelling::InvSqrt2Nested}) {
+    SCOPED_TRACE(static_cast<int>(s));
+    std::vector<GradInput> inputs = gelu_constants();
+    inputs.insert(inputs.begin(), P("x", {3, 5}, -3, 3));
+    auto build = [s](Graph& g) -> std::vector<Value*> {
+      // x feeds another consumer too, as a residual does.
+      Value* x = g.find_value("x");
+      return {add(g, "Add", {erf_gelu(g, x, s), x})};
+    };
+    check_gradient({.op = "graph", .inputs = inputs, .build = build});
+
+    auto m = std::make_unique<Model>();
+    m->ir_version = 8;
+    m->opsets.push_back({"", 17});
+    m->graph = std::make_unique<Graph>("gelu");
+    Graph& g = *m->graph;
+    g.add_initializer("x", Tensor::from_vector<float>({2, 3}, {-2, -0.5f, 0, 0.3f, 1, 2.5f}));
+    for (const GradInput& c : gelu_constants())
+      g.add_initializer(c.name, Tensor::scalar<float>(static_cast<float>(c.values[0])));
+    Value* y = build(g)[0];
+    g.outputs = {add(g, "ReduceSum", {y}, {attr_int("keepdims", 0)})};
+    auto tg = autodiff::build_training_graph(*m, {.kind = "output"}, {"x"});
+    std::map<std::string, int> ops;
+    for (const auto& n : tg.model->graph->nodes()) {
+      ++ops[n->op_type];
+      // The spelling's nodes are 0-4 (add() names them op_index); only the last one's name
+      // may prefix gradient nodes.
+      for (const char* inner : {"Div_0_grad", "Mul_0_grad", "Erf_1_grad", "Add_2_grad", "Mul_3_grad"})
+        EXPECT_NE(n->name.rfind(inner, 0), 0u) << n->name << ": a rule of the spelling ran";
+    }
+    EXPECT_EQ(ops["Erf"], 2);  // the forward's and the Gelu rule's
+    for (const auto& n : tg.model->graph->nodes()) EXPECT_EQ(n.get()->domain, "") << n->name;
+
+    SessionOptions fused, plain;
+    plain.opt_level = OptLevel::None;
+    Session a(clone_model(*tg.model), fused), b(clone_model(*tg.model), plain);
+    std::map<std::string, int> run_ops;
+    for (const auto& n : a.model().graph->nodes()) ++run_ops[n->domain + ":" + n->op_type];
+    EXPECT_EQ(run_ops["com.microsoft:Gelu"], 1);
+    EXPECT_EQ(run_ops["ai.onyx:GeluGrad"], 1);
+    EXPECT_EQ(run_ops[":Erf"], 0);
+    NamedTensors ra = a.run({}), rb = b.run({});
+    for (const std::string& name : {tg.loss, tg.grads[0]}) {
+      auto va = ra.at(name).to_double_vector(), vb = rb.at(name).to_double_vector();
+      ASSERT_EQ(va.size(), vb.size());
+      for (size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], vb[i], 2e-6) << name << " " << i;
+    }
+  }
+}
+
+// Where the spelling's values are read elsewhere, or a constant is not GELU's, each node keeps
+// its own rule (and nothing is fused).
+TEST(GradActivation, ErfGeluLookalikesKeepTheirRules) {
+  for (int variant : {0, 1}) {
+    SCOPED_TRACE(variant);
+    std::vector<GradInput> inputs = gelu_constants();
+    inputs.insert(inputs.begin(), P("x", {2, 4}, -3, 3));
+    inputs.push_back(C("c_other", {}, {0.6}, DataType::Double));
+    auto build = [variant](Graph& g) -> std::vector<Value*> {
+      Value* x = g.find_value("x");
+      Value* erf = add(g, "Erf", {add(g, "Div", {x, g.find_value("c_sqrt2")})});
+      Value* a = add(g, "Add", {erf, g.find_value("c_one")});
+      Value* factor = g.find_value(variant == 0 ? "c_half" : "c_other");
+      Value* y = add(g, "Mul", {add(g, "Mul", {x, a}), factor});
+      // variant 0: the Erf is also read by the loss.
+      return variant == 0 ? std::vector<Value*>{y, erf} : std::vector<Value*>{y};
+    };
+    check_gradient({.op = "graph", .inputs = inputs, .build = build});
+  }
 }
 
 TEST(GradActivation, SoftmaxAndLogSoftmaxEveryAxis) {

@@ -1,0 +1,105 @@
+// GELU fusions, for inference and for training graphs.
+//
+// fuse_gelu: exporters write GELU as five elementwise nodes (graph/gelu_pattern.h), five
+// passes over the activation where one suffices -> com.microsoft Gelu(x).
+//
+// fuse_gelu_grad: training differentiates such a spelling (and a Gelu op) with the Gelu rule
+// (autodiff/rules_activation.cpp), which writes dX as plain ONNX nodes so the training graph
+// stays portable:
+//   x2 = Mul(x, x)                       cdf = Mul(Add(Erf(Mul(x, 1/sqrt2)), 1), 0.5)
+//   pdf = Mul(Exp(Mul(x2, -0.5)), 1/sqrt(2 pi))
+//   dX = Mul(dY, Add(cdf, Mul(x, pdf)))
+// -> ai.onyx GeluGrad(dY, x) (kernels/cpu/gelu_grad.cpp), one pass instead of ten. The match
+// starts at each outer Mul and checks every edge; every intermediate must be read inside.
+#include <cmath>
+#include <numbers>
+#include <optional>
+
+#include "graph/gelu_pattern.h"
+#include "inference/fusion_util.h"
+#include "inference/optimizer.h"
+
+namespace onyx {
+namespace {
+
+/// The node producing v when it is `op` with `arity` inputs and v is read by `reader` alone.
+Node* private_op(const Graph& g, const Value* v, const Node* reader, const char* op,
+                 size_t arity = 2) {
+  if (!v || !v->producer || only_consumer(g, v) != reader) return nullptr;
+  Node* n = v->producer;
+  return is_op(n, op) && n->inputs.size() == arity ? n : nullptr;
+}
+
+/// Mul(a, c) with a scalar constant c near `want`: a, else nullptr.
+Value* times_constant(const Graph& g, const Node* mul, double want) {
+  return mul && constant_near(g, mul->inputs[1], want) ? mul->inputs[0] : nullptr;
+}
+
+struct GradMatch {
+  Node* out;
+  Value* dy;
+  Value* x;
+};
+
+std::optional<GradMatch> match_gelu_grad(const Graph& g, Node* out) {
+  if (!is_op(out, "Mul") || out->inputs.size() != 2) return std::nullopt;
+  Node* d = private_op(g, out->inputs[1], out, "Add");
+  if (!d) return std::nullopt;
+  // cdf = Mul(Add(Erf(Mul(x, 1/sqrt2)), 1), 0.5)
+  Node* cdf = private_op(g, d->inputs[0], d, "Mul");
+  Node* one_plus = cdf ? private_op(g, times_constant(g, cdf, 0.5), cdf, "Add") : nullptr;
+  if (!one_plus || !constant_near(g, one_plus->inputs[1], 1.0)) return std::nullopt;
+  Node* erf = private_op(g, one_plus->inputs[0], one_plus, "Erf", 1);
+  Node* scaled = erf ? private_op(g, erf->inputs[0], erf, "Mul") : nullptr;
+  Value* x = times_constant(g, scaled, 1.0 / std::numbers::sqrt2);
+  if (!x) return std::nullopt;
+  // Mul(x, pdf), pdf = Mul(Exp(Mul(Mul(x, x), -0.5)), 1/sqrt(2 pi))
+  Node* xp = private_op(g, d->inputs[1], d, "Mul");
+  if (!xp || xp->inputs[0] != x) return std::nullopt;
+  Node* pdf = private_op(g, xp->inputs[1], xp, "Mul");
+  Node* ex = pdf ? private_op(g, times_constant(g, pdf, std::numbers::inv_sqrtpi / std::numbers::sqrt2),
+                              pdf, "Exp", 1)
+                 : nullptr;
+  Node* half_sq = ex ? private_op(g, ex->inputs[0], ex, "Mul") : nullptr;
+  Node* sq = half_sq ? private_op(g, times_constant(g, half_sq, -0.5), half_sq, "Mul") : nullptr;
+  if (!sq || sq->inputs[0] != x || sq->inputs[1] != x) return std::nullopt;
+  return GradMatch{out, out->inputs[0], x};
+}
+
+/// Replaces the node producing `y` (output 0) by a new node of `op` over `inputs`.
+void replace_producer(Model& model, Value* y, const char* op, const char* domain,
+                      std::vector<Value*> inputs) {
+  Graph& g = *model.graph;
+  Node* old = y->producer;
+  const std::string name = old->name + "_fused";
+  old->outputs[0] = nullptr;
+  y->producer = nullptr;
+  y->producer_output = -1;
+  g.add_node(op, std::move(inputs), {y}, domain, name);
+  import_domain(model, domain);
+}
+
+}  // namespace
+
+size_t fuse_gelu(Model& model) {
+  Graph& g = *model.graph;
+  std::vector<ErfGelu> matches;
+  for (const auto& n : g.nodes())
+    if (auto m = match_erf_gelu(g, n.get())) matches.push_back(*m);
+  for (const ErfGelu& m : matches)
+    replace_producer(model, m.last->outputs[0], "Gelu", "com.microsoft", {m.x});
+  // The spellings' other nodes now have no readers; eliminate_dead_code removes them.
+  return matches.size();
+}
+
+size_t fuse_gelu_grad(Model& model) {
+  Graph& g = *model.graph;
+  std::vector<GradMatch> matches;
+  for (const auto& n : g.nodes())
+    if (auto m = match_gelu_grad(g, n.get())) matches.push_back(*m);
+  for (const GradMatch& m : matches)
+    replace_producer(model, m.out->outputs[0], "GeluGrad", "ai.onyx", {m.dy, m.x});
+  return matches.size();
+}
+
+}  // namespace onyx

@@ -1,0 +1,74 @@
+// ai.onyx GeluGrad: the input gradient of GELU (erf form) in one pass over dY and X.
+// Training differentiates an Erf-GELU spelling as one Gelu (autodiff/training_graph.cpp), whose
+// rule writes dY * (Phi(x) + x phi(x)) as about ten plain ONNX nodes, each a pass over the
+// activation; the optimizer's fuse_gelu_grad (inference/fusions_gelu.cpp) swaps them for this.
+//
+//   inputs:  dY, X (one shape, one float dtype)      outputs: dX
+//   dX = dY * (Phi(X) + X phi(X)), Phi the standard normal CDF, phi its density.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/simd/simd.h"
+#include "kernels/dispatch.h"
+#include "kernels/parallel.h"
+
+namespace onyx::cpu {
+namespace {
+
+class GeluGradKernel final : public Kernel {
+ public:
+  explicit GeluGradKernel(const KernelInfo&) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& dY = ctx.required_input(0);
+    const Tensor& X = ctx.required_input(1);
+    ONYX_CHECK(dY.shape() == X.shape() && dY.dtype() == X.dtype(),
+               "[{}] dY and X must have one shape and dtype, got {} {} and {} {}", ctx.label(),
+               dtype_name(dY.dtype()), shape_str(dY.shape()), dtype_name(X.dtype()),
+               shape_str(X.shape()));
+    Tensor& dX = ctx.allocate_output(0, X.dtype(), X.shape());
+    const int64_t n = X.numel();
+    using Types = TypeList<float, double, float16, bfloat16>;
+    dispatch<Types>(X.dtype(), ctx.label(), [&]<typename T>() {
+      const T *dy = dY.data<T>(), *x = X.data<T>();
+      T* dx = dX.data<T>();
+      parallel_for(n, ctx.threads(), kHalfBlock * 8, [&](int64_t b, int64_t e) {
+        if constexpr (std::is_same_v<T, float>) {
+          simd().gelu_grad(dy + b, x + b, dx + b, e - b);
+        } else if constexpr (std::is_same_v<T, double>) {
+          for (int64_t i = b; i < e; ++i) {
+            const double v = x[i];
+            dx[i] = dy[i] * (0.5 * std::erfc(-v * M_SQRT1_2) + v * std::exp(-0.5 * v * v) * 0.5 *
+                                                                   M_2_SQRTPI * M_SQRT1_2);
+          }
+        } else {
+          // 16-bit: a block at a time through float (half_convert.h).
+          float fx[kHalfBlock], fdy[kHalfBlock];
+          for (int64_t i = b; i < e; i += kHalfBlock) {
+            const int64_t m = std::min(kHalfBlock, e - i);
+            widen(x + i, fx, m);
+            widen(dy + i, fdy, m);
+            simd().gelu_grad(fdy, fx, fdy, m);
+            narrow(fdy, dx + i, m);
+          }
+        }
+      });
+    });
+  }
+};
+
+}  // namespace
+
+void register_gelu_grad_kernels(KernelRegistry& r) {
+  r.add({.op_type = "GeluGrad",
+         .domain = "ai.onyx",
+         .since = 1,
+         .types = {DataType::Float, DataType::Double, DataType::Float16, DataType::BFloat16},
+         .create = [](const KernelInfo& i) -> std::unique_ptr<Kernel> {
+           return std::make_unique<GeluGradKernel>(i);
+         }});
+}
+
+}  // namespace onyx::cpu

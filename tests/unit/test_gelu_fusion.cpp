@@ -1,0 +1,137 @@
+// GELU fusions (inference/fusions_gelu.cpp) and the ai.onyx GeluGrad kernel
+// (kernels/cpu/gelu_grad.cpp): exporters' Erf spellings become one com.microsoft Gelu with the
+// same outputs; look-alikes are left alone; GeluGrad matches float64 math in every float type.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "graph/onnx_io.h"
+#include "test_util.h"
+
+namespace onyx::test {
+namespace {
+
+Tensor scalar_f32(double v) { return Tensor::scalar<float>(static_cast<float>(v)); }
+
+/// x [2, 3, 8] -> GELU as the exporter `spelling` writes it -> y; the constants come as
+/// initializers, or as Constant nodes (`constant_nodes`).
+std::unique_ptr<Model> gelu_model(int spelling, bool constant_nodes, double half = 0.5) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{2, 3, 8});
+  const std::map<std::string, double> constants = {
+      {"sqrt2", std::sqrt(2.0)}, {"inv_sqrt2", 1 / std::sqrt(2.0)}, {"one", 1.0}, {"half", half}};
+  for (const auto& [name, v] : constants) {
+    if (constant_nodes) {
+      Node& c = b.node("Constant", {}, {name});
+      Attribute a;
+      a.name = "value";
+      a.type = Attribute::Type::Tensor;
+      a.t = scalar_f32(v);
+      c.attrs["value"] = a;
+    } else {
+      b.initializer(name, scalar_f32(v));
+    }
+  }
+  if (spelling == 2)
+    b.node("Mul", {"x", "inv_sqrt2"}, {"s"});
+  else
+    b.node("Div", {"x", "sqrt2"}, {"s"});
+  b.node("Erf", {"s"}, {"e"});
+  b.node("Add", {"e", "one"}, {"a"});
+  if (spelling == 0) {  // torch.nn.GELU through the TorchScript exporter, Hugging Face's BERT
+    b.node("Mul", {"x", "a"}, {"m"});
+    b.node("Mul", {"m", "half"}, {"y"});
+  } else if (spelling == 1) {
+    b.node("Mul", {"half", "x"}, {"m"});
+    b.node("Mul", {"a", "m"}, {"y"});
+  } else {
+    b.node("Mul", {"a", "half"}, {"m"});
+    b.node("Mul", {"x", "m"}, {"y"});
+  }
+  b.output("y");
+  return b.build();
+}
+
+std::map<std::string, int> op_counts(const Session& s) {
+  std::map<std::string, int> ops;
+  for (const auto& n : s.model().graph->nodes()) ++ops[n->domain + ":" + n->op_type];
+  return ops;
+}
+
+}  // namespace
+
+TEST(GeluFusion, ExporterSpellingsBecomeOneGelu) {
+  const Tensor x = random_normal({2, 3, 8}, 3, 2.5f);
+  for (int spelling : {0, 1, 2})
+    for (bool constant_nodes : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "spelling " << spelling << " constant nodes " << constant_nodes);
+      SessionOptions plain;
+      plain.opt_level = OptLevel::None;
+      Session fused(gelu_model(spelling, constant_nodes)), ref(gelu_model(spelling, constant_nodes), plain);
+      auto ops = op_counts(fused);
+      EXPECT_EQ(ops["com.microsoft:Gelu"], 1);
+      EXPECT_EQ(ops[":Erf"], 0);
+      EXPECT_EQ(fused.model().graph->num_nodes(), 1u);
+      auto got = fused.run({{"x", x}}).at("y").to_double_vector();
+      auto want = ref.run({{"x", x}}).at("y").to_double_vector();
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6) << i;
+    }
+}
+
+TEST(GeluFusion, LookalikesAreLeftAlone) {
+  // Another constant than 0.5.
+  EXPECT_EQ(op_counts(Session(gelu_model(0, false, 0.6)))[":Erf"], 1);
+  // An intermediate is also a graph output.
+  auto m = gelu_model(0, false);
+  m->graph->outputs.push_back(m->graph->find_value("e"));
+  Session s(std::move(m));
+  EXPECT_EQ(op_counts(s)["com.microsoft:Gelu"], 0);
+  EXPECT_EQ(op_counts(s)[":Erf"], 1);
+}
+
+// ai.onyx GeluGrad(dY, X) = dY * (Phi(X) + X phi(X)), against float64 in every float type.
+TEST(GeluFusion, GeluGradKernelMatchesFloat64) {
+  const Shape shape{3, 1000};  // not a multiple of any vector or block width
+  const Tensor x = random_normal(shape, 7, 3.0f), dy = random_normal(shape, 8);
+  const auto xs = x.to_double_vector(), dys = dy.to_double_vector();
+  for (DataType dt : {DataType::Float, DataType::Double, DataType::BFloat16, DataType::Float16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    ModelBuilder b(17, "ai.onyx");
+    b.input("dy", DataType::Float, shape).input("x", DataType::Float, shape);
+    b.node("Cast", {"dy"}, {"dy_t"}).attrs["to"] = attr_int("to", static_cast<int64_t>(dt));
+    b.node("Cast", {"x"}, {"x_t"}).attrs["to"] = attr_int("to", static_cast<int64_t>(dt));
+    b.node("GeluGrad", {"dy_t", "x_t"}, {"dx_t"}, "ai.onyx");
+    b.node("Cast", {"dx_t"}, {"dx"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::Float));
+    b.node("Cast", {"x_t"}, {"x_back"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::Float));
+    b.node("Cast", {"dy_t"}, {"dy_back"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::Float));
+    b.output("dx").output("x_back").output("dy_back");
+    auto out = b.session().run({{"dy", dy}, {"x", x}});
+    // The reference sees the inputs as rounded to dt.
+    auto xr = out.at("x_back").to_double_vector(), dyr = out.at("dy_back").to_double_vector();
+    auto got = out.at("dx").to_double_vector();
+    const double tol = dt == DataType::BFloat16 ? 1.6e-2 : dt == DataType::Float16 ? 2e-3 : 2e-6;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double v = xr[i];
+      const double d = 0.5 * std::erfc(-v / std::sqrt(2.0)) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+      const double want = dyr[i] * d;
+      ASSERT_NEAR(got[i], want, tol * (1 + std::abs(want))) << i << " x " << v;
+    }
+  }
+}
+
+TEST(GeluFusion, GeluGradRefusesMismatchedInputs) {
+  ModelBuilder b(17, "ai.onyx");
+  b.input("dy", DataType::Float, Shape{2, 3}).input("x", DataType::Float, Shape{3, 2});
+  b.node("GeluGrad", {"dy", "x"}, {"dx"}, "ai.onyx");
+  b.output("dx");
+  Session s = b.session();
+  try {
+    s.run({{"dy", Tensor::zeros(DataType::Float, {2, 3})}, {"x", Tensor::zeros(DataType::Float, {3, 2})}});
+    FAIL() << "expected onyx::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("one shape and dtype"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace onyx::test
