@@ -306,8 +306,8 @@ class SplitKernel final : public Kernel {
     std::vector<int64_t> sizes;
     if (const Tensor* s = ctx.input(1)) {
       sizes = s->to_int64_vector();
-      int64_t sum = 0;
-      for (int64_t v : sizes) sum += v < 0 ? dim + 1 : v;
+      int64_t sum = 0;  // each part within [0, dim], so the running sum cannot overflow
+      for (int64_t v : sizes) sum += v < 0 || v > dim ? dim + 1 : v;
       ONYX_CHECK(static_cast<int64_t>(sizes.size()) == n && sum == dim,
                  "[{}] split {} should have {} non-negative values summing to {} (axis {} of {})",
                  ctx.label(), sizes, n, dim, a, shape_str(x.shape()));

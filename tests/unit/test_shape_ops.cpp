@@ -180,6 +180,13 @@ TEST(ShapeOps, ConcatSplitExpandTile) {
   auto s = run_op("Split", {{"in0", iota_f({7})}}, {}, {attr_int("num_outputs", 3)}, 3, 18);
   EXPECT_EQ(vals(s.at("y0")), (std::vector<double>{0, 1, 2}));
   EXPECT_EQ(vals(s.at("y2")), (std::vector<double>{6}));
+  // Split sizes whose sum overflows int64 are an error, not undefined arithmetic (fuzzing).
+  expect_error(
+      [] {
+        run_op("Split", {{"in0", iota_f({7})}, {"in1", i64({2}, {int64_t{1} << 62, int64_t{1} << 62})}},
+               {}, {}, 2, 18);
+      },
+      "should have 2 non-negative values summing to 7");
   auto e = run_op("Expand", {{"in0", iota_f({3, 1})}}, {{"in1", i64({3}, {2, 1, 2})}});
   EXPECT_EQ(e.at("y0").shape(), (Shape{2, 3, 2}));
   EXPECT_EQ(vals(e.at("y0")), (std::vector<double>{0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2}));
