@@ -277,6 +277,12 @@ class RoiAlignKernel final : public Kernel {
       ONYX_CHECK(b >= 0 && b < x.dim(0), "[{}] batch index {} is out of range [0, {})", ctx.label(),
                  b, x.dim(0));
     Tensor& y = ctx.allocate_output(0, x.dtype(), {R, C, oh_, ow_});
+    if (H == 0 || W == 0) {
+      // An empty feature map has nothing to sample: every bin is 0, as for samples outside
+      // a map (the sampling below would read the empty plane).
+      std::memset(y.raw(), 0, y.nbytes());
+      return;
+    }
     dispatch<FloatTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
       const T* src = x.data<T>();
       T* dst = y.data<T>();

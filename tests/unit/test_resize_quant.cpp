@@ -261,6 +261,15 @@ TEST(ResizeQuant, RoiAlignHugeOrNanRoisAreErrors) {
                    {"b", T_<int64_t>({1}, {0})}},
                   {attr_int("output_height", 2), attr_int("output_width", 2)}, 1, 16);
   expect_near(y.at("y0"), {0, 0, 0, 0});
+  // An empty feature map (H or W 0, found by fuzzing: the sampling read the empty plane):
+  // every bin is 0.
+  for (const Shape& empty : {Shape{1, 2, 0, 4}, Shape{1, 2, 4, 0}}) {
+    auto z = run_op("RoiAlign",
+                    {{"x", T_(empty, {})}, {"r", T_({1, 4}, {0, 0, 2, 2})}, {"b", T_<int64_t>({1}, {0})}},
+                    {attr_int("output_height", 1), attr_int("output_width", 2)}, 1, 16);
+    EXPECT_EQ(z.at("y0").shape(), (Shape{1, 2, 1, 2}));
+    expect_near(z.at("y0"), {0, 0, 0, 0});
+  }
 }
 
 // Found by tests/validation/bad_attributes.py under ASan: MaxUnpool read strides[1] and
