@@ -337,7 +337,12 @@ void range_compute(KernelContext& ctx) {
     A s = A(*start.data<T>()), l = A(*ctx.required_input(1).data<T>());
     A d = A(*ctx.required_input(2).data<T>());
     ONYX_CHECK(d != A(0), "[{}] delta is zero", ctx.label());
-    auto n = static_cast<int64_t>(std::max(0.0, std::ceil((double(l) - double(s)) / double(d))));
+    // The count comes from data: NaN or one past int64 must be an error, not an undefined cast.
+    const double count = std::max(0.0, std::ceil((double(l) - double(s)) / double(d)));
+    ONYX_CHECK(count <= double(int64_t{1} << 62),
+               "[{}] start {}, limit {} and delta {} give {} elements; at most 2^62 are possible",
+               ctx.label(), double(s), double(l), double(d), count);
+    const auto n = static_cast<int64_t>(count);
     T* o = ctx.allocate_output(0, start.dtype(), {n}).data<T>();
     for (int64_t i = 0; i < n; ++i) o[i] = T(static_cast<A>(s + static_cast<A>(i) * d));
   });

@@ -1,5 +1,7 @@
 // CPU data-movement kernels (shape_ops, tensor_ops, gather_scatter) against hand-computed
 // values, plus the bad-input errors they raise.
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "test_util.h"
@@ -271,6 +273,19 @@ TEST(ShapeOps, ConstantsRangeEyeLikeDropout) {
   auto r = run_op("Range", {{"in0", Tensor::scalar<int32_t>(10)}},
                   {{"in1", Tensor::scalar<int32_t>(4)}, {"in2", Tensor::scalar<int32_t>(-3)}});
   EXPECT_EQ(vals(r.at("y0")), (std::vector<double>{10, 7}));
+  // A count beyond int64 (or infinite) is an error naming the inputs, not an undefined cast
+  // (found by fuzzing); a NaN limit gives no elements.
+  for (float limit : {1e35f, std::numeric_limits<float>::infinity()}) {
+    expect_error(
+        [&] {
+          run_op("Range", {{"in0", Tensor::scalar<float>(0)}, {"in1", Tensor::scalar<float>(limit)}},
+                 {{"in2", Tensor::scalar<float>(1)}});
+        },
+        "elements; at most 2^62");
+  }
+  auto nan = run_op("Range", {{"in0", Tensor::scalar<float>(0)}, {"in1", Tensor::scalar<float>(std::nanf(""))}},
+                    {{"in2", Tensor::scalar<float>(1)}});
+  EXPECT_EQ(nan.at("y0").numel(), 0);
   auto ey =
       run_op("EyeLike", {{"in0", Tensor::zeros(DataType::Int32, {2, 3})}}, {}, {attr_int("k", 1)});
   EXPECT_EQ(vals(ey.at("y0")), (std::vector<double>{0, 1, 0, 0, 0, 1}));
