@@ -118,6 +118,52 @@ TEST(NnOps, OneRowProductsMatchTheDefinition) {
   }
 }
 
+// Constant weights are reordered once into the primitive's layout (one copy per layout, shared by
+// the entries of every row count): MatMul, transposed FusedMatMul and Gemm with an initializer
+// B give the double reference on every run, for several row counts, in float32 and bfloat16.
+TEST(NnOps, ConstantWeightsPackedOnceGiveTheDefinition) {
+  const int64_t K = 70, N = 130;
+  std::vector<double> bv(K * N);
+  for (int64_t i = 0; i < K * N; ++i) bv[i] = 0.02 * double((i * 7) % 31) - 0.3;
+  for (DataType dt : {DataType::Float, DataType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    for (const char* op : {"MatMul", "Gemm", "FusedMatMul"}) {
+      SCOPED_TRACE(op);
+      const bool trans = std::string(op) != "MatMul";  // Gemm and FusedMatMul read B as [N, K]
+      std::vector<double> stored(K * N);
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) stored[trans ? n * K + k : k * N + n] = bv[k * N + n];
+      const bool fused = std::string(op) == "FusedMatMul";
+      ModelBuilder b(17, fused ? "com.microsoft" : "");
+      b.input("a", DataType::Float, SymShape{Dim::symbol("rows"), Dim::fixed(K)});
+      b.initializer("w", T_<float>(trans ? Shape{N, K} : Shape{K, N}, stored));
+      b.node("Cast", {"a"}, {"a_t"}).attrs["to"] = attr_int("to", static_cast<int64_t>(dt));
+      b.node("Cast", {"w"}, {"w_t"}).attrs["to"] = attr_int("to", static_cast<int64_t>(dt));
+      Node& n = b.node(op, {"a_t", "w_t"}, {"y_t"}, fused ? "com.microsoft" : "");
+      if (trans) n.attrs["transB"] = attr_int("transB", 1);
+      b.node("Cast", {"y_t"}, {"y"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::Float));
+      b.output("y");
+      Session s = b.session();  // constant folding turns Cast(w) into the initializer B
+      for (int64_t rows : {3, 128, 3, 17}) {
+        std::vector<double> av(rows * K);
+        for (int64_t i = 0; i < rows * K; ++i) av[i] = 0.01 * double((i * 13 + rows) % 29) - 0.1;
+        std::vector<double> want(rows * N, 0.0);
+        const bool bf16 = dt == DataType::BFloat16;
+        auto round = [&](double v) { return bf16 ? double(float(bfloat16(float(v)))) : v; };
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < N; ++c) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) acc += round(av[r * K + k]) * round(bv[k * N + c]);
+            want[r * N + c] = acc;
+          }
+        Tensor y = s.run({{"a", T_<float>({rows, K}, av)}}).at("y");
+        EXPECT_EQ(y.shape(), (Shape{rows, N}));
+        expect_near(y, want, bf16 ? 2e-2 : 1e-5);
+      }
+    }
+  }
+}
+
 TEST(NnOps, MatMulIntegerZeroPoints) {
   auto y = run_op("MatMulInteger", {{"a", T_<uint8_t>({2, 2}, {11, 12, 13, 14})},
                                     {"b", T_<uint8_t>({2, 1}, {1, 2})},
