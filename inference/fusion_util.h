@@ -48,6 +48,19 @@ inline Node* only_consumer(const Graph& g, const Value* v) {
   return v->consumers[0].first;
 }
 
+/// Gives `n` a fresh value at output `idx`, so the value it wrote there can move to a fused
+/// node; `n` (now read by nobody) is left for dead-code elimination, and passes running before
+/// it still see a node whose outputs all exist.
+inline void detach_output(Graph& g, Node* n, int idx) {
+  Value* fresh = g.add_unique_value(n->outputs[idx]->name + "_unfused");
+  Value* old = n->outputs[idx];
+  old->producer = nullptr;
+  old->producer_output = -1;
+  n->outputs[idx] = fresh;
+  fresh->producer = n;
+  fresh->producer_output = idx;
+}
+
 /// Makes `v`, which nothing produces, output `idx` of `n`; the value there loses its producer.
 inline void set_output(Node* n, int idx, Value* v) {
   ONYX_CHECK(!v->producer, "[optimizer] value '{}' already has a producer", v->name);

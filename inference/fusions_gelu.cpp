@@ -71,11 +71,8 @@ void replace_producer(Model& model, Value* y, const char* op, const char* domain
                       std::vector<Value*> inputs) {
   Graph& g = *model.graph;
   Node* old = y->producer;
-  const std::string name = old->name + "_fused";
-  old->outputs[0] = nullptr;
-  y->producer = nullptr;
-  y->producer_output = -1;
-  g.add_node(op, std::move(inputs), {y}, domain, name);
+  detach_output(g, old, 0);
+  g.add_node(op, std::move(inputs), {y}, domain, old->name + "_fused");
   import_domain(model, domain);
 }
 

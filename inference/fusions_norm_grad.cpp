@@ -194,17 +194,6 @@ std::optional<Match> match_at(const Graph& g, Node* recip) {
   return Match{dy, x, scale, dx_node->outputs[0], sdy, sdyxh, *eps, dx_node, sdy_node, sdyxh_node};
 }
 
-/// Gives `n` a fresh value at output `idx`, so the value it wrote there can move elsewhere.
-void detach_output(Graph& g, Node* n, int idx) {
-  Value* fresh = g.add_unique_value(n->outputs[idx]->name + "_unfused");
-  Value* old = n->outputs[idx];
-  old->producer = nullptr;
-  old->producer_output = -1;
-  n->outputs[idx] = fresh;
-  fresh->producer = n;
-  fresh->producer_output = idx;
-}
-
 }  // namespace
 
 size_t fuse_batch_norm_grad(Model& model) {
