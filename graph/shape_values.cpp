@@ -1,6 +1,7 @@
 #include "graph/shape_values.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 
 namespace onyx::shape_values {
@@ -33,14 +34,18 @@ std::optional<Ints> elementwise(const Ints& a, const Ints& b, F f) {
 SymInt arith(const std::string& op, const SymInt& a, const SymInt& b) {
   if (a.known() && b.known()) {
     const int64_t x = *a.value, y = *b.value;
-    if (op == "Add") return SymInt::of(x + y);
-    if (op == "Sub") return SymInt::of(x - y);
-    if (op == "Mul") return SymInt::of(x * y);
-    if (op == "Div") return y != 0 ? SymInt::of(x / y) : SymInt{};
+    // A result past int64 is left unknown (the kernel computes it at run time) rather than
+    // made up by an undefined overflow.
+    int64_t r = 0;
+    if (op == "Add") return __builtin_add_overflow(x, y, &r) ? SymInt{} : SymInt::of(r);
+    if (op == "Sub") return __builtin_sub_overflow(x, y, &r) ? SymInt{} : SymInt::of(r);
+    if (op == "Mul") return __builtin_mul_overflow(x, y, &r) ? SymInt{} : SymInt::of(r);
+    if ((op == "Div" || op == "Mod") && (y == 0 || (y == -1 && x == INT64_MIN))) return {};
+    if (op == "Div") return SymInt::of(x / y);
     if (op == "Max") return SymInt::of(std::max(x, y));
     if (op == "Min") return SymInt::of(std::min(x, y));
     if (op == "Equal") return SymInt::of(x == y);
-    if (op == "Mod" && y != 0) {  // integer Mod (fmod = 0): the sign of the divisor
+    if (op == "Mod") {  // integer Mod (fmod = 0): the sign of the divisor
       int64_t m = x % y;
       return SymInt::of(m != 0 && ((m < 0) != (y < 0)) ? m + y : m);
     }
@@ -146,7 +151,7 @@ const std::unordered_map<std::string, Rule>& rules() {
     t["Neg"] = [](const Node&, const std::vector<std::optional<Ints>>& in) {
       std::optional<Ints> r = in[0];
       if (r)
-        for (SymInt& x : r->v) x = x.known() ? SymInt::of(-*x.value) : SymInt{};
+        for (SymInt& x : r->v) x = x.known() && *x.value != INT64_MIN ? SymInt::of(-*x.value) : SymInt{};
       return r;
     };
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Equal"}) {

@@ -3,6 +3,8 @@
 // Equal/Where, Slice of a shape) keep ranks and symbolic dims.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "graph/onnx_io.h"
 #include "graph/shape_inference.h"
 #include "test_util.h"
@@ -71,6 +73,39 @@ TEST(ShapeDataPropagation, ZeroMinusOneAndArithmetic) {
   auto y2 = shape_of(*m, "y2");
   ASSERT_TRUE(y2);
   EXPECT_EQ(y2->size(), 2u);
+}
+
+// Arithmetic on shape values past int64 (16 * INT64_MAX, INT64_MIN / -1, -INT64_MIN) leaves
+// the value unknown instead of an undefined overflow (found by fuzzing); the rank survives.
+TEST(ShapeDataPropagation, OverflowingArithmeticIsUnknown) {
+  const int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  for (const char* op : {"Mul", "Add", "Div", "Mod", "Neg"}) {
+    SCOPED_TRACE(op);
+    test::ModelBuilder b(17);
+    b.input("x", DataType::Float, sym({F(16), F(4)}));
+    b.initializer("i0", ints({0}));
+    const std::string o(op);
+    b.initializer("k", ints({o == "Mul" || o == "Add" ? kMax : -1}));
+    b.initializer("lo", ints({kMin}));
+    b.node("Shape", {"x"}, {"s"});
+    b.node("Gather", {"s", "i0"}, {"n"});  // [16]
+    if (o == "Neg") {
+      b.node("Neg", {"lo"}, {"v"});
+    } else if (o == "Div" || o == "Mod") {
+      b.node(op, {"lo", "k"}, {"v"});
+    } else {
+      b.node(op, {"n", "k"}, {"v"});
+    }
+    b.node("Concat", {"v", "n"}, {"t"}).attrs["axis"] = attr_int("axis", 0);
+    b.node("ConstantOfShape", {"t"}, {"y"});
+    b.output("y");
+    auto m = b.build();
+    auto y = shape_of(*m, "y");
+    ASSERT_TRUE(y);
+    ASSERT_EQ(y->size(), 2u);
+    EXPECT_FALSE((*y)[0].is_fixed());
+    EXPECT_EQ((*y)[1], F(16));
+  }
 }
 
 // Expand as torch exports expand_as: Where(Equal(shape, -1), ones, shape).
