@@ -145,6 +145,20 @@ std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model,
   return plan;
 }
 
+namespace {
+
+/// RunOptions::deadline / terminate: an onyx::Error before the next node once either fires.
+void check_not_cancelled(const RunContext& rc, const Plan& plan) {
+  if (rc.terminate && rc.terminate->load(std::memory_order_relaxed))
+    ONYX_THROW("[run] cancelled: RunOptions::terminate was set (in graph '{}', after {} nodes)",
+               plan.graph->name, rc.nodes_run);
+  if (rc.deadline && std::chrono::steady_clock::now() > *rc.deadline)
+    ONYX_THROW("[run] cancelled: RunOptions::deadline passed (in graph '{}', after {} nodes)",
+               plan.graph->name, rc.nodes_run);
+}
+
+}  // namespace
+
 std::vector<Datum> execute_plan(const Plan& plan, std::vector<Datum> inputs, const Frame* parent,
                                 RunContext& rc) {
   Frame frame;
@@ -170,7 +184,9 @@ std::vector<Datum> execute_plan(const Plan& plan, std::vector<Datum> inputs, con
     notify.assign(static_cast<size_t>(plan.num_slots), -1);
     for (size_t i = 0; i < plan.output_slots.size(); ++i) notify[plan.output_slots[i]] = static_cast<int>(i);
   }
+  check_not_cancelled(rc, plan);  // also here: a Loop over an empty body runs no step
   for (const Step& step : plan.steps) {
+    check_not_cancelled(rc, plan);
     StepContext ctx(step, frame, rc);
     auto t0 = std::chrono::steady_clock::now();
     try {

@@ -1,6 +1,7 @@
 // Compiling a graph into an execution plan (kernels, value slots, lifetimes) and running it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -59,6 +60,9 @@ struct RunContext {
   std::optional<uint64_t> seed;  // RunOptions::seed
   /// RunOptions::on_output: told about each main-graph output when its node finishes.
   std::function<void(const std::string&, const Tensor&)> on_output;
+  /// RunOptions::deadline and terminate: checked before each node of every plan.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  const std::atomic<bool>* terminate = nullptr;
 };
 
 /// The values of one execution of a plan.

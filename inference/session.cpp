@@ -137,6 +137,8 @@ struct Session::Impl {
     rc.epoch = created;
     rc.seed = ro.seed;
     rc.on_output = ro.on_output;
+    rc.deadline = ro.deadline;
+    rc.terminate = ro.terminate;
     omp_set_num_threads(threads);  // per calling thread: oneDNN and our kernels honour it
     std::vector<Datum> outs = execute_plan(*plan, std::move(ordered), nullptr, rc);
     NamedValues result;
@@ -190,6 +192,11 @@ NamedTensors Session::run(const NamedTensors& feeds, const std::vector<std::stri
 NamedValues Session::run_values(const NamedValues& feeds, const std::vector<std::string>& outputs,
                                 RunStats* stats) const {
   return impl_->run(feeds, outputs, stats);
+}
+
+NamedValues Session::run_values(const NamedValues& feeds, const std::vector<std::string>& outputs,
+                                const RunOptions& run_options, RunStats* stats) const {
+  return impl_->run(feeds, outputs, stats, run_options);
 }
 
 const std::vector<IoInfo>& Session::inputs() const { return impl_->inputs; }

@@ -5,6 +5,8 @@
 //   const float* y = out.at("y").data<float>();
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -68,6 +70,12 @@ struct RunOptions {
   /// Called on the running thread as soon as a graph output has been computed, while later
   /// nodes are still to run (data-parallel training starts a gradient's allreduce here).
   std::function<void(const std::string& name, const Tensor& value)> on_output;
+  /// The run ends with an onyx::Error ("[run] cancelled: ...") once this time has passed,
+  /// checked before each node, also inside Loop/Scan/If bodies: a model that never finishes
+  /// (a Loop whose condition stays true and has no trip count) cannot hang the caller.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  /// Cancels the run at its next node, with the same error, once set (from any thread).
+  const std::atomic<bool>* terminate = nullptr;
 };
 
 using NamedTensors = std::map<std::string, Tensor>;
@@ -96,6 +104,8 @@ class Session {
   /// As run(), for models whose inputs or outputs are sequences or optionals.
   NamedValues run_values(const NamedValues& feeds, const std::vector<std::string>& outputs = {},
                          RunStats* stats = nullptr) const;
+  NamedValues run_values(const NamedValues& feeds, const std::vector<std::string>& outputs,
+                         const RunOptions& run_options, RunStats* stats = nullptr) const;
 
   const std::vector<IoInfo>& inputs() const;
   const std::vector<IoInfo>& outputs() const;

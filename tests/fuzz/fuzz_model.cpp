@@ -1,6 +1,7 @@
 // Model bytes -> load (protobuf, validation, shape inference) -> Session (optimizer passes,
 // kernel creation, memory plan) -> one run with random feeds of the declared types.
 // Seeds: the conformance corpus's model.onnx files (scripts/fuzz.sh collects them).
+#include <chrono>
 #include <cstdint>
 #include <limits>
 
@@ -44,7 +45,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!feedable(session)) return 0;
     onyx::NamedValues feeds = onyx::cli::make_feeds(session, {}, /*random=*/true, {}, /*batch=*/2,
                                                     /*seed=*/size);
-    session.run_values(feeds);
+    // A model may legitimately never finish (a Loop whose condition stays true): the run is
+    // cancelled well before libFuzzer's 30 s timeout, which would report it as a hang.
+    onyx::RunOptions ro;
+    ro.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    session.run_values(feeds, {}, ro);
   } catch (const onyx::Error&) {
   }
   return 0;

@@ -5,6 +5,7 @@
 // rule then has its backward built and run on fuzzed graphs, shapes and attributes.
 // ONYX_FUZZ_VERBOSE=1 prints each input's outcome ("trained" or the error), to see what the
 // seeds reach: build-fuzz/tests/fuzz/fuzz_train FILES...
+#include <chrono>
 #include <cstdint>
 
 #include "fuzz_common.h"
@@ -74,7 +75,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       feeds[name] = value.tensor;
     }
     const std::string& out_name = forward.outputs().front().name;
-    onyx::NamedTensors outs = forward.run(feeds, {out_name});
+    // A forward that never finishes (an endless Loop) is cancelled, not reported as a hang.
+    onyx::RunOptions ro;
+    ro.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    onyx::NamedTensors outs = forward.run(feeds, {out_name}, ro);
     const onyx::Tensor& out = outs.at(out_name);
     if (out.dtype() != onyx::DataType::Float) return 0;
 

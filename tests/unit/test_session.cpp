@@ -2,6 +2,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "graph/onnx_io.h"
@@ -214,6 +216,78 @@ TEST(Session, LoopBodyWithTooFewOutputsIsAClearError) {
                 std::string::npos)
           << msg;
     }
+  }
+}
+
+namespace {
+
+/// Loop without a trip count whose body passes the condition through (and adds 1 to x, or
+/// with `empty_body` passes x through too): with cond true it never ends.
+std::unique_ptr<Model> endless_loop(bool empty_body) {
+  ModelBuilder b(17);
+  b.input("c", DataType::Bool, Shape{}).input("x", DataType::Float, Shape{2});
+  Node& loop = b.node("Loop", {"", "c", "x"}, {"y"});
+  b.output("y");
+  auto m = b.build();
+  auto body = std::make_shared<Graph>("body", m->graph.get());
+  for (const char* n : {"i", "cond", "xb"}) body->inputs.push_back(body->get_or_add_value(n));
+  body->inputs[0]->type = ValueType::tensor(DataType::Int64, SymShape{});
+  body->inputs[1]->type = ValueType::tensor(DataType::Bool, SymShape{});
+  body->inputs[2]->type = ValueType::tensor(DataType::Float, SymShape{Dim::fixed(2)});
+  body->outputs.push_back(body->inputs[1]);
+  if (empty_body) {
+    body->outputs.push_back(body->inputs[2]);
+  } else {
+    Value* one = body->add_initializer("one", Tensor::from_vector<float>({1}, {1}));
+    Value* next = body->get_or_add_value("next");
+    body->add_node("Add", {body->inputs[2], one}, {next}, "", "add_one");
+    body->outputs.push_back(next);
+  }
+  Attribute a;
+  a.name = "body", a.type = Attribute::Type::Graph, a.g = body;
+  loop.attrs["body"] = a;
+  return m;
+}
+
+}  // namespace
+
+// A run that never finishes (a Loop whose condition stays true) ends at RunOptions::deadline
+// or when RunOptions::terminate is set from another thread, with an onyx::Error; the session
+// stays usable.
+TEST(Session, DeadlineAndTerminateEndAnEndlessLoop) {
+  const NamedTensors endless{{"c", Tensor::scalar<bool>(true)}, {"x", Tensor::from_vector<float>({2}, {1, 2})}};
+  for (bool empty_body : {false, true}) {
+    SCOPED_TRACE(empty_body);
+    Session s(endless_loop(empty_body));
+    RunOptions ro;
+    const auto t0 = std::chrono::steady_clock::now();
+    ro.deadline = t0 + std::chrono::milliseconds(200);
+    try {
+      s.run(endless, {}, ro);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("[run] cancelled: RunOptions::deadline passed"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+
+    std::atomic<bool> stop{false};
+    RunOptions cancel;
+    cancel.terminate = &stop;
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      stop = true;
+    });
+    try {
+      s.run(endless, {}, cancel);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RunOptions::terminate was set"), std::string::npos) << e.what();
+    }
+    canceller.join();
+    // Still usable: with the condition false the body never runs and x comes back.
+    auto y = s.run({{"c", Tensor::scalar<bool>(false)}, {"x", Tensor::from_vector<float>({2}, {1, 2})}});
+    expect_near(y.at("y"), {1, 2});
   }
 }
 
