@@ -151,6 +151,16 @@ class ScanKernel final : public Kernel {
     in_dirs_ = n.attr_ints(batched_ ? "directions" : "scan_input_directions");
     out_axes_ = n.attr_ints("scan_output_axes");
     out_dirs_ = n.attr_ints("scan_output_directions");
+    // The body returns each state variable, then the scan outputs; fewer outputs than state
+    // variables would make the scan-output count negative (found by fuzzing).
+    const int64_t n_state = n.num_inputs() - (batched_ ? 1 : 0) - num_scan_inputs_;
+    ONYX_CHECK(num_scan_inputs_ >= 0 && n_state >= 0,
+               "[{}] num_scan_inputs is {} but the node has {} inputs", info.label(), num_scan_inputs_,
+               n.num_inputs());
+    ONYX_CHECK(body_.outputs.size() >= static_cast<size_t>(n_state),
+               "[{}] the body has {} outputs, expected at least {}: one per state variable, then "
+               "the scan outputs",
+               info.label(), body_.outputs.size(), n_state);
   }
   void compute(KernelContext& ctx) const override {
     if (batched_) return compute_batched(ctx);

@@ -325,6 +325,39 @@ TEST(Session, ScanWithAnOmittedStateVariableIsAClearError) {
   }
 }
 
+// Found by tests/fuzz/fuzz_model.cpp: a Scan body returning fewer outputs than there are state
+// variables made the scan-output count negative (std::length_error, the process ended); it is
+// refused when the session is built.
+TEST(Session, ScanBodyWithTooFewOutputsIsAClearError) {
+  ModelBuilder b(16);
+  b.input("s0", DataType::Float, Shape{2}).input("s1", DataType::Float, Shape{2});
+  b.input("x", DataType::Float, Shape{3, 2});
+  Node& scan = b.node("Scan", {"s0", "s1", "x"}, {"f0", "f1"});
+  scan.attrs["num_scan_inputs"] = onyx::test::attr_int("num_scan_inputs", 1);
+  b.output("f0").output("f1");
+  auto m = b.build();
+  auto body = std::make_shared<Graph>("body", m->graph.get());
+  for (const char* n : {"a", "c", "e"}) {
+    Value* v = body->get_or_add_value(n);
+    v->type = ValueType::tensor(DataType::Float, SymShape{Dim::fixed(2)});
+    body->inputs.push_back(v);
+  }
+  body->outputs = {body->inputs[0]};  // one output for two state variables
+  Attribute a;
+  a.name = "body", a.type = Attribute::Type::Graph, a.g = body;
+  scan.attrs["body"] = a;
+  try {
+    Session s(std::move(m));
+    s.run({{"s0", Tensor::zeros(DataType::Float, {2})}, {"s1", Tensor::zeros(DataType::Float, {2})},
+           {"x", Tensor::zeros(DataType::Float, {3, 2})}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("Scan node"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the body has 1 outputs, expected at least 2"), std::string::npos) << msg;
+  }
+}
+
 TEST(Session, MissingKernelIsAClearError) {
   ModelBuilder b(17, "com.example");
   b.input("x", DataType::Float, Shape{2});
