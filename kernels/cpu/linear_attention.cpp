@@ -72,7 +72,9 @@ class LinearAttentionKernel final : public Kernel {
                "[{}] the update rule needs decay {} and beta {}, but they are {} and {}", who,
                gated_ ? "given" : "omitted", delta_ ? "given" : "omitted",
                decay ? "given" : "omitted", beta ? "given" : "omitted");
-    int64_t decay_w = decay ? decay->shape().back() : 0, beta_w = beta ? beta->shape().back() : 0;
+    // A scalar decay or beta has no last dim: its width reads 0 and the rank check names it.
+    int64_t decay_w = decay && decay->rank() > 0 ? decay->shape().back() : 0;
+    int64_t beta_w = beta && beta->rank() > 0 ? beta->shape().back() : 0;
     if (decay)
       ONYX_CHECK(decay->rank() == 3 && decay->shape()[0] == B && decay->shape()[1] == T &&
                      (decay_w == kv_heads_ || decay_w == kv_heads_ * dk),
