@@ -27,6 +27,13 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gen_bench_models  # noqa: E402
+import gen_torch_bench_models  # noqa: E402
+
+# The hand-written graphs and the same shapes as torch.onnx exports them; `bench` and
+# `torch` select one group.
+GENERATORS = {**{n: gen_bench_models for n in gen_bench_models.MODELS},
+              **{n: gen_torch_bench_models for n in gen_torch_bench_models.MODELS}}
+GROUPS = {"bench": list(gen_bench_models.MODELS), "torch": list(gen_torch_bench_models.MODELS)}
 
 
 def make_inputs(meta, batch, seed):
@@ -131,8 +138,10 @@ def fmt_row(cells, widths):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--onyx-bench", help="path of the onyx_bench binary (omit: ORT only)")
-    ap.add_argument("--models", nargs="*", default=list(gen_bench_models.MODELS),
-                    choices=list(gen_bench_models.MODELS))
+    ap.add_argument("--models", nargs="*", default=["bench", "torch"],
+                    choices=list(GENERATORS) + list(GROUPS),
+                    help="models or groups (bench: hand-written graphs, torch: torch.onnx "
+                         "exports of the same shapes); default both groups")
     ap.add_argument("--models-dir", default=gen_bench_models.DEFAULT_OUT)
     ap.add_argument("--threads", type=int, default=2, help="intra-op threads for both")
     ap.add_argument("--warmup", type=int, default=2, help="untimed runs first (at least 1)")
@@ -151,6 +160,7 @@ def main():
                     help="profile onyx's runs and print its time by op type (slows onyx)")
     args = ap.parse_args()
     args.warmup = max(1, args.warmup)
+    args.models = list(dict.fromkeys(m for name in args.models for m in GROUPS.get(name, [name])))
 
     import onnxruntime as ort
     print(f"threads {args.threads}, warm-up {args.warmup}, up to {args.iters} timed runs "
@@ -159,7 +169,7 @@ def main():
           flush=True)
     load_before = os.getloadavg()[0]
     for name in args.models:
-        gen_bench_models.generate(args.models_dir, name)
+        GENERATORS[name].generate(args.models_dir, name)
 
     rows, work = [], tempfile.mkdtemp(prefix="onyx_bench_")
     for name in args.models:
@@ -233,6 +243,16 @@ def main():
     print("-+-".join("-" * w for w in widths))
     for t in table:
         print(fmt_row(t, widths))
+    for group, names in GROUPS.items():
+        ratios = {}
+        for r in rows:
+            if r["model"] in names and r["onyx_ms"]:
+                ratios.setdefault(r["batch"], []).append(r["onyx_ms"] / r["ort_ms"])
+        for bs, rs in sorted(ratios.items()):
+            if len(rs) > 1:
+                print(f"geo-mean onyx/ORT, {group} models, batch {bs}: "
+                      f"{statistics.geometric_mean(rs):.2f} over {len(rs)} models, "
+                      f"worst {max(rs):.2f}")
     load_after = os.getloadavg()[0]
     # Before the run only others count; after it, our own threads count too.
     busy = load_before > 1.0 or load_after > args.threads + 1.0
