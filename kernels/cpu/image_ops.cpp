@@ -320,7 +320,8 @@ class RoiAlignKernel final : public Kernel {
                "most {} samples per ROI are supported",
                n, batch, box[0], box[1], box[2], box[3], grid_h, grid_w, kMaxSamples);
     // A ROI with a negative extent (possible with half_pixel) samples nothing: its bins are 0.
-    const int64_t gh = std::max<int64_t>(int64_t(grid_h), 0), gw = std::max<int64_t>(int64_t(grid_w), 0);
+    // Compared as doubles first: a grid of -1e30 (a huge negative extent) has no int64 value.
+    const int64_t gh = grid_h > 0.0 ? int64_t(grid_h) : 0, gw = grid_w > 0.0 ? int64_t(grid_w) : 0;
     const double count = double(std::max<int64_t>(gh * gw, 1));
     std::vector<Sample> pre;
     pre.reserve(static_cast<size_t>(oh_ * ow_ * gh * gw));

@@ -261,6 +261,13 @@ TEST(ResizeQuant, RoiAlignHugeOrNanRoisAreErrors) {
                    {"b", T_<int64_t>({1}, {0})}},
                   {attr_int("output_height", 2), attr_int("output_width", 2)}, 1, 16);
   expect_near(y.at("y0"), {0, 0, 0, 0});
+  // A huge negative extent (found by fuzzing): its grid of -5e29 samples was cast to int64.
+  auto far = run_op("RoiAlign",
+                    {{"x", T_({1, 1, 4, 4}, std::vector<double>(16, 3.0))},
+                     {"r", T_({1, 4}, {1e30, 0, 0, 2})},
+                     {"b", T_<int64_t>({1}, {0})}},
+                    {attr_int("output_height", 2), attr_int("output_width", 2)}, 1, 16);
+  expect_near(far.at("y0"), {0, 0, 0, 0});
   // An empty feature map (H or W 0, found by fuzzing: the sampling read the empty plane):
   // every bin is 0.
   for (const Shape& empty : {Shape{1, 2, 0, 4}, Shape{1, 2, 4, 0}}) {
