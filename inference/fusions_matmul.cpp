@@ -1,5 +1,10 @@
-// MatMul fusion: a Transpose of the last two axes folded into com.microsoft FusedMatMul, which
-// reads the operand transposed in place (same math, up to reassociation inside one kernel).
+// MatMul fusions:
+// - a Transpose of the last two axes folded into com.microsoft FusedMatMul, which reads the
+//   operand transposed in place (same math, up to reassociation inside one kernel);
+// - the bias Add that follows a product with a 2-D weight (nn.Linear on a 3-D activation
+//   exports as MatMul + Add, not Gemm) and the Relu or Gelu after it, folded into ai.onyx
+//   FusedMatMulBias: oneDNN adds the bias and applies the activation while the output tile
+//   is still in cache, instead of two more passes over [batch * seq, N].
 #include "inference/fusion_util.h"
 #include "inference/optimizer.h"
 
@@ -21,7 +26,89 @@ bool swaps_last_two_axes(const Node& t) {
   return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
 }
 
+/// The fixed size of `v`'s dim `i` from the end (1 = last), or -1.
+int64_t fixed_dim_from_end(const Value* v, size_t i) {
+  if (!v || !v->type.is_tensor() || !v->type.shape || v->type.shape->size() < i) return -1;
+  const Dim& d = (*v->type.shape)[v->type.shape->size() - i];
+  return d.is_fixed() ? d.value : -1;
+}
+
+size_t known_rank(const Value* v) {
+  return v && v->type.is_tensor() && v->type.shape ? v->type.shape->size() : 0;
+}
+
+/// True when `bias` broadcasts over the product of `a` (rank >= 2) and a 2-D weight of width
+/// n along its last axis only: all its dims 1 but the last, which is n, its rank at most a's
+/// (so the Add keeps the product's shape), its dtype a's.
+bool is_row_bias(const Value* bias, const Value* a, int64_t n) {
+  const size_t r = known_rank(bias);
+  if (r == 0 || r > known_rank(a) || fixed_dim_from_end(bias, 1) != n) return false;
+  for (size_t i = 2; i <= r; ++i)
+    if (fixed_dim_from_end(bias, i) != 1) return false;
+  return bias->type.elem == a->type.elem;
+}
+
+/// The FusedMatMulBias `activation` for `n` when it is an activation the kernel applies, else
+/// nullptr.
+const char* fusable_activation(const Node* n) {
+  if (is_op(n, "Relu")) return "relu";
+  if (is_op(n, "Gelu", "com.microsoft")) return "gelu";
+  if (is_op(n, "Gelu")) {
+    const std::string a = n->attr_string("approximate", "none");
+    return a == "none" ? "gelu" : a == "tanh" ? "gelu_tanh" : nullptr;
+  }
+  return nullptr;
+}
+
+bool is_float_type(DataType dt) {
+  return dt == DataType::Float || dt == DataType::Float16 || dt == DataType::BFloat16 ||
+         dt == DataType::Double;
+}
+
 }  // namespace
+
+size_t fuse_bias_into_matmul(Model& model) {
+  Graph& g = *model.graph;
+  size_t fused = 0;
+  for (Node* n : g.topological_order()) {
+    const bool plain = is_op(n, "MatMul");
+    if (!plain && !is_op(n, "FusedMatMul", "com.microsoft")) continue;
+    if (n->num_inputs() != 2 || !n->has_input(0) || !n->has_input(1)) continue;
+    if (!plain && (n->attr_int("transA", 0) != 0 || n->attr_float("alpha", 1.0f) != 1.0f ||
+                   n->attr_int("transBatchA", 0) != 0 || n->attr_int("transBatchB", 0) != 0))
+      continue;
+    const bool trans_b = !plain && n->attr_int("transB", 0) != 0;
+    const Value* a = n->inputs[0];
+    const Value* b = n->inputs[1];
+    Value* y = n->outputs[0];
+    // A 2-D weight (one matrix for every row of A) of known width N. The product has A's rank
+    // and dtype (read from A: models built in code reach the optimizer without inferred types).
+    const int64_t width = known_rank(b) == 2 ? fixed_dim_from_end(b, trans_b ? 2 : 1) : -1;
+    if (width < 0 || known_rank(a) < 2 || !is_float_type(a->type.elem) ||
+        b->type.elem != a->type.elem)
+      continue;
+    Node* add = only_consumer(g, y);
+    if (!is_op(add, "Add") || add->num_inputs() != 2) continue;
+    Value* bias = add->inputs[add->inputs[0] == y ? 1 : 0];
+    if (add->inputs[0] == add->inputs[1] || !is_row_bias(bias, a, width)) continue;
+    Node* last = add;
+    const char* activation = "none";
+    if (Node* act = only_consumer(g, add->outputs[0]); act && fusable_activation(act)) {
+      activation = fusable_activation(act);
+      last = act;
+    }
+    Value* out = last->outputs[0];
+    detach_output(g, last, 0);
+    Node* f = g.add_node("FusedMatMulBias", {n->inputs[0], n->inputs[1], bias}, {out}, "ai.onyx",
+                         n->name + "_bias");
+    f->attrs["transB"] = Attribute::of_int("transB", trans_b ? 1 : 0);
+    f->attrs["activation"] = Attribute::of_string("activation", activation);
+    ++fused;
+  }
+  // The MatMul, Add and activation now have no readers; eliminate_dead_code removes them.
+  if (fused) import_domain(model, "ai.onyx");
+  return fused;
+}
 
 size_t fuse_transpose_into_matmul(Model& model) {
   Graph& g = *model.graph;

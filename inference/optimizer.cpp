@@ -128,6 +128,9 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
     fused += fuse_batchnorm_into_conv(model) + fuse_add_into_conv(model) +
              fuse_activation_into_conv(model) + fuse_transpose_into_matmul(model) +
              fuse_batch_norm_grad(model);
+    // The GELU spellings fuse_gelu replaced still read the pre-activation until dead code goes.
+    eliminate_dead_code(*model.graph);
+    fused += fuse_bias_into_matmul(model);
   }
   if (level >= OptLevel::All) fused += convert_convs_to_nchwc(model, cpu::dnnl_util::nchwc_block());
   size_t dead = eliminate_dead_code(*model.graph);

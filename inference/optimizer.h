@@ -22,6 +22,13 @@ size_t eliminate_dead_code(Graph& graph);
 /// tied LM head reads its 154 MB embedding this way).
 size_t fuse_transpose_into_matmul(Model& model);
 
+/// MatMul or FusedMatMul (transA 0, alpha 1) with a 2-D B of fixed width N, whose output only an
+/// Add of a row bias (a value of shape [N] or [1, .., N], same dtype) reads, optionally followed
+/// by the only reader Relu or Gelu (erf or tanh) -> ai.onyx FusedMatMulBias(A, B, bias) with
+/// transB and activation ("none", "relu", "gelu", "gelu_tanh"). Run after
+/// fuse_transpose_into_matmul and fuse_gelu.
+size_t fuse_bias_into_matmul(Model& model);
+
 /// Training graphs (fusions_conv_grad.cpp): the Transpose / Conv / Slice / Transpose pattern the
 /// Conv gradient rule writes for dW (group 1, static pads, float/float16/bfloat16), each
 /// intermediate read by the next node alone -> ai.onyx ConvWeightGrad(X, dY), one oneDNN

@@ -1,4 +1,4 @@
-// MatMul, com.microsoft FusedMatMul and Gemm (the integer forms are in quantize.cpp). float32 and the 16-bit floats run on oneDNN's
+// MatMul, com.microsoft FusedMatMul, ai.onyx FusedMatMulBias and Gemm (the integer forms are in quantize.cpp). float32 and the 16-bit floats run on oneDNN's
 // matmul primitive (cached per shape); double and integer types on our own blocked gemm.
 #include <algorithm>
 #include <cmath>
@@ -120,6 +120,7 @@ void gemv_f32(int64_t K, int64_t N, const float* x, const float* B, bool trans_b
 struct MatMulEntry {
   du::Prim prim;
   dnnl::memory::desc a, b, c;
+  dnnl::memory::desc bias;  // zero when the primitive adds no bias
   DataType run_dt = DataType::Float;
   bool ok = false;  // false: oneDNN has no implementation; use our own loops
   std::string why;  // why a 16-bit dt runs in float32 (empty when it runs natively)
@@ -131,10 +132,11 @@ struct MatMulEntry {
 };
 
 /// Creates a matmul for (a, b, c) descriptors built by `descs(dt)`, trying `dt` first. With
-/// `pack_b` the primitive picks B's layout (the weights are constant and reordered once).
+/// `pack_b` the primitive picks B's layout (the weights are constant and reordered once). A
+/// non-empty `bias_dims` adds a bias of those dims (in the run dtype) to the product.
 template <typename Descs>
 MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& descs,
-                        bool pack_b = false) {
+                        bool pack_b = false, const Shape& bias_dims = {}) {
   MatMulEntry e;
   for (DataType run : {dt, DataType::Float}) {
     if (run != DataType::Float && du::emulates_low_precision(run)) {
@@ -145,13 +147,18 @@ MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& d
       auto [a, b, c] = descs(run);
       const dnnl::memory::desc b_any =
           pack_b ? dnnl::memory::desc(b.dims(), b.data_type(), dnnl::memory::format_tag::any) : b;
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b_any, c), attr, du::engine());
+      const dnnl::memory::desc bias =
+          bias_dims.empty() ? dnnl::memory::desc() : du::plain_desc(bias_dims, run);
+      dnnl::matmul::primitive_desc pd(bias_dims.empty() ? dnnl::matmul::desc(a, b_any, c)
+                                                        : dnnl::matmul::desc(a, b_any, bias, c),
+                                      attr, du::engine());
       if (run != DataType::Float && du::is_reference_impl(pd)) {
         e.why = du::float32_fallback_why("matmul", dt, du::LowPrecisionGap::Reference);
         continue;
       }
       e.prim = du::make_prim<dnnl::matmul>(pd);
       e.a = a, e.b = b, e.c = c;
+      e.bias = bias;
       e.b_p = pd.weights_desc();
       if (e.b_p != e.b) e.b_r = du::make_reorder(e.b, e.b_p);
       e.run_dt = run;
@@ -212,19 +219,72 @@ Shape logical_shape(Shape s, bool trans) {
   return s;
 }
 
+/// What ai.onyx FusedMatMulBias applies to each product element after adding the bias.
+enum class Activation { None, Relu, Gelu, GeluTanh };
+
+Activation parse_activation(const KernelInfo& info) {
+  const std::string a = info.node.attr_string("activation", "none");
+  if (a == "none") return Activation::None;
+  if (a == "relu") return Activation::Relu;
+  if (a == "gelu") return Activation::Gelu;
+  if (a == "gelu_tanh") return Activation::GeluTanh;
+  ONYX_THROW("[{}] attribute activation must be 'none', 'relu', 'gelu' or 'gelu_tanh', found '{}'",
+             info.label(), a);
+}
+
+template <typename Acc>
+Acc activate(Acc v, Activation act) {
+  switch (act) {
+    case Activation::None: return v;
+    case Activation::Relu: return v > Acc(0) ? v : Acc(0);
+    case Activation::Gelu: return Acc(0.5) * v * (Acc(1) + std::erf(v * Acc(M_SQRT1_2)));
+    case Activation::GeluTanh: {
+      const Acc k = Acc(M_2_SQRTPI * M_SQRT1_2);  // sqrt(2 / pi)
+      return Acc(0.5) * v * (Acc(1) + std::tanh(k * (v + Acc(0.044715) * v * v * v)));
+    }
+  }
+  return v;
+}
+
+/// y[i, j] = act(y[i, j] + bias[j]) over `rows` rows of n: the epilogue of the paths that do not
+/// run it inside oneDNN's primitive (a one-row product, 0-width K, double, no oneDNN matmul).
+void add_bias_activate(const Tensor& bias, Tensor& Y, int64_t n, Activation act, int threads) {
+  const int64_t rows = Y.numel() / n;
+  using Types = TypeList<float, double, float16, bfloat16>;
+  dispatch<Types>(Y.dtype(), "FusedMatMulBias", [&]<typename T>() {
+    using Acc = acc_t<T>;
+    T* y = Y.data<T>();
+    const T* b = bias.data<T>();
+    parallel_for(rows, threads, std::max<int64_t>(1, 16384 / n), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          y[i * n + j] = static_cast<T>(
+              activate<Acc>(static_cast<Acc>(y[i * n + j]) + static_cast<Acc>(b[j]), act));
+    });
+  });
+}
+
 /// MatMul, and com.microsoft FusedMatMul = alpha * op(A) x op(B), where op transposes the last
 /// two dims (the optimizer folds a Transpose into MatMul this way; ONNX Runtime's optimized
 /// models carry the same op). transBatchA/B are not supported.
+/// ai.onyx FusedMatMulBias(A, B, bias) = act(A x op(B) + bias): B 2-D, bias [N] or [1, .., N],
+/// act per the `activation` attribute; the optimizer writes it for a product followed by a bias
+/// Add (inference/fusions_matmul.cpp) and oneDNN runs the bias and act as epilogue.
 class MatMulKernel final : public Kernel {
  public:
   explicit MatMulKernel(const KernelInfo& info)
       : alpha_(info.node.attr_float("alpha", 1.0f)),
         trans_a_(info.node.attr_int("transA", 0) != 0),
         trans_b_(info.node.attr_int("transB", 0) != 0),
-        const_b_(info.constant_input(1) != nullptr) {
+        const_b_(info.constant_input(1) != nullptr),
+        bias_(info.node.op_type == "FusedMatMulBias"),
+        act_(bias_ ? parse_activation(info) : Activation::None) {
     for (const char* a : {"transBatchA", "transBatchB"})
       if (info.node.attr_int(a, 0) != 0)
         throw NotImplemented(fmt::format("[{}] {} = 1 is not supported", info.label(), a));
+    ONYX_CHECK(!bias_ || (alpha_ == 1.0f && !trans_a_),
+               "[{}] FusedMatMulBias takes neither alpha nor transA, found alpha {} and transA {}",
+               info.label(), alpha_, trans_a_ ? 1 : 0);
   }
 
   void compute(KernelContext& ctx) const override {
@@ -235,17 +295,37 @@ class MatMulKernel final : public Kernel {
     const bool ta = trans_a_ && A.rank() >= 2, tb = trans_b_ && B.rank() >= 2;
     MatMulShape s = matmul_shape(ctx.label(), logical_shape(A.shape(), ta),
                                  logical_shape(B.shape(), tb));
+    const Tensor* bias = bias_ ? &ctx.required_input(2) : nullptr;
+    if (bias) {
+      ONYX_CHECK(B.rank() == 2 && bias->dtype() == A.dtype() && bias->numel() == s.N &&
+                     bias->rank() >= 1 && bias->dim(-1) == s.N,
+                 "[{}] FusedMatMulBias expects a 2-D B and a bias of {} [{}] (or [1, .., {}]), "
+                 "found B {} and bias {} {}",
+                 ctx.label(), dtype_name(A.dtype()), s.N, s.N, shape_str(B.shape()),
+                 dtype_name(bias->dtype()), shape_str(bias->shape()));
+    }
     Tensor& Y = ctx.allocate_output(0, A.dtype(), s.out);
     if (Y.numel() == 0) return;
+    auto epilogue = [&] {
+      if (bias) add_bias_activate(*bias, Y, s.N, act_, ctx.threads());
+    };
     if (s.K == 0) {
       std::memset(Y.raw(), 0, Y.nbytes());
+      epilogue();
       return;
     }
     if (A.dtype() == DataType::Float && s.M == 1 && shape_numel(s.batch) == 1 && alpha_ == 1.0f) {
       gemv_f32(s.K, s.N, A.data<float>(), B.data<float>(), tb, Y.data<float>(), ctx.threads());
+      epilogue();
       return;
     }
-    if (dnnl_float(A.dtype()) && run_dnnl(ctx, s, A, B, Y, ta, tb)) return;
+    if (dnnl_float(A.dtype())) {
+      bool fused_epilogue = false;
+      if (run_dnnl(ctx, s, A, B, bias, Y, ta, tb, fused_epilogue)) {
+        if (!fused_epilogue) epilogue();
+        return;
+      }
+    }
     dispatch<MatMulTypes>(A.dtype(), ctx.label(), [&]<typename T>() {
       ref_matmul<T>(s, A.data<T>(), B.data<T>(), Y.data<T>(), ctx.threads(), ta, tb);
       if (alpha_ != 1.0f) {
@@ -255,11 +335,15 @@ class MatMulKernel final : public Kernel {
           y[i] = static_cast<T>(static_cast<acc_t<T>>(alpha_) * static_cast<acc_t<T>>(y[i]));
       }
     });
+    epilogue();
   }
 
  private:
+  /// oneDNN's matmul; false when it has none for these operands. `bias` (FusedMatMulBias) is
+  /// added, and act_ applied, inside the primitive when B is shared by every row
+  /// (`fused_epilogue` tells), else by the caller.
   bool run_dnnl(KernelContext& ctx, const MatMulShape& s, const Tensor& A, const Tensor& B,
-                Tensor& Y, bool ta, bool tb) const {
+                const Tensor* bias, Tensor& Y, bool ta, bool tb, bool& fused_epilogue) const {
     du::ThreadScope threads(ctx.threads());
     DataType dt = A.dtype();
     du::PrimitiveCache<MatMulEntry>::Key key{static_cast<int64_t>(dt), ctx.threads(), s.M, s.N,
@@ -273,6 +357,15 @@ class MatMulKernel final : public Kernel {
       // B shared by every batch (and A not transposed): one [batch*M, K] x [K, N] product.
       if (shape_numel(s.b_batch) == 1 && !ta) {
         int64_t rows = shape_numel(s.a_batch) * s.M;
+        if (bias && act_ != Activation::None) {
+          dnnl::post_ops ops;
+          ops.append_eltwise(1.0f,
+                             act_ == Activation::Relu   ? dnnl::algorithm::eltwise_relu
+                             : act_ == Activation::Gelu ? dnnl::algorithm::eltwise_gelu_erf
+                                                        : dnnl::algorithm::eltwise_gelu_tanh,
+                             0.0f, 0.0f);
+          attr.set_post_ops(ops);
+        }
         return make_matmul(
             dt, attr,
             [&](DataType run) {
@@ -280,7 +373,7 @@ class MatMulKernel final : public Kernel {
                                 du::strided_desc({s.K, s.N}, run, tb ? Shape{1, s.K} : Shape{s.N, 1}),
                                 du::plain_desc({rows, s.N}, run)};
             },
-            const_b_);
+            const_b_, bias ? Shape{1, s.N} : Shape{});
       }
       Shape ad = s.a_batch, bd = s.b_batch, cd = s.batch;
       ad.insert(ad.end(), {s.M, s.K});
@@ -298,10 +391,17 @@ class MatMulKernel final : public Kernel {
     Tensor a = e->run_dt == dt ? A : du::to_float32(ctx, A);
     Tensor y = e->run_dt == dt ? Y : ctx.scratch(DataType::Float, Y.shape());
     Tensor b = packed_.get(ctx, *e, B);
-    du::execute(ctx, e->prim,
-                {{DNNL_ARG_SRC, du::wrap(e->a, a.raw())},
-                 {DNNL_ARG_WEIGHTS, du::wrap(e->b_p, b.raw())},
-                 {DNNL_ARG_DST, du::wrap(e->c, y.raw())}});
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, du::wrap(e->a, a.raw())},
+        {DNNL_ARG_WEIGHTS, du::wrap(e->b_p, b.raw())},
+        {DNNL_ARG_DST, du::wrap(e->c, y.raw())}};
+    Tensor bias_run;
+    fused_epilogue = !e->bias.is_zero();
+    if (fused_epilogue) {
+      bias_run = e->run_dt == dt ? *bias : du::to_float32(ctx, *bias);
+      args.emplace(DNNL_ARG_BIAS, du::wrap(e->bias, bias_run.raw()));
+    }
+    du::execute(ctx, e->prim, args);
     if (e->run_dt != dt) du::from_float32(y, Y, ctx.threads());
     return true;
   }
@@ -309,6 +409,8 @@ class MatMulKernel final : public Kernel {
   float alpha_;
   bool trans_a_, trans_b_;
   bool const_b_;  // B is an initializer: packed once per layout (packed_)
+  bool bias_;     // ai.onyx FusedMatMulBias: input 2 is a row bias, act_ follows
+  Activation act_;
   du::PrimitiveCache<MatMulEntry> cache_;
   PackedWeights packed_;
 };
@@ -455,6 +557,11 @@ void register_matmul_kernels(KernelRegistry& r) {
          .domain = "com.microsoft",
          .since = 1,
          .types = mm_types,
+         .create = make_factory<MatMulKernel>()});
+  r.add({.op_type = "FusedMatMulBias",
+         .domain = "ai.onyx",
+         .since = 1,
+         .types = float_types(),
          .create = make_factory<MatMulKernel>()});
   r.add({.op_type = "Gemm",
          .domain = "",

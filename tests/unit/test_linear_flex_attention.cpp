@@ -103,6 +103,21 @@ TEST(LinearAttention, LinearRuleWithoutPastState) {
   expect_near(y.at("y1"), ref.state, 1e-5);
 }
 
+// Found by the model fuzz target: a scalar decay or beta read the last dim of an empty shape
+// (UBSan) before the rank check could name it.
+TEST(LinearAttention, ScalarDecayOrBetaIsAnErrorNamingIt) {
+  Named in = {{"q", T_({1, 1, 2}, {1, 2})}, {"k", T_({1, 1, 2}, {1, 2})},
+              {"v", T_({1, 1, 2}, {1, 2})}, {"past", Tensor()},
+              {"g", T_({}, {-0.5})},        {"beta", T_({1, 1, 1}, {0.5})}};
+  const std::vector<Attribute> attrs{attr_int("q_num_heads", 1), attr_int("kv_num_heads", 1)};
+  onyx::test::expect_error([&] { run_op("LinearAttention", in, attrs, 2, 27); },
+                           "decay should be [1, 1, 1 or 2] but is []");
+  in[4].second = T_({1, 1, 1}, {-0.5});
+  in[5].second = T_({}, {0.5});
+  onyx::test::expect_error([&] { run_op("LinearAttention", in, attrs, 2, 27); },
+                           "beta should be [1, 1, 1 or 1] but is []");
+}
+
 TEST(LinearAttention, MissingDecayIsAnError) {
   Named in = {
       {"q", T_({1, 1, 2}, {1, 2})}, {"k", T_({1, 1, 2}, {1, 2})}, {"v", T_({1, 1, 2}, {1, 2})}};

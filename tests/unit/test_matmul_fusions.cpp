@@ -2,6 +2,8 @@
 // should not, and leaves the results equal to the unfused graph.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "test_util.h"
 
 namespace onyx {
@@ -145,6 +147,159 @@ TEST(FusedMatMul, ComMicrosoftOpFromAModel) {
       test::attr_int("transBatchA", 1);
   bad.output("y");
   EXPECT_THROW(bad.session(), NotImplemented);
+}
+
+
+/// `t`'s values in dtype `dt` (float16, bfloat16 or double).
+Tensor as_dtype(const Tensor& t, DataType dt) {
+  const std::vector<double> v = t.to_double_vector();
+  if (dt == DataType::Float16) return test::T_<float16>(t.shape(), v);
+  if (dt == DataType::BFloat16) return test::T_<bfloat16>(t.shape(), v);
+  return test::T_<double>(t.shape(), v);
+}
+
+/// act(x[r, :] . w[:, j] + bias[j]) in double: the definition the fused node must meet.
+std::vector<double> linear_reference(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                     const std::string& act) {
+  const std::vector<double> xv = x.to_double_vector(), wv = w.to_double_vector(),
+                            bv = bias.to_double_vector();
+  const int64_t k = w.dim(0), n = w.dim(1), rows = x.numel() / k;
+  std::vector<double> out;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double v = bv[j];
+      for (int64_t i = 0; i < k; ++i) v += xv[r * k + i] * wv[i * n + j];
+      if (act == "Relu") v = std::max(v, 0.0);
+      if (act == "Gelu") v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+      if (act == "GeluTanh")
+        v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      out.push_back(v);
+    }
+  return out;
+}
+
+// nn.Linear on a 3-D activation exports as MatMul + Add (not Gemm); with the activation after
+// it the three become one ai.onyx FusedMatMulBias whose oneDNN epilogue adds the bias.
+TEST(FuseBiasIntoMatMul, LinearAndActivationBecomeOneNode) {
+  // {activation op, its domain, approximate attribute, opset}
+  struct Case { std::string act, domain, approx; int64_t opset; };
+  for (const Case& c : std::vector<Case>{{"", "", "", 17},
+                                         {"Relu", "", "", 17},
+                                         {"Gelu", "com.microsoft", "", 17},
+                                         {"Gelu", "", "none", 20},
+                                         {"Gelu", "", "tanh", 20}}) {
+    for (bool bias_first : {false, true}) {
+      for (const Shape& x_shape : {Shape{2, 3, 8}, Shape{1, 8}}) {  // [1, 8]: one-row path
+        SCOPED_TRACE(c.act + " " + c.domain + " " + c.approx + (bias_first ? " bias+y" : " y+bias") +
+                     " x " + shape_str(x_shape));
+        Tensor w = ramp<float>({8, 6}), bias = test::random_normal({6}, 3);
+        auto build = [&](test::ModelBuilder& b) {
+          b.input("x", DataType::Float, x_shape);
+          b.initializer("w", w).initializer("bias", bias);
+          b.node("MatMul", {"x", "w"}, {"y"});
+          b.node("Add", bias_first ? std::vector<std::string>{"bias", "y"}
+                                   : std::vector<std::string>{"y", "bias"},
+                 {c.act.empty() ? "out" : "z"});
+          if (!c.act.empty()) {
+            Node& a = b.node(c.act, {"z"}, {"out"}, c.domain);
+            if (!c.approx.empty()) a.attrs["approximate"] = test::attr_string("approximate", c.approx);
+          }
+          b.output("out");
+        };
+        auto run = [&](OptLevel level) {
+          test::ModelBuilder b(c.opset, c.domain);
+          build(b);
+          SessionOptions opts;
+          opts.opt_level = level;
+          Session s = b.session(opts);
+          RunStats stats;
+          NamedTensors out = s.run({{"x", ramp<float>(x_shape)}}, {}, &stats);
+          return std::pair{out, stats.nodes_run};
+        };
+        auto [plain, plain_nodes] = run(OptLevel::Basic);
+        auto [fused, fused_nodes] = run(OptLevel::Extended);
+        EXPECT_EQ(plain_nodes, c.act.empty() ? 2u : 3u);
+        EXPECT_EQ(fused_nodes, 1u);
+        expect_same(fused, plain, 1e-5);
+        const std::string act = c.approx == "tanh" ? "GeluTanh" : c.act;
+        test::expect_near(fused.at("out"), linear_reference(ramp<float>(x_shape), w, bias, act), 1e-5);
+      }
+    }
+  }
+}
+
+TEST(FuseBiasIntoMatMul, LeavesWhatIsNotARowBiasOrIsReadElsewhere) {
+  // {bias shape, MatMul output also a graph output, activation output read twice}
+  struct Case { Shape bias; bool y_out, act_shared; size_t nodes; };
+  for (const Case& c : std::vector<Case>{{{3, 6}, false, false, 3},   // a per-row matrix
+                                         {{1, 1, 6}, false, false, 1}, // [1, 1, N] is a row bias
+                                         {{6}, true, false, 3},        // y is also an output
+                                         {{6}, false, true, 2}}) {     // Relu's input read twice
+    SCOPED_TRACE(shape_str(c.bias) + (c.y_out ? " y out" : "") + (c.act_shared ? " shared" : ""));
+    Tensor w = ramp<float>({8, 6}), bias = test::random_normal(c.bias, 5);
+    auto build = [&](test::ModelBuilder& b) {
+      b.input("x", DataType::Float, Shape{2, 3, 8});
+      b.initializer("w", w).initializer("bias", bias);
+      b.node("MatMul", {"x", "w"}, {"y"});
+      b.node("Add", {"y", "bias"}, {"z"});
+      b.node("Relu", {"z"}, {"out"});
+      b.output("out");
+      if (c.y_out) b.output("y");
+      if (c.act_shared) {
+        b.node("Neg", {"z"}, {"nz"});
+        b.output("nz");
+      }
+    };
+    NamedTensors feeds{{"x", ramp<float>({2, 3, 8})}};
+    auto [plain, plain_nodes] = run_at(build, OptLevel::Basic, feeds);
+    auto [fused, fused_nodes] = run_at(build, OptLevel::Extended, feeds);
+    EXPECT_EQ(fused_nodes, c.nodes + (c.act_shared ? 1 : 0));
+    expect_same(fused, plain, 1e-6);
+  }
+}
+
+TEST(FusedMatMulBias, SixteenBitAndDoubleAndBadInputs) {
+  for (DataType dt : {DataType::BFloat16, DataType::Float16, DataType::Double}) {
+    SCOPED_TRACE(dtype_name(dt));
+    test::ModelBuilder b(17, "ai.onyx");
+    b.input("x", dt, Shape{4, 5, 16});
+    b.input("w", dt, Shape{16, 24});
+    b.input("bias", dt, Shape{24});
+    b.node("FusedMatMulBias", {"x", "w", "bias"}, {"y"}, "ai.onyx").attrs["activation"] =
+        test::attr_string("activation", "gelu");
+    b.output("y");
+    Session s = b.session();
+    Tensor x = as_dtype(test::random_normal({4, 5, 16}, 1, 0.5f), dt);
+    Tensor w = as_dtype(test::random_normal({16, 24}, 2, 0.5f), dt);
+    Tensor bias = as_dtype(test::random_normal({24}, 3), dt);
+    Tensor y = s.run({{"x", x}, {"w", w}, {"bias", bias}}).at("y");
+    ASSERT_EQ(y.dtype(), dt);
+    ASSERT_EQ(y.shape(), (Shape{4, 5, 24}));
+    const double tol = dt == DataType::BFloat16 ? 5e-2 : dt == DataType::Float16 ? 5e-3 : 1e-12;
+    test::expect_near(y, linear_reference(x, w, bias, "Gelu"), tol);
+  }
+
+  // A bias that is not [N], and an unknown activation: errors naming what was found.
+  test::ModelBuilder bad(17, "ai.onyx");
+  bad.input("x", DataType::Float, Shape{2, 4});
+  bad.input("w", DataType::Float, Shape{4, 3});
+  bad.input("bias", DataType::Float, Shape{4});
+  bad.node("FusedMatMulBias", {"x", "w", "bias"}, {"y"}, "ai.onyx");
+  bad.output("y");
+  Session s = bad.session();
+  test::expect_error(
+      [&] {
+        s.run({{"x", ramp<float>({2, 4})}, {"w", ramp<float>({4, 3})}, {"bias", ramp<float>({4})}});
+      },
+      "bias of float [3]");
+  test::ModelBuilder bad_act(17, "ai.onyx");
+  bad_act.input("x", DataType::Float, Shape{2, 4});
+  bad_act.input("w", DataType::Float, Shape{4, 3});
+  bad_act.input("bias", DataType::Float, Shape{3});
+  bad_act.node("FusedMatMulBias", {"x", "w", "bias"}, {"y"}, "ai.onyx").attrs["activation"] =
+      test::attr_string("activation", "swish");
+  bad_act.output("y");
+  test::expect_error([&] { bad_act.session(); }, "found 'swish'");
 }
 
 }  // namespace

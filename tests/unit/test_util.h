@@ -119,6 +119,17 @@ Tensor T_(const Shape& shape, const std::vector<double>& v) {
   return Tensor::from_vector<T>(shape, c);
 }
 
+/// Runs `f`, expecting an onyx::Error whose message contains `needle`.
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an onyx::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 /// A float32 tensor of N(0, scale^2) draws from a seeded generator.
 inline Tensor random_normal(const Shape& shape, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
