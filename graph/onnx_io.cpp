@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "graph/function_inline.h"
+#include "graph/initializer_spans.h"
+#include "graph/mapped_file.h"
 #include "graph/tensor_proto.h"
 #include "graph/validate.h"
 
@@ -16,26 +18,30 @@ namespace {
 constexpr int64_t kMinIrVersion = 3, kMaxIrVersion = 13, kMaxOnnxOpset = 28, kMaxMlOpset = 5;
 
 std::string read_file(const std::string& path, const char* what) {
-  std::error_code ec;
-  ONYX_CHECK(fs::exists(path, ec), "[{}] file not found: '{}'", what, path);
-  ONYX_CHECK(!fs::is_directory(path, ec), "[{}] '{}' is a folder, not a file", what, path);
-  std::ifstream f(path, std::ios::binary);
-  ONYX_CHECK(f.good(), "[{}] cannot open '{}'", what, path);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  MappedFile f(path, what);
+  return std::string(f.bytes());
 }
 
 class GraphBuilder {
  public:
-  explicit GraphBuilder(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+  /// `main_raw`: the raw_data cut out of the main graph's initializers (one entry per
+  /// initializer, or empty when nothing was cut).
+  GraphBuilder(std::string base_dir, const std::vector<std::optional<std::string_view>>* main_raw)
+      : base_dir_(std::move(base_dir)), main_raw_(main_raw) {}
 
   std::unique_ptr<Graph> build(const onnx::GraphProto& gp, Graph* parent) {
     auto g = std::make_unique<Graph>(gp.name(), parent);
     g->doc_string = gp.doc_string();
-    for (const auto& init : gp.initializer())
+    const bool main = parent == nullptr && main_raw_ && !main_raw_->empty();
+    ONYX_CHECK(!main || main_raw_->size() == static_cast<size_t>(gp.initializer_size()),
+               "[load] internal error: {} initializers scanned, {} parsed", main_raw_->size(),
+               gp.initializer_size());
+    for (int i = 0; i < gp.initializer_size(); ++i) {
+      const auto& init = gp.initializer(i);
       g->add_initializer(init.name(),
-                         tensor_from_proto(init, base_dir_, fmt::format("initializer '{}'", init.name())));
+                         tensor_from_proto(init, base_dir_, fmt::format("initializer '{}'", init.name()),
+                                           main ? (*main_raw_)[i] : std::nullopt));
+    }
     ONYX_CHECK(gp.sparse_initializer_size() == 0,
                "[load] graph '{}' has sparse initializers, which onyx does not support yet", gp.name());
     for (const auto& in : gp.input()) {
@@ -138,10 +144,12 @@ class GraphBuilder {
   }
 
   std::string base_dir_;
+  const std::vector<std::optional<std::string_view>>* main_raw_;
 };
 
 std::unique_ptr<Model> from_proto(onnx::ModelProto& mp, const std::string& base_dir,
-                                  const LoadOptions& opts, const std::string& origin) {
+                                  const LoadOptions& opts, const std::string& origin,
+                                  const std::vector<std::optional<std::string_view>>* main_raw) {
   ONYX_CHECK(mp.has_graph(), "[load] {} is not an ONNX model: it has no graph", origin);
   ONYX_CHECK(mp.ir_version() >= kMinIrVersion && mp.ir_version() <= kMaxIrVersion,
              "[load] {} has IR version {}; onyx reads IR versions {} to {}", origin,
@@ -169,7 +177,7 @@ std::unique_ptr<Model> from_proto(onnx::ModelProto& mp, const std::string& base_
     model->opsets.push_back({d, o.version()});
   }
   if (mp.opset_import_size() == 0) model->opsets.push_back({"", 1});  // IR < 3 default
-  model->graph = GraphBuilder(base_dir).build(mp.graph(), nullptr);
+  model->graph = GraphBuilder(base_dir, main_raw).build(mp.graph(), nullptr);
   if (opts.validate) validate_model(*model);
   return model;
 }
@@ -187,20 +195,34 @@ onnx::ModelProto parse(const void* data, size_t size, const std::string& origin)
   return mp;
 }
 
+/// Parses `bytes` with the large initializers' raw_data cut out first (initializer_spans.h),
+/// so each weight is copied once, from `bytes` into its tensor; `bytes` must outlive the call.
+std::unique_ptr<Model> load_from(std::string_view bytes, const std::string& base_dir,
+                                 const LoadOptions& opts, const std::string& origin) {
+  std::optional<StrippedModel> stripped = strip_initializer_raw_data(bytes);
+  if (!stripped) {  // not well-formed at the wire level: protobuf names the problem
+    onnx::ModelProto mp = parse(bytes.data(), bytes.size(), origin);
+    return from_proto(mp, base_dir, opts, origin, nullptr);
+  }
+  ONYX_CHECK(!bytes.empty(), "[load] {} is empty", origin);
+  onnx::ModelProto mp = parse(stripped->compact.data(), stripped->compact.size(), origin);
+  std::string().swap(stripped->compact);
+  return from_proto(mp, base_dir, opts, origin, &stripped->raw);
+}
+
 }  // namespace
 
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts) {
-  std::string bytes = read_file(path, "load");
-  std::string origin = fmt::format("'{}'", path);
-  onnx::ModelProto mp = parse(bytes.data(), bytes.size(), origin);
+  ONYX_CHECK(!path.empty(), "[load] file not found: ''");
+  MappedFile file(path, "load");
   std::string dir = fs::absolute(fs::path(path)).parent_path().string();
-  return from_proto(mp, dir, opts, origin);
+  return load_from(file.bytes(), dir, opts, fmt::format("'{}'", path));
 }
 
 std::unique_ptr<Model> load_model_from_bytes(const void* data, size_t size,
                                              const std::string& base_dir, const LoadOptions& opts) {
-  onnx::ModelProto mp = parse(data, size, "model bytes");
-  return from_proto(mp, base_dir, opts, "model bytes");
+  return load_from(std::string_view(static_cast<const char*>(data), size), base_dir, opts,
+                   "model bytes");
 }
 
 namespace {

@@ -130,7 +130,9 @@ void copy_field(const google::protobuf::RepeatedField<Src>& field, Dst* dst, siz
 }  // namespace
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
-                         const std::string& what_in) {
+                         const std::string& what_in, std::optional<std::string_view> raw_data) {
+  const bool has_raw = raw_data.has_value() || p.has_raw_data();
+  const std::string_view raw = raw_data ? *raw_data : std::string_view(p.raw_data());
   std::string what = what_in.empty() ? fmt::format("tensor '{}'", p.name()) : what_in;
   ONYX_CHECK(p.data_type() != 0, "[tensor] {} has no data_type", what);
   ONYX_CHECK(dtype_is_known(p.data_type()), "[tensor] {} has unknown data_type {}", what,
@@ -155,9 +157,9 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     ONYX_CHECK(static_cast<size_t>(p.string_data_size()) == n,
                "[tensor] {}: holds {} strings but its shape {} needs {}", what,
                p.string_data_size(), shape_str(shape), n);
-  } else if (external || p.has_raw_data()) {
+  } else if (external || has_raw) {
     if (external) span = external_span(p, base_dir, what);
-    const size_t have = external ? static_cast<size_t>(span.length) : p.raw_data().size();
+    const size_t have = external ? static_cast<size_t>(span.length) : raw.size();
     ONYX_CHECK(is_sub_byte(dt) ? have >= stored : have == stored,
                "[tensor] {}: {} has {} bytes, but its shape {} of {} needs {} bytes", what,
                external ? fmt::format("external data in '{}'", span.location) : "raw data", have,
@@ -176,17 +178,17 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     for (size_t i = 0; i < n; ++i) s[i] = p.string_data(static_cast<int>(i));
     return t;
   }
-  if (external || p.has_raw_data()) {
+  if (external || has_raw) {
     if (is_sub_byte(dt)) {
       std::string ext(external ? static_cast<size_t>(span.length) : 0, '\0');
       if (external) read_span(span, ext.data(), what);
-      const std::string& raw = external ? ext : p.raw_data();
-      unpack_sub_byte(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(), dt,
+      const std::string_view packed = external ? std::string_view(ext) : raw;
+      unpack_sub_byte(reinterpret_cast<const uint8_t*>(packed.data()), packed.size(), dt,
                       t.data_as<uint8_t>(), n, what);
     } else if (external) {
       if (n) read_span(span, t.raw(), what);
     } else if (n) {
-      std::memcpy(t.raw(), p.raw_data().data(), p.raw_data().size());
+      std::memcpy(t.raw(), raw.data(), raw.size());
     }
     return t;
   }

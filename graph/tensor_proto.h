@@ -5,16 +5,20 @@
 #include <onnx/onnx-data.pb.h>
 
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "graph/ir.h"
 
 namespace onyx {
 
 /// TensorProto -> Tensor. External data is read from under `base_dir`; `what` names the
-/// tensor in error messages.
+/// tensor in error messages. `raw_data`, when given, stands for the proto's raw_data field
+/// (cut out before parsing, graph/initializer_spans.h) and is copied once into the tensor.
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
-                         const std::string& what);
+                         const std::string& what,
+                         std::optional<std::string_view> raw_data = std::nullopt);
 /// Tensor -> TensorProto (raw_data, sub-byte types packed).
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);
 

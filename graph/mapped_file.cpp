@@ -1,0 +1,50 @@
+#include "graph/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "graph/error.h"
+
+namespace onyx {
+
+MappedFile::MappedFile(const std::string& path, const char* what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ONYX_CHECK(fd >= 0, "[{}] {}: '{}'", what,
+             errno == ENOENT ? std::string("file not found") : std::strerror(errno), path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    ONYX_THROW("[{}] cannot read the size of '{}': {}", what, path, std::strerror(e));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    ONYX_THROW("[{}] '{}' is a folder, not a file", what, path);
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (data_ == MAP_FAILED) {
+      const int e = errno;
+      data_ = nullptr;
+      ::close(fd);
+      ONYX_THROW("[{}] cannot map '{}' ({} bytes): {}", what, path, size_, std::strerror(e));
+    }
+  }
+  ::close(fd);  // the mapping keeps the file open
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(data_, size_);
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+
+}  // namespace onyx
