@@ -104,7 +104,7 @@ Value* find_or_throw(const Graph& g, const std::string& name, const char* what) 
 /// only x (not the spelling's intermediates) and execution can fuse the forward spelling into
 /// one Gelu kernel and the Gelu rule's nodes into one GeluGrad (inference/fusions_gelu.cpp).
 struct ErfGelus {
-  std::map<Node*, ErfGelu> by_last;
+  std::map<Node*, GeluSpelling> by_last;
   std::set<Node*> inside;  // the spellings' other nodes
 };
 
@@ -112,7 +112,7 @@ ErfGelus find_erf_gelus(const Graph& g, const std::vector<Node*>& order, const R
   ErfGelus found;
   const std::set<Node*> in_order(order.begin(), order.end());
   for (Node* n : order) {
-    std::optional<ErfGelu> m = match_erf_gelu(g, n);
+    std::optional<GeluSpelling> m = match_erf_gelu(g, n);
     if (!m || !r.rel.count(m->x)) continue;
     bool ok = true;
     for (Node* k : m->nodes) {
@@ -132,7 +132,7 @@ ErfGelus find_erf_gelus(const Graph& g, const std::vector<Node*>& order, const R
 }
 
 /// The gradient of x through one Erf-GELU spelling: the Gelu rule applied to a stand-in node.
-Value* erf_gelu_grad(const Model& model, Graph& g, const ErfGelu& m, Value* dy) {
+Value* erf_gelu_grad(const Model& model, Graph& g, const GeluSpelling& m, Value* dy) {
   Node gelu;
   gelu.name = m.last->name;
   gelu.op_type = "Gelu";

@@ -3,6 +3,12 @@
 //
 //   y = x * 0.5 * (1 + erf(x / sqrt 2))
 //
+// and its tanh approximation (GPT-2's "gelu_new"; execution only, training keeps its nodes):
+//
+//   y = x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+//
+// with x^3 as Pow(x, 3), Mul(x, Mul(x, x)) or Mul(Mul(x, x), x).
+//
 // torch.nn.GELU() through the TorchScript exporter and Hugging Face's BERT both write
 //   Mul(Mul(x, Add(Erf(Div(x, 1.4142...)), 1)), 0.5)
 // and other writers move the 0.5 (Mul(Mul(x, 0.5), Add(...)), Mul(x, Mul(Add(...), 0.5))) or
@@ -18,14 +24,16 @@
 
 namespace onyx {
 
-struct ErfGelu {
+struct GeluSpelling {
   Value* x = nullptr;
   Node* last = nullptr;       // produces y
   std::vector<Node*> nodes;   // the spelling's nodes (Div or Mul, Erf, Add, two Muls)
 };
 
 /// The Erf-GELU spelling that ends at `last` (the outer Mul), or nullopt.
-std::optional<ErfGelu> match_erf_gelu(const Graph& g, Node* last);
+std::optional<GeluSpelling> match_erf_gelu(const Graph& g, Node* last);
+/// The tanh-GELU spelling that ends at `last` (the outer Mul), or nullopt.
+std::optional<GeluSpelling> match_tanh_gelu(const Graph& g, Node* last);
 
 /// The scalar value of `v` when it is a constant: an initializer no feed can replace, a
 /// Constant node's output, or a Cast of either; nullopt otherwise.

@@ -1,7 +1,8 @@
 // GELU fusions, for inference and for training graphs.
 //
 // fuse_gelu: exporters write GELU as five elementwise nodes (graph/gelu_pattern.h), five
-// passes over the activation where one suffices -> com.microsoft Gelu(x).
+// passes over the activation where one suffices -> com.microsoft Gelu(x); the tanh form (nine
+// nodes) -> com.microsoft FastGelu(x).
 //
 // fuse_gelu_grad: training differentiates such a spelling (and a Gelu op) with the Gelu rule
 // (autodiff/rules_activation.cpp), which writes dX as plain ONNX nodes so the training graph
@@ -78,15 +79,20 @@ void replace_producer(Model& model, Value* y, const char* op, const char* domain
 
 }  // namespace
 
-size_t fuse_gelu(Model& model) {
+size_t fuse_gelu(Model& model, bool tanh_form) {
   Graph& g = *model.graph;
-  std::vector<ErfGelu> matches;
+  std::vector<GeluSpelling> matches;
   for (const auto& n : g.nodes())
     if (auto m = match_erf_gelu(g, n.get())) matches.push_back(*m);
-  for (const ErfGelu& m : matches)
+  for (const GeluSpelling& m : matches)
     replace_producer(model, m.last->outputs[0], "Gelu", "com.microsoft", {m.x});
+  std::vector<GeluSpelling> tanh_matches;
+  for (const auto& n : g.nodes())
+    if (auto m = tanh_form ? match_tanh_gelu(g, n.get()) : std::nullopt) tanh_matches.push_back(*m);
+  for (const GeluSpelling& m : tanh_matches)
+    replace_producer(model, m.last->outputs[0], "FastGelu", "com.microsoft", {m.x});
   // The spellings' other nodes now have no readers; eliminate_dead_code removes them.
-  return matches.size();
+  return matches.size() + tanh_matches.size();
 }
 
 size_t fuse_gelu_grad(Model& model) {

@@ -53,6 +53,7 @@ bool is_row_bias(const Value* bias, const Value* a, int64_t n) {
 const char* fusable_activation(const Node* n) {
   if (is_op(n, "Relu")) return "relu";
   if (is_op(n, "Gelu", "com.microsoft")) return "gelu";
+  if (is_op(n, "FastGelu", "com.microsoft") && n->num_inputs() == 1) return "gelu_tanh";
   if (is_op(n, "Gelu")) {
     const std::string a = n->attr_string("approximate", "none");
     return a == "none" ? "gelu" : a == "tanh" ? "gelu_tanh" : nullptr;
@@ -67,7 +68,7 @@ bool is_float_type(DataType dt) {
 
 }  // namespace
 
-size_t fuse_bias_into_matmul(Model& model) {
+size_t fuse_bias_into_matmul(Model& model, bool activations) {
   Graph& g = *model.graph;
   size_t fused = 0;
   for (Node* n : g.topological_order()) {
@@ -93,7 +94,8 @@ size_t fuse_bias_into_matmul(Model& model) {
     if (add->inputs[0] == add->inputs[1] || !is_row_bias(bias, a, width)) continue;
     Node* last = add;
     const char* activation = "none";
-    if (Node* act = only_consumer(g, add->outputs[0]); act && fusable_activation(act)) {
+    if (Node* act = activations ? only_consumer(g, add->outputs[0]) : nullptr;
+        act && fusable_activation(act)) {
       activation = fusable_activation(act);
       last = act;
     }

@@ -117,20 +117,21 @@ size_t eliminate_dead_code(Graph& g) {
   return removed;
 }
 
-size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu) {
+size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu,
+                      bool approximate_fusions) {
   if (level == OptLevel::None) return 0;
   size_t before = model.graph->num_nodes();
   size_t folded = fold_constants(model, cpu);
   size_t fused = 0;
   if (level >= OptLevel::Extended) {
     fused += fuse_conv_weight_grad(model);
-    fused += fuse_gelu(model) + fuse_gelu_grad(model);
+    fused += fuse_gelu(model, approximate_fusions) + fuse_gelu_grad(model);
     fused += fuse_batchnorm_into_conv(model) + fuse_add_into_conv(model) +
              fuse_activation_into_conv(model) + fuse_transpose_into_matmul(model) +
              fuse_batch_norm_grad(model);
     // The GELU spellings fuse_gelu replaced still read the pre-activation until dead code goes.
     eliminate_dead_code(*model.graph);
-    fused += fuse_bias_into_matmul(model);
+    fused += fuse_bias_into_matmul(model, approximate_fusions);
   }
   if (level >= OptLevel::All) fused += convert_convs_to_nchwc(model, cpu::dnnl_util::nchwc_block());
   size_t dead = eliminate_dead_code(*model.graph);

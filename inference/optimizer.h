@@ -9,7 +9,9 @@ namespace onyx {
 /// Runs the passes `level` enables on the main graph: basic = constant folding, then
 /// dead-code elimination; extended adds the fusions below; all adds the NCHWc layout pass.
 /// Returns the number of nodes removed.
-size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu);
+/// `approximate_fusions`: see SessionOptions::approximate_fusions.
+size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu,
+                      bool approximate_fusions = true);
 
 /// Evaluates nodes whose inputs are all constant and replaces them by initializers.
 size_t fold_constants(Model& model, const ExecutionProvider& cpu);
@@ -26,8 +28,8 @@ size_t fuse_transpose_into_matmul(Model& model);
 /// Add of a row bias (a value of shape [N] or [1, .., N], same dtype) reads, optionally followed
 /// by the only reader Relu or Gelu (erf or tanh) -> ai.onyx FusedMatMulBias(A, B, bias) with
 /// transB and activation ("none", "relu", "gelu", "gelu_tanh"). Run after
-/// fuse_transpose_into_matmul and fuse_gelu.
-size_t fuse_bias_into_matmul(Model& model);
+/// fuse_transpose_into_matmul and fuse_gelu. Without `activations`, only the bias is fused.
+size_t fuse_bias_into_matmul(Model& model, bool activations = true);
 
 /// Training graphs (fusions_conv_grad.cpp): the Transpose / Conv / Slice / Transpose pattern the
 /// Conv gradient rule writes for dW (group 1, static pads, float/float16/bfloat16), each
@@ -42,8 +44,9 @@ size_t fuse_conv_weight_grad(Model& model);
 size_t fuse_batch_norm_grad(Model& model);
 
 /// GELU (fusions_gelu.cpp): the Erf spelling exporters write (graph/gelu_pattern.h), its
-/// intermediates read inside alone -> com.microsoft Gelu(x).
-size_t fuse_gelu(Model& model);
+/// intermediates read inside alone -> com.microsoft Gelu(x); the tanh spelling ->
+/// com.microsoft FastGelu(x) (with `tanh_form`).
+size_t fuse_gelu(Model& model, bool tanh_form = true);
 /// Training graphs (fusions_gelu.cpp): the input gradient of GELU as the Gelu rule writes it
 /// (about ten plain ONNX nodes) -> ai.onyx GeluGrad(dY, x).
 size_t fuse_gelu_grad(Model& model);

@@ -58,7 +58,7 @@ struct Session::Impl {
       spdlog::info("session: {}", autocast_summary(amp, options.precision));
     cpu = make_cpu_provider();
     omp_set_num_threads(threads);
-    size_t removed = optimize_graph(*model, options.opt_level, *cpu);
+    size_t removed = optimize_graph(*model, options.opt_level, *cpu, options.approximate_fusions);
     plan = compile_plan(g, *model, *cpu);
     spdlog::info("session: {} nodes ({} removed by optimization), {} initializers, {} threads",
                  g.num_nodes(), removed, g.initializers.size(), threads);

@@ -40,6 +40,11 @@ struct SessionOptions {
   /// here, softmax/norms/reductions in float32 (graph/autocast.h's policy table); inputs
   /// and outputs keep their declared float32 types.
   Precision precision = Precision::Float32;
+  /// Fusions whose kernel computes an activation by a formula of its own (the tanh GELU
+  /// spelling -> FastGelu, an activation as a matrix product's epilogue): results change in
+  /// the last bits. Training graphs turn them off, so that a segment recomputed in the
+  /// backward pass gives the gradients a plain run gives, bit for bit.
+  bool approximate_fusions = true;
 };
 
 /// A graph input or output as declared by the model.

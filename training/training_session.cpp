@@ -228,6 +228,7 @@ struct TrainingSession::Impl {
   /// The training graph's session options: `base` plus the profile, which covers the training
   /// graph's runs (forward, backward, loss) and not the eval or predict graphs.
   SessionOptions training_options(SessionOptions base) const {
+    base.approximate_fusions = false;  // recomputed segments must match, bit for bit
     base.profiling = !cfg.profile_path.empty();
     if (base.profiling) base.profile_path = cfg.profile_path;
     return base;

@@ -372,6 +372,41 @@ class GeluKernel final : public Kernel {
   bool tanh_ = false;
 };
 
+/// com.microsoft FastGelu(X, bias?) = Gelu_tanh(X + bias), bias [N] over X's last axis: what
+/// ONNX Runtime's optimizer writes for the tanh spelling of GELU (GPT-2's), and ours too
+/// (inference/fusions_gelu.cpp).
+class FastGeluKernel final : public Kernel {
+ public:
+  explicit FastGeluKernel(const KernelInfo&) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor* bias = ctx.input(1);
+    if (!bias || !bias->defined()) {
+      map_same_type<FloatTypes>(ctx, GeluTanh{}, kCostlyGrain);
+      return;
+    }
+    const Tensor& x = ctx.required_input(0);
+    const int64_t n = bias->numel();
+    ONYX_CHECK(bias->dtype() == x.dtype() && bias->rank() == 1 && x.rank() >= 1 && x.dim(-1) == n,
+               "[{}] bias must be {} [{}] (X's last dim), found {} {}", ctx.label(),
+               dtype_name(x.dtype()), x.rank() >= 1 ? x.dim(-1) : 0, dtype_name(bias->dtype()),
+               shape_str(bias->shape()));
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    if (n == 0) return;
+    const int64_t rows = x.numel() / n;
+    dispatch<FloatTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
+      const T *px = x.data<T>(), *pb = bias->data<T>();
+      T* py = y.data<T>();
+      parallel_for(rows, ctx.threads(), std::max<int64_t>(1, kCostlyGrain / n),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t r = b; r < e; ++r)
+                       for (int64_t j = 0; j < n; ++j)
+                         py[r * n + j] = T(GeluTanh{}(acc_t<T>(widen1(px[r * n + j])) +
+                                                      acc_t<T>(widen1(pb[j]))));
+                   });
+    });
+  }
+};
+
 /// Reads element i of a float or float8 tensor as float/double (IsNaN, IsInf).
 template <typename F>
 void dispatch_float_or_f8(const Tensor& x, const std::string& who, F&& f) {
@@ -522,6 +557,8 @@ void register_unary_kernels(KernelRegistry& r) {
   // ONNX Runtime's contrib Gelu (erf form), which its optimizer writes into saved models and
   // ours (inference/fusions_gelu.cpp) fuses exporters' Erf spellings into at any opset.
   r.add({"Gelu", "com.microsoft", 1, INT_MAX, "cpu", 0, float_types(), make_factory<GeluKernel>()});
+  r.add({"FastGelu", "com.microsoft", 1, INT_MAX, "cpu", 0, float_types(),
+         make_factory<FastGeluKernel>()});
   r.add({"IsNaN", "", 9, INT_MAX, "cpu", 0, float_and_f8, make_factory<FloatClassKernel>()});
   r.add({"IsInf", "", 10, INT_MAX, "cpu", 0, float_and_f8, make_factory<FloatClassKernel>()});
   r.add({"Clip", "", 1, INT_MAX, "cpu", 0, numeric_types(), make_factory<ClipKernel>()});

@@ -79,6 +79,84 @@ TEST(GeluFusion, ExporterSpellingsBecomeOneGelu) {
     }
 }
 
+/// x [2, 3, 8] -> the tanh GELU as Hugging Face's GPT-2 (NewGELUActivation) exports it:
+/// Mul(0.5, x) * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * Pow(x, 3)))); `cube_as_muls` writes
+/// x^3 as Mul(x, Mul(x, x)), `a_constant` perturbs 0.044715 to a look-alike.
+std::unique_ptr<Model> tanh_gelu_model(bool cube_as_muls, double a_constant = 0.044715) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{2, 3, 8});
+  for (const auto& [name, v] : std::map<std::string, double>{{"three", 3.0},
+                                                             {"a", a_constant},
+                                                             {"k", std::sqrt(2.0 / M_PI)},
+                                                             {"one", 1.0},
+                                                             {"half", 0.5}})
+    b.initializer(name, scalar_f32(v));
+  b.node("Mul", {"half", "x"}, {"hx"});
+  if (cube_as_muls) {
+    b.node("Mul", {"x", "x"}, {"x2"});
+    b.node("Mul", {"x", "x2"}, {"x3"});
+  } else {
+    b.node("Pow", {"x", "three"}, {"x3"});
+  }
+  b.node("Mul", {"a", "x3"}, {"ax3"});
+  b.node("Add", {"x", "ax3"}, {"inner"});
+  b.node("Mul", {"inner", "k"}, {"arg"});
+  b.node("Tanh", {"arg"}, {"t"});
+  b.node("Add", {"one", "t"}, {"onet"});
+  b.node("Mul", {"hx", "onet"}, {"y"});
+  b.output("y");
+  return b.build();
+}
+
+TEST(GeluFusion, TanhSpellingsBecomeOneFastGelu) {
+  const Tensor x = random_normal({2, 3, 8}, 5, 2.5f);
+  for (bool cube_as_muls : {false, true}) {
+    SCOPED_TRACE(cube_as_muls ? "x * (x * x)" : "Pow(x, 3)");
+    SessionOptions plain;
+    plain.opt_level = OptLevel::None;
+    Session fused(tanh_gelu_model(cube_as_muls)), ref(tanh_gelu_model(cube_as_muls), plain);
+    auto ops = op_counts(fused);
+    EXPECT_EQ(ops["com.microsoft:FastGelu"], 1);
+    EXPECT_EQ(fused.model().graph->num_nodes(), 1u);
+    auto got = fused.run({{"x", x}}).at("y").to_double_vector();
+    auto want = ref.run({{"x", x}}).at("y").to_double_vector();
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6) << i;
+  }
+  // 0.05 instead of 0.044715 is another function: nothing fuses.
+  Session other(tanh_gelu_model(false, 0.05));
+  EXPECT_EQ(op_counts(other)["com.microsoft:FastGelu"], 0);
+  EXPECT_EQ(op_counts(other)[":Tanh"], 1);
+}
+
+TEST(GeluFusion, FastGeluWithBiasMatchesFloat64) {
+  for (DataType dt : {DataType::Float, DataType::Double, DataType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    ModelBuilder b(17, "com.microsoft");
+    b.input("x", dt, Shape{3, 5});
+    b.input("bias", dt, SymShape{Dim::symbol("n")});  // a wrong size reaches the kernel
+    b.node("FastGelu", {"x", "bias"}, {"y"}, "com.microsoft");
+    b.output("y");
+    Session s = b.session();
+    const std::vector<double> xv = random_normal({3, 5}, 7, 2.0f).to_double_vector();
+    const std::vector<double> bv = {0.5, -1, 0.25, 2, -0.125};
+    auto as = [dt](const Shape& shape, const std::vector<double>& v) {
+      return dt == DataType::Float    ? T_<float>(shape, v)
+             : dt == DataType::Double ? T_<double>(shape, v)
+                                      : T_<bfloat16>(shape, v);
+    };
+    Tensor xt = as({3, 5}, xv), bt = as({5}, bv);
+    std::vector<double> want;
+    const std::vector<double> xr = xt.to_double_vector(), br = bt.to_double_vector();
+    for (size_t i = 0; i < xr.size(); ++i) {
+      const double v = xr[i] + br[i % 5];
+      want.push_back(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    }
+    expect_near(s.run({{"x", xt}, {"bias", bt}}).at("y"), want,
+                dt == DataType::BFloat16 ? 3e-2 : 1e-6);
+    expect_error([&] { s.run({{"x", xt}, {"bias", as({3}, {1, 2, 3})}}); }, "bias must be");
+  }
+}
+
 TEST(GeluFusion, LookalikesAreLeftAlone) {
   // Another constant than 0.5.
   EXPECT_EQ(op_counts(Session(gelu_model(0, false, 0.6)))[":Erf"], 1);
