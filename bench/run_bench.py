@@ -80,14 +80,21 @@ def run_ort(model_path, feeds_by_batch, args):
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    t0 = time.perf_counter()
     sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    create_ms = (time.perf_counter() - t0) * 1e3
     results = {}
     for batch, feeds in feeds_by_batch.items():
+        t0 = time.perf_counter()
         outs = sess.run(None, feeds)
+        first_ms = (time.perf_counter() - t0) * 1e3
         # The run above is the first warm-up run, as in onyx_bench.
         times = time_loop(lambda: sess.run(None, feeds), args.warmup - 1, args.iters,
                           args.max_seconds)
-        results[batch] = (times, outs)
+        # Creation + first run is compared for a model's first batch only (onyx_bench runs
+        # each batch in a new process; ORT's session serves them all).
+        results[batch] = (times, outs, create_ms + first_ms if create_ms is not None else None)
+        create_ms = None
     return results
 
 
@@ -128,6 +135,15 @@ def max_rel_diff(onyx_dir, ort_outs):
         worst = max(worst, float(np.max(np.abs(got.astype(np.float64) - want) /
                                         np.maximum(1.0, np.abs(want)))))
     return worst
+
+
+def first_result(row):
+    """'870 / 1401 = 0.62': session creation plus first run, onyx / ORT, ms (a model's first
+    batch only)."""
+    onyx, ort = row.get("onyx_first_ms"), row["ort_first_ms"]
+    if onyx is None or ort is None:
+        return ""
+    return f"{onyx:.0f} / {ort:.0f} = {onyx / ort:.2f}"
 
 
 def fmt_row(cells, widths):
@@ -183,8 +199,9 @@ def main():
         ort_res = run_ort(model_path, feeds_by_batch, args)
         print(f"  {name}: onnxruntime done ({time.time() - t0:.0f}s)", flush=True)
         for bs, feeds in feeds_by_batch.items():
-            ort_times, ort_outs = ort_res[bs]
+            ort_times, ort_outs, ort_first = ort_res[bs]
             row = {"model": name, "batch": bs, "ort_ms": statistics.median(ort_times),
+                   "ort_first_ms": ort_first, "onyx_first_ms": None,
                    "ort_runs": len(ort_times), "onyx_ms": None, "onyx_runs": 0, "diff": None,
                    "error": None}
             if args.onyx_bench:
@@ -200,6 +217,7 @@ def main():
                 if res:
                     row.update(onyx_ms=res["median_ms"], onyx_runs=res["runs"],
                                onyx_load_ms=res.get("load_ms"),
+                               onyx_first_ms=res["load_ms"] + res["first_run_ms"],
                                diff=max_rel_diff(out_dir, ort_outs))
                     if args.profile:
                         row["profile"] = profile_summary(os.path.join(out_dir, "profile.json"))
@@ -218,7 +236,7 @@ def main():
             rows.append(row)
 
     head = ["model", "batch", "onyx median ms", "ORT median ms", "onyx/ORT", "onyx items/s",
-            "ORT items/s", "runs onyx/ORT", "max diff"]
+            "ORT items/s", "runs onyx/ORT", "max diff", "first result onyx/ORT ms"]
     p = args.precision
     if p != "fp32":
         head += [f"onyx {p} ms", f"{p} speed-up", f"{p}/ORT", f"{p} max diff"]
@@ -230,7 +248,8 @@ def main():
                       f"{onyx_ms:.2f}" if onyx_ms else ("failed" if r["error"] else "-"),
                       f"{r['ort_ms']:.2f}", f"{onyx_ms / r['ort_ms']:.2f}" if onyx_ms else "",
                       tput(onyx_ms), tput(r["ort_ms"]), f"{r['onyx_runs']}/{r['ort_runs']}",
-                      f"{r['diff']:.1e}" if r["diff"] is not None else ""])
+                      f"{r['diff']:.1e}" if r["diff"] is not None else "",
+                      first_result(r)])
         if p != "fp32":
             low = r.get("low_ms")
             table[-1] += [f"{low:.2f}" if low else "failed",
