@@ -97,4 +97,13 @@ std::chrono::milliseconds default_peer_timeout() {
   return seconds_from_env("ONYX_PEER_TIMEOUT", std::chrono::seconds(10));
 }
 
+bool ring_allreduce_from_env() {
+  const char* env = std::getenv("ONYX_MPI_ALLREDUCE");
+  if (env == nullptr || *env == '\0') return true;
+  const std::string v = env;
+  ONYX_CHECK(v == "ring" || v == "mpi",
+             "[communicator] ONYX_MPI_ALLREDUCE should be 'ring' or 'mpi' but is '{}'", v);
+  return v == "ring";
+}
+
 }  // namespace onyx::dist

@@ -1,18 +1,21 @@
 // The MPI Communicator: a queue of collectives run in issue order by one communication
-// thread with MPI's non-blocking collectives, a heartbeat for failure diagnosis, and a
-// per-collective deadline (see communicator.h for the design).
+// thread with MPI's non-blocking collectives (allreduce: a ring of point-to-point messages,
+// ring_allreduce.h), a heartbeat for failure diagnosis, and a per-collective deadline (see
+// communicator.h for the design).
 #include <algorithm>
 #include <atomic>
 #include <climits>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <memory>
 #include <optional>
 #include <thread>
 
 #include "distributed/collective_checks.h"
 #include "distributed/heartbeat.h"
 #include "distributed/mpi_runtime.h"
+#include "distributed/ring_allreduce.h"
 #include "graph/error.h"
 
 namespace onyx::dist {
@@ -88,6 +91,7 @@ struct Collective {
   std::shared_ptr<MpiWork> work;
   int64_t seq = 0;
   MPI_Request req = MPI_REQUEST_NULL;
+  std::unique_ptr<RingAllreduce> ring;  // an allreduce run as a ring instead of req
   Clock::time_point started;
 };
 
@@ -138,6 +142,7 @@ class MpiCommunicator : public Communicator {
       mpi::check(MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     }
     timeout_ms_->store(default_timeout().count());
+    ring_allreduce_ = ring_allreduce_from_env();
     peer_timeout_ms_.store(default_peer_timeout().count());
     touch();
     heartbeat_ = std::make_unique<Heartbeat>(hb_comm_, rank_, size_);
@@ -216,6 +221,14 @@ class MpiCommunicator : public Communicator {
     MPI_Datatype dt = c.kind == Kind::Barrier ? MPI_BYTE : mpi::datatype(c.out.dtype());
     switch (c.kind) {
       case Kind::Allreduce:
+        // A ring needs a chunk per rank; a shorter tensor takes MPI's own.
+        if (ring_allreduce_ && size_ > 1 && c.out.numel() >= size_) {
+          c.ring = std::make_unique<RingAllreduce>(c.out.raw(), c.out.numel(), dt,
+                                                   mpi::reduce_op(c.op, c.out.dtype()), coll_comm_,
+                                                   static_cast<int>(c.seq % 32000));
+          c.ring->start();
+          break;
+        }
         mpi::check(MPI_Iallreduce(MPI_IN_PLACE, c.out.raw(), int(c.out.numel()), dt,
                                   mpi::reduce_op(c.op, c.out.dtype()), coll_comm_, &c.req),
                    "MPI_Iallreduce");
@@ -262,6 +275,16 @@ class MpiCommunicator : public Communicator {
     }
   }
 
+  // Keeps an abandoned collective's requests, and a ring's buffers they may still write into.
+  void abandon(Collective& c) {
+    if (c.ring) {
+      for (MPI_Request r : c.ring->abandon()) abandoned_.push_back(r);
+      abandoned_rings_.push_back(std::move(c.ring));
+    } else {
+      abandoned_.push_back(c.req);
+    }
+  }
+
   void run() {
     std::optional<Collective> active;
     int idle_polls = 0;
@@ -302,7 +325,10 @@ class MpiCommunicator : public Communicator {
           continue;
         }
         int done = 0;
-        mpi::check(MPI_Test(&active->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (active->ring)
+          done = active->ring->test();
+        else
+          mpi::check(MPI_Test(&active->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
         if (done) {
           if (active->op == ReduceOp::Avg &&
               (active->kind == Kind::Allreduce || active->kind == Kind::ReduceScatter)) {
@@ -326,7 +352,7 @@ class MpiCommunicator : public Communicator {
                            std::chrono::duration<double>(Clock::now() - active->started).count(),
                            rank_, heartbeat_->diagnose(active->seq, peer_timeout),
                            peer_timeout.count() / 1000.0));
-          abandoned_.push_back(active->req);
+          abandon(*active);
           active.reset();
           continue;
         }
@@ -341,7 +367,7 @@ class MpiCommunicator : public Communicator {
                            "on rank {}: {}",
                            active->work->what(), active->seq, timeout.count() / 1000.0, rank_,
                            why.empty() ? "every peer is alive and has started it" : why));
-          abandoned_.push_back(active->req);
+          abandon(*active);
           active.reset();
           continue;
         }
@@ -351,6 +377,7 @@ class MpiCommunicator : public Communicator {
         if (active) {
           fail(*active,
                fmt::format("[mpi] {} on rank {}: {}", active->work->what(), rank_, e.what()));
+          if (active->ring) abandon(*active);  // its buffers stay while requests may write
           active.reset();
         } else {
           fail_queued(e.what());
@@ -402,6 +429,8 @@ class MpiCommunicator : public Communicator {
   int64_t started_ = 0;  // thread only
   bool heartbeat_ok_ = true;
   std::vector<MPI_Request> abandoned_;
+  std::vector<std::unique_ptr<RingAllreduce>> abandoned_rings_;
+  bool ring_allreduce_ = true;  // ONYX_MPI_ALLREDUCE
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Collective> queue_;
