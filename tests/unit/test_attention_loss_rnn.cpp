@@ -29,15 +29,7 @@ Attribute attr_strings(const std::string& n, std::vector<std::string> v) {
   return a;
 }
 
-template <typename F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    FAIL() << "expected onyx::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using onyx::test::expect_error;
 
 const double kE = std::exp(1.0);
 // softmax([0, 1]) . [1, 3]

@@ -25,15 +25,7 @@ Tensor iota(const Shape& shape, DataType dt = DataType::Float) {
   return T_<float>(shape, v);
 }
 
-template <typename F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    FAIL() << "expected onyx::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using onyx::test::expect_error;
 
 const std::vector<double> kA23 = {1, 2, 3, 4, 5, 6}, kB32 = {1, 0, 0, 1, 1, 1};
 

@@ -51,15 +51,7 @@ Tensor iota_f(const Shape& shape, float start = 0.f) {
 Tensor f32(const Shape& shape, std::vector<float> v) { return Tensor::from_vector<float>(shape, v); }
 Tensor i64(const Shape& shape, std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(shape, v); }
 
-template <typename F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    FAIL() << "expected onyx::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using onyx::test::expect_error;
 
 const double kInf = std::numeric_limits<double>::infinity();
 

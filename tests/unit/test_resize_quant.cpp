@@ -26,15 +26,7 @@ Tensor sub_byte(DataType dt, const Shape& shape, const std::vector<int>& v) {
   return t;
 }
 
-template <typename F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    FAIL() << "expected onyx::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using onyx::test::expect_error;
 
 const Tensor kNone;
 

@@ -28,15 +28,7 @@ std::vector<std::string> str_values(const Tensor& t) {
   return {p, p + t.numel()};
 }
 
-template <typename F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    FAIL() << "expected onyx::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using onyx::test::expect_error;
 
 TEST(Sequence, SplitEditConcat) {
   // x [2, 3] split on axis 1 into [1, 2] columns, second part erased, x's column 0 inserted

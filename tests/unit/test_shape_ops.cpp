@@ -50,16 +50,7 @@ Tensor i64(const Shape& shape, std::vector<int64_t> v) {
 
 std::vector<double> vals(const Tensor& t) { return t.to_double_vector(); }
 
-/// Expects an onyx::Error whose message contains `needle`.
-template <typename F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    FAIL() << "expected onyx::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using onyx::test::expect_error;
 
 }  // namespace
 
