@@ -1,6 +1,10 @@
 #include "graph/onnx_io.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <system_error>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
@@ -22,6 +26,42 @@ std::string read_file(const std::string& path, const char* what) {
   return std::string(f.bytes());
 }
 
+/// Runs the weights' copies (checked and allocated already) on up to one thread per core: the
+/// copy and the first touch of every page of the destination dominate a large model's load.
+void copy_in_parallel(const std::vector<PendingCopy>& copies) {
+  size_t total = 0;
+  for (const PendingCopy& c : copies) total += c.bytes;
+  const size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                          total / (size_t(32) << 20) + 1);
+  if (threads <= 1) {
+    for (const PendingCopy& c : copies) std::memcpy(c.to, c.from, c.bytes);
+    return;
+  }
+  // Thread t copies bytes [t * total / threads, (t + 1) * total / threads) of the
+  // concatenated copies, so every thread gets the same amount whatever the tensor sizes.
+  auto part = [&](size_t t) {
+    const size_t lo = total * t / threads, hi = total * (t + 1) / threads;
+    size_t at = 0;
+    for (const PendingCopy& c : copies) {
+      const size_t b = std::max(lo, at), e = std::min(hi, at + c.bytes);
+      if (b < e)
+        std::memcpy(static_cast<char*>(c.to) + (b - at), static_cast<const char*>(c.from) + (b - at),
+                    e - b);
+      at += c.bytes;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(part, t);
+    } catch (const std::system_error&) {  // no thread to be had: copy that part here
+      part(t);
+    }
+  }
+  part(0);
+  for (std::thread& th : pool) th.join();
+}
+
 class GraphBuilder {
  public:
   /// `main_raw`: the raw_data cut out of the main graph's initializers (one entry per
@@ -36,12 +76,14 @@ class GraphBuilder {
     ONYX_CHECK(!main || main_raw_->size() == static_cast<size_t>(gp.initializer_size()),
                "[load] internal error: {} initializers scanned, {} parsed", main_raw_->size(),
                gp.initializer_size());
+    std::vector<PendingCopy> copies;
     for (int i = 0; i < gp.initializer_size(); ++i) {
       const auto& init = gp.initializer(i);
       g->add_initializer(init.name(),
                          tensor_from_proto(init, base_dir_, fmt::format("initializer '{}'", init.name()),
-                                           main ? (*main_raw_)[i] : std::nullopt));
+                                           main ? (*main_raw_)[i] : std::nullopt, &copies));
     }
+    copy_in_parallel(copies);
     ONYX_CHECK(gp.sparse_initializer_size() == 0,
                "[load] graph '{}' has sparse initializers, which onyx does not support yet", gp.name());
     for (const auto& in : gp.input()) {

@@ -130,7 +130,8 @@ void copy_field(const google::protobuf::RepeatedField<Src>& field, Dst* dst, siz
 }  // namespace
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
-                         const std::string& what_in, std::optional<std::string_view> raw_data) {
+                         const std::string& what_in, std::optional<std::string_view> raw_data,
+                         std::vector<PendingCopy>* defer) {
   const bool has_raw = raw_data.has_value() || p.has_raw_data();
   const std::string_view raw = raw_data ? *raw_data : std::string_view(p.raw_data());
   std::string what = what_in.empty() ? fmt::format("tensor '{}'", p.name()) : what_in;
@@ -188,7 +189,10 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     } else if (external) {
       if (n) read_span(span, t.raw(), what);
     } else if (n) {
-      std::memcpy(t.raw(), raw.data(), raw.size());
+      if (defer && raw_data)
+        defer->push_back({t.raw(), raw.data(), raw.size()});
+      else
+        std::memcpy(t.raw(), raw.data(), raw.size());
     }
     return t;
   }

@@ -8,17 +8,28 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "graph/ir.h"
 
 namespace onyx {
 
+/// A copy tensor_from_proto left to its caller: `bytes` of `from` into `to`.
+struct PendingCopy {
+  void* to;
+  const void* from;
+  size_t bytes;
+};
+
 /// TensorProto -> Tensor. External data is read from under `base_dir`; `what` names the
 /// tensor in error messages. `raw_data`, when given, stands for the proto's raw_data field
-/// (cut out before parsing, graph/initializer_spans.h) and is copied once into the tensor.
+/// (cut out before parsing, graph/initializer_spans.h) and is copied once into the tensor,
+/// or, with `defer`, appended there for the caller to copy (after checks and allocation, the
+/// copy is all that is left: the loader runs them on several threads).
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
                          const std::string& what,
-                         std::optional<std::string_view> raw_data = std::nullopt);
+                         std::optional<std::string_view> raw_data = std::nullopt,
+                         std::vector<PendingCopy>* defer = nullptr);
 /// Tensor -> TensorProto (raw_data, sub-byte types packed).
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);
 
