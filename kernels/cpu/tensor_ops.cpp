@@ -233,6 +233,55 @@ void expand_compute(KernelContext& ctx) {
   });
 }
 
+/// y = x repeated out[i] / x.shape[i] times along each axis i. x is written once into the
+/// corner of y (rows of its last axis), then, from the last axis to the first, each block
+/// already complete is copied after itself: every copy is a contiguous run, however short x's
+/// rows are (an element-wise strided walk spent ~15 ns per element on [4, 1, 19, 1] tiled
+/// [5, 65282, 3, 4], found by the model fuzz target as a timeout).
+template <typename T>
+void tile(const T* x, T* y, const Shape& in, const Shape& out, int threads) {
+  const size_t r = in.size();
+  if (r == 0) {
+    y[0] = x[0];
+    return;
+  }
+  const std::vector<int64_t> ys = contiguous_strides(out);
+  // Offset in y of the k-th combination of x's indices over axes [0, upto) (repeat index 0),
+  // and how many combinations there are.
+  auto corner = [&](int64_t k, size_t upto) {
+    int64_t off = 0;
+    for (size_t j = upto; j-- > 0;) {
+      off += (k % in[j]) * ys[j];
+      k /= in[j];
+    }
+    return off;
+  };
+  auto corners = [&](size_t upto) {
+    int64_t n = 1;
+    for (size_t j = 0; j < upto; ++j) n *= in[j];
+    return n;
+  };
+  // x into the corner: one run of its last axis per combination of the others.
+  const int64_t row = in[r - 1];
+  parallel_for(corners(r - 1), threads, std::max<int64_t>(1, kGrain / row), [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) std::copy_n(x + k * row, row, y + corner(k, r - 1));
+  });
+  // Axis d: the block [in[d] * ys[d]] at each corner of the axes before it, complete along the
+  // axes after it, is repeated out[d] / in[d] times.
+  for (size_t d = r; d-- > 0;) {
+    const int64_t reps = out[d] / in[d];
+    if (reps <= 1) continue;
+    const int64_t block = in[d] * ys[d];
+    parallel_for(corners(d), threads, std::max<int64_t>(1, kGrain / (block * reps)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t k = b; k < e; ++k) {
+                     T* from = y + corner(k, d);
+                     for (int64_t t = 1; t < reps; ++t) std::copy_n(from, block, from + t * block);
+                   }
+                 });
+  }
+}
+
 void tile_compute(KernelContext& ctx) {
   const Tensor& x = ctx.required_input(0);
   const Tensor& rep = ctx.required_input(1);
@@ -240,18 +289,15 @@ void tile_compute(KernelContext& ctx) {
   ONYX_CHECK(rep.rank() == 1 && static_cast<int64_t>(reps.size()) == x.rank(),
              "[{}] repeats should be 1-D with {} values but has shape {}", ctx.label(), x.rank(),
              shape_str(rep.shape()));
-  // The output viewed as [r0, d0, r1, d1, ...] reads x with stride 0 over each r.
-  Shape out, view;
-  std::vector<int64_t> strides, xs = contiguous_strides(x.shape());
+  Shape out;
   for (size_t i = 0; i < reps.size(); ++i) {
     ONYX_CHECK(reps[i] >= 0, "[{}] repeats {} has a negative value", ctx.label(), reps);
     out.push_back(checked_dim_mul(x.shape()[i], reps[i], ctx.label()));
-    view.insert(view.end(), {reps[i], x.shape()[i]});
-    strides.insert(strides.end(), {0, xs[i]});
   }
   Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+  if (y.numel() == 0) return;
   dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
-    strided_copy(x.data_as<T>(), y.data_as<T>(), view, strides, ctx.threads());
+    tile(x.data_as<T>(), y.data_as<T>(), x.shape(), out, ctx.threads());
   });
 }
 
