@@ -328,7 +328,9 @@ class ResizeKernel final : public Kernel {
     dispatch<NumericBoolTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
       const T* src = x.data<T>();
       T* dst = y.data<T>();
-      const T ext = T(acc_t<T>(extrapolation_));
+      // As the linear modes convert it: an extrapolation_value past T's range (1e28 for a
+      // uint16 image, found by the model fuzz target) clamps instead of being undefined.
+      const T ext = saturate<T>(extrapolation_);
       parallel_for(rows, ctx.threads(), std::max<int64_t>(1, 4096 / inner),
                    [&](int64_t b, int64_t e) {
                      for (int64_t row = b; row < e; ++row) {

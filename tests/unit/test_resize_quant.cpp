@@ -67,6 +67,23 @@ TEST(ResizeQuant, ResizeUint8RoundsAndUpsampleRepeats) {
   expect_near(y.at("y0"), {7, 7, 7, 8, 8, 8});
 }
 
+// Found by the model fuzz target: nearest mode converted an extrapolation_value of 1e28 to
+// uint16 (undefined); it clamps to the type's range, as the linear modes already did.
+TEST(ResizeQuant, ExtrapolationValuePastTheTypeClamps) {
+  for (double value : {1e28, -1e28}) {
+    auto y = run_op("Resize",
+                    {{"x", T_<uint16_t>({1, 1, 2, 2}, {1, 2, 3, 4})},
+                     {"roi", T_({8}, {0, 0, -1, -1, 1, 1, 2, 2})},
+                     {"scales", kNone},
+                     {"sizes", T_<int64_t>({4}, {1, 1, 2, 2})}},
+                    {attr_string("mode", "nearest"),
+                     attr_string("coordinate_transformation_mode", "tf_crop_and_resize"),
+                     attr_float("extrapolation_value", value)},
+                    1, 19);
+    expect_near(y.at("y0"), std::vector<double>(4, value > 0 ? 65535 : 0));
+  }
+}
+
 TEST(ResizeQuant, ResizeRejectsBadScales) {
   expect_error(
       [] {
