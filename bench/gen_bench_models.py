@@ -221,15 +221,20 @@ def generate(out, name):
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def cli(doc, models, generate_one):
+    """The command line of a model generator: [--out DIR] [--only NAME ...]."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--only", nargs="*", choices=list(MODELS), help="models to build")
+    ap.add_argument("--only", nargs="*", choices=list(models), help="models to build")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    for name in args.only or MODELS:
-        generate(args.out, name)
+    for name in args.only or models:
+        generate_one(args.out, name)
     return 0
+
+
+def main():
+    return cli(__doc__, MODELS, generate)
 
 
 if __name__ == "__main__":

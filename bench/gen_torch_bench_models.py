@@ -24,7 +24,6 @@ folder lacks a stamp matching VERSION.
 
 Usage: gen_torch_bench_models.py [--out DIR] [--only NAME ...]   (needs torch)
 """
-import argparse
 import json
 import os
 import shutil
@@ -35,7 +34,6 @@ import onnx
 
 VERSION = "torch-1"
 OPSET = 17
-DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
 
 
 def _nn():
@@ -259,14 +257,9 @@ def generate(out, name):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--only", nargs="*", choices=list(MODELS), help="models to build")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    for name in args.only or MODELS:
-        generate(args.out, name)
-    return 0
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gen_bench_models
+    return gen_bench_models.cli(__doc__, MODELS, generate)
 
 
 if __name__ == "__main__":
