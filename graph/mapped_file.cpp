@@ -28,16 +28,27 @@ MappedFile::MappedFile(const std::string& path, const char* what) {
     ONYX_THROW("[{}] '{}' is a folder, not a file", what, path);
   }
   size_ = static_cast<size_t>(st.st_size);
-  if (size_ > 0) {
+  if (S_ISREG(st.st_mode) && size_ > 0) {
     data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    if (data_ == MAP_FAILED) {
-      const int e = errno;
-      data_ = nullptr;
-      ::close(fd);
-      ONYX_THROW("[{}] cannot map '{}' ({} bytes): {}", what, path, size_, std::strerror(e));
+    if (data_ != MAP_FAILED) {
+      ::close(fd);  // the mapping keeps the file open
+      return;
     }
+    data_ = nullptr;
   }
-  ::close(fd);  // the mapping keeps the file open
+  // A pipe, a device, or a file system that cannot map: read it.
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      ONYX_THROW("[{}] cannot read '{}': {}", what, path, std::strerror(e));
+    }
+    read_.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  size_ = read_.size();
 }
 
 MappedFile::~MappedFile() {
@@ -45,6 +56,6 @@ MappedFile::~MappedFile() {
 }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
-    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), read_(std::move(o.read_)) {}
 
 }  // namespace onyx

@@ -8,7 +8,8 @@
 namespace onyx {
 
 /// Maps a whole file read-only (private, pages prefaulted in one call: a fault per 4 KiB page
-/// costs 15-20 us on our VMs). Move-only; unmapped when destroyed. Errors name the file.
+/// costs 15-20 us on our VMs); what cannot be mapped (a pipe, a device, some file systems) is
+/// read instead. Move-only; unmapped when destroyed. Errors name the file.
 class MappedFile {
  public:
   /// `what` prefixes errors ("load", "external data").
@@ -19,11 +20,14 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
-  std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
+  std::string_view bytes() const {
+    return data_ ? std::string_view(static_cast<const char*>(data_), size_) : std::string_view(read_);
+  }
 
  private:
-  void* data_ = nullptr;
+  void* data_ = nullptr;  // the mapping, or nullptr when the bytes were read into read_
   size_t size_ = 0;
+  std::string read_;
 };
 
 }  // namespace onyx

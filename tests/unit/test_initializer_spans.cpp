@@ -3,8 +3,11 @@
 // would give, for every layout protobuf accepts, and malformed bytes still get protobuf's error.
 #include <onnx/onnx_pb.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "graph/initializer_spans.h"
 #include "graph/onnx_io.h"
@@ -101,6 +104,15 @@ TEST(InitializerSpans, LargeRawDataIsCutOutAndLoadsTheSame) {
   Tensor x = Tensor::from_vector<float>({2048}, std::vector<float>(2048, 1.0f));
   Tensor y = s.run({{"x", x}}).at("y");
   EXPECT_FLOAT_EQ(y.data<float>()[5], (1.0f + 1.0f + 0.25f * 5) * 0.5f);
+  // A FIFO cannot be mapped: it is read instead, with the same result.
+  const auto fifo = std::filesystem::temp_directory_path() /
+                    ("onyx_spans_fifo_" + std::to_string(getpid()));
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << bytes; });
+  auto piped = load_model(fifo.string());
+  writer.join();
+  std::filesystem::remove(fifo);
+  expect_same_initializers(*piped, m);
 }
 
 TEST(InitializerSpans, ThresholdRepeatedRawDataAndFieldOrder) {
