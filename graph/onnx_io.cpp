@@ -28,25 +28,25 @@ std::string read_file(const std::string& path, const char* what) {
 
 /// Runs the weights' copies (checked and allocated already) on up to one thread per core: the
 /// copy and the first touch of every page of the destination dominate a large model's load.
-void copy_in_parallel(const std::vector<PendingCopy>& copies) {
+void copy_in_parallel(std::vector<PendingCopy>& copies) {
   size_t total = 0;
   for (const PendingCopy& c : copies) total += c.bytes;
   const size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()),
                                           total / (size_t(32) << 20) + 1);
   if (threads <= 1) {
-    for (const PendingCopy& c : copies) std::memcpy(c.to, c.from, c.bytes);
+    for (PendingCopy& c : copies) std::memcpy(c.to.raw(), c.from, c.bytes);
     return;
   }
   // Thread t copies bytes [t * total / threads, (t + 1) * total / threads) of the
   // concatenated copies, so every thread gets the same amount whatever the tensor sizes.
-  auto part = [&](size_t t) {
+  auto part = [&copies, total, threads](size_t t) {
     const size_t lo = total * t / threads, hi = total * (t + 1) / threads;
     size_t at = 0;
-    for (const PendingCopy& c : copies) {
+    for (PendingCopy& c : copies) {
       const size_t b = std::max(lo, at), e = std::min(hi, at + c.bytes);
       if (b < e)
-        std::memcpy(static_cast<char*>(c.to) + (b - at), static_cast<const char*>(c.from) + (b - at),
-                    e - b);
+        std::memcpy(static_cast<char*>(c.to.raw()) + (b - at),
+                    static_cast<const char*>(c.from) + (b - at), e - b);
       at += c.bytes;
     }
   };

@@ -190,7 +190,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
       if (n) read_span(span, t.raw(), what);
     } else if (n) {
       if (defer && raw_data)
-        defer->push_back({t.raw(), raw.data(), raw.size()});
+        defer->push_back({t, raw.data(), raw.size()});
       else
         std::memcpy(t.raw(), raw.data(), raw.size());
     }

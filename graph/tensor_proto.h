@@ -14,9 +14,11 @@
 
 namespace onyx {
 
-/// A copy tensor_from_proto left to its caller: `bytes` of `from` into `to`.
+/// A copy tensor_from_proto left to its caller: `bytes` of `from` into `to`'s data. `to` holds
+/// the tensor's storage, so the copy stays safe if the tensor is dropped before it runs (a
+/// second initializer of the same name replaces the first: found by the model fuzz target).
 struct PendingCopy {
-  void* to;
+  Tensor to;
   const void* from;
   size_t bytes;
 };

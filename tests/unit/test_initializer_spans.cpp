@@ -166,6 +166,21 @@ TEST(InitializerSpans, ThresholdRepeatedRawDataAndFieldOrder) {
   EXPECT_EQ(model->graph->num_nodes(), 2u);
 }
 
+// Found by the model fuzz target (heap-use-after-free): two initializers of one name, the first
+// replaced by the second before its deferred copy ran. The last one wins, as before.
+TEST(InitializerSpans, RepeatedInitializerNameKeepsTheLast) {
+  onnx::ModelProto m = model_with(2048, /*small_raw=*/true);
+  m.mutable_graph()->mutable_initializer(1)->set_name("big");
+  m.mutable_graph()->mutable_initializer(1)->set_raw_data(float_bytes(2048, 7.0f));
+  auto* n = m.mutable_graph()->mutable_node(1);
+  n->set_input(1, "big");
+  const std::string bytes = m.SerializeAsString();
+  auto model = load_model_from_bytes(bytes.data(), bytes.size());
+  const Tensor& t = model->graph->initializers.at("big");
+  EXPECT_EQ(t.data<float>()[0], 7.0f);
+  EXPECT_EQ(t.data<float>()[3], 7.75f);
+}
+
 TEST(InitializerSpans, MalformedBytesKeepProtobufsErrorAndSizesAreChecked) {
   const std::string bytes = model_with(2048, false).SerializeAsString();
   // Truncated inside big's raw_data: the scan gives up, protobuf names the problem.
