@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 namespace onyx {
@@ -42,6 +43,7 @@ namespace {
 class HeapAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
+    if (bytes > std::numeric_limits<size_t>::max() - 63) throw std::bad_alloc();  // no wrap-around
     size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
     if (!p) throw std::bad_alloc();

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cstdlib>
+#include <limits>
 #include <new>
 
 namespace onyx {
@@ -11,6 +12,10 @@ size_t Arena::size_class(size_t bytes) {
   // Four classes per power of two: at most 25% slack.
   size_t p = std::bit_floor(bytes - 1);
   size_t step = std::max<size_t>(p / 4, 64);
+  // Rounding up must not wrap around: a request this close to SIZE_MAX stays as it is and fails
+  // in aligned_alloc (found by the model fuzz target: a Tile of strings asking for nearly 2^64
+  // bytes was given a 1-byte block).
+  if (bytes > std::numeric_limits<size_t>::max() - step) return bytes;
   return (bytes + step - 1) / step * step;
 }
 

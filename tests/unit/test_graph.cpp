@@ -3,8 +3,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "graph/onnx_io.h"
+#include "inference/arena.h"
 #include "graph/shape_inference.h"
 #include "test_util.h"
 
@@ -316,6 +318,23 @@ TEST(Graph, FailedAllocationNamesShapeAndBytes) {
               std::string::npos)
         << e.what();
   }
+}
+
+// Found by the model fuzz target: a request within a rounding step of 2^64 bytes (a Tile of
+// strings) wrapped around in the allocators' rounding and got a tiny block. Now it fails as
+// out of memory, through the heap and through a session's arena.
+TEST(Graph, AllocationsNearTheAddressLimitFailInsteadOfWrapping) {
+  const int64_t n = static_cast<int64_t>((std::numeric_limits<size_t>::max() - 100) / sizeof(std::string));
+  for (const auto& alloc : {std::shared_ptr<Allocator>(), std::shared_ptr<Allocator>(std::make_shared<Arena>())}) {
+    try {
+      Tensor::empty(DataType::String, {n}, alloc);
+      ADD_FAILURE() << "allocated " << n << " strings";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("out of memory allocating"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GE(Arena::size_class(std::numeric_limits<size_t>::max() - 10),
+            std::numeric_limits<size_t>::max() - 10);
 }
 
 TEST(Functions, LocalFunctionsAreInlined) {
