@@ -2,6 +2,7 @@
 // DepthToSpace, SpaceToDepth, Concat, Split, Slice, Pad, Trilu, ReverseSequence.
 // All move elements by byte width (dispatch_move), so they serve every dtype.
 #include <algorithm>
+#include <limits>
 #include <cstdint>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -417,19 +418,22 @@ void slice_compute(KernelContext& ctx) {
     ONYX_CHECK(step != 0, "[{}] steps {} has a zero", ctx.label(), steps);
     if (s < 0) s += d;
     if (e < 0) e += d;
+    // Counted without forming step + span or -step, and the stride only kept when two or
+    // more elements are taken: a step of 1e18 over one element overflowed (model fuzz target).
     int64_t n;
     if (step > 0) {
       s = std::clamp<int64_t>(s, 0, d);
       e = std::clamp<int64_t>(e, 0, d);
-      n = e > s ? (e - s + step - 1) / step : 0;
+      n = e > s ? 1 + (e - s - 1) / step : 0;
     } else {
       s = std::clamp<int64_t>(s, 0, d - 1);
       e = std::clamp<int64_t>(e, -1, d - 1);
-      n = s > e ? (s - e - step - 1) / -step : 0;
+      const int64_t back = step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
+      n = s > e ? 1 + (s - e - 1) / back : 0;
     }
     out[a] = n;
     if (n > 0) base += s * xs[a];
-    strides[a] = xs[a] * step;
+    strides[a] = n > 1 ? xs[a] * step : 0;
   }
   Tensor& y = ctx.allocate_output(0, x.dtype(), out);
   dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {

@@ -141,6 +141,20 @@ TEST(ShapeOps, SliceNegativeStepsAndClamping) {
                .at("y0");
   EXPECT_EQ(y.shape(), (Shape{2, 2}));
   EXPECT_EQ(vals(y), (std::vector<double>{4, 2, 9, 7}));
+  // Huge steps take one element without overflowing the stride or the count (model fuzz
+  // target: a step of 1.08e18 times a row stride of 16).
+  for (int64_t step : {int64_t{1080863910568919039}, std::numeric_limits<int64_t>::max(),
+                       -int64_t{1080863910568919039}, std::numeric_limits<int64_t>::min()}) {
+    SCOPED_TRACE(step);
+    auto z = run_op("Slice", {{"in0", iota_f({5, 16})}},
+                    {{"in1", i64({1}, {step > 0 ? 1 : 3})},
+                     {"in2", i64({1}, {step > 0 ? 5 : -6})},
+                     {"in3", i64({1}, {0})},
+                     {"in4", i64({1}, {step})}})
+                 .at("y0");
+    EXPECT_EQ(z.shape(), (Shape{1, 16}));
+    EXPECT_EQ(vals(z)[0], step > 0 ? 16 : 48);
+  }
 }
 
 TEST(ShapeOps, PadModes) {
