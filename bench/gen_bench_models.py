@@ -196,15 +196,22 @@ MODELS = {"mlp": mlp, "resnet18": resnet18, "resnet50": resnet50, "bert_base": b
           "gpt2_small": gpt2_small}
 
 
+def up_to_date(dst, version):
+    """True when `dst` holds a model whose meta.json stamp carries `version`."""
+    stamp = os.path.join(dst, "meta.json")
+    if not os.path.exists(stamp):
+        return False
+    with open(stamp) as f:
+        return json.load(f).get("version") == version
+
+
 def generate(out, name):
     """Builds `name` under `out` unless an up-to-date copy is there; True when built."""
     seed = 100 + list(MODELS).index(name)
     dst = os.path.join(out, name)
     stamp = os.path.join(dst, "meta.json")
-    if os.path.exists(stamp):
-        with open(stamp) as f:
-            if json.load(f).get("version") == VERSION:
-                return False
+    if up_to_date(dst, VERSION):
+        return False
     t0 = time.time()
     b = Builder(np.random.default_rng(seed))
     (inputs, outputs), feeds, batches = MODELS[name](b)

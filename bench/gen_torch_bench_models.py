@@ -212,12 +212,12 @@ def distinct_layers(model):
 
 def generate(out, name):
     """Exports `name` under `out` unless an up-to-date copy is there; True when built."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gen_bench_models
     dst = os.path.join(out, name)
     stamp = os.path.join(dst, "meta.json")
-    if os.path.exists(stamp):
-        with open(stamp) as f:
-            if json.load(f).get("version") == VERSION:
-                return False
+    if gen_bench_models.up_to_date(dst, VERSION):
+        return False
     torch, _ = _nn()
     t0 = time.time()
     torch.manual_seed(300 + list(MODELS).index(name))

@@ -225,7 +225,7 @@ class MpiCommunicator : public Communicator {
         if (ring_allreduce_ && size_ > 1 && c.out.numel() >= size_) {
           c.ring = std::make_unique<RingAllreduce>(c.out.raw(), c.out.numel(), dt,
                                                    mpi::reduce_op(c.op, c.out.dtype()), coll_comm_,
-                                                   static_cast<int>(c.seq % 32000));
+                                                   static_cast<int>(c.seq % 32000), ring_buffer_);
           c.ring->start();
           break;
         }
@@ -431,6 +431,8 @@ class MpiCommunicator : public Communicator {
   std::vector<MPI_Request> abandoned_;
   std::vector<std::unique_ptr<RingAllreduce>> abandoned_rings_;
   bool ring_allreduce_ = true;  // ONYX_MPI_ALLREDUCE
+  // The rings' receive buffer, reused by every allreduce (RingAllreduce's constructor).
+  std::shared_ptr<std::vector<char>> ring_buffer_ = std::make_shared<std::vector<char>>();
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Collective> queue_;

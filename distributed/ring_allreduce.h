@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace onyx::dist {
@@ -20,8 +21,12 @@ namespace onyx::dist {
 class RingAllreduce {
  public:
   /// Reduces `count` elements of `dt` at `buf` in place with `op` across `comm`'s ranks.
-  /// Messages carry `tag`; the caller keeps one collective on `comm` at a time.
-  RingAllreduce(void* buf, int64_t count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int tag);
+  /// Messages carry `tag`; the caller keeps one collective on `comm` at a time. `incoming`
+  /// receives the reduce-scatter chunks: the communicator passes the same buffer to every ring
+  /// (grown when needed, never freed between collectives, so a step's allreduces do not fault
+  /// in fresh pages), and an abandoned ring keeps it alive while its requests may write.
+  RingAllreduce(void* buf, int64_t count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int tag,
+                std::shared_ptr<std::vector<char>> incoming);
 
   /// Posts the first step's messages.
   void start();
@@ -46,7 +51,7 @@ class RingAllreduce {
   int step_ = 0;        // steps 0 .. size-2 reduce-scatter, size-1 .. 2 size-3 allgather
   int recv_chunk_ = 0;  // the chunk the current step receives
   MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  std::vector<char> incoming_;  // a reduce-scatter step's received chunk
+  std::shared_ptr<std::vector<char>> incoming_;  // a reduce-scatter step's received chunk
 };
 
 }  // namespace onyx::dist
