@@ -27,7 +27,8 @@ class Heartbeat {
   /// True when some peer has not been heard from for longer than `silent`.
   bool any_silent(std::chrono::milliseconds silent) const;
   /// Says goodbye to every peer; when `wait_for_peers`, waits up to `timeout` for theirs.
-  /// True when every message was matched, so the MPI communicator can be freed.
+  /// True when every message was matched, so the MPI communicator can be freed. Otherwise
+  /// receives are still posted into this object: keep it alive (mpi::keep_until_exit).
   bool close(bool wait_for_peers, std::chrono::milliseconds timeout);
 
  private:

@@ -95,6 +95,13 @@ struct Collective {
   Clock::time_point started;
 };
 
+// What a communicator that could not shut down cleanly leaves to MPI (keep_until_exit).
+struct Leftovers {
+  std::unique_ptr<Heartbeat> heartbeat;
+  std::vector<Collective> collectives;
+  std::shared_ptr<std::vector<char>> ring_buffer;
+};
+
 template <typename T>
 void divide(Tensor& t, int n) {
   T* p = t.data<T>();
@@ -275,15 +282,9 @@ class MpiCommunicator : public Communicator {
     }
   }
 
-  // Keeps an abandoned collective's requests, and a ring's buffers they may still write into.
-  void abandon(Collective& c) {
-    if (c.ring) {
-      for (MPI_Request r : c.ring->abandon()) abandoned_.push_back(r);
-      abandoned_rings_.push_back(std::move(c.ring));
-    } else {
-      abandoned_.push_back(c.req);
-    }
-  }
+  // Keeps an abandoned collective: its requests stay posted (MPI cannot cancel a collective),
+  // so its tensors and ring (with the buffers they may still write into) stay allocated.
+  void abandon(Collective& c) { abandoned_.push_back(std::move(c)); }
 
   void run() {
     std::optional<Collective> active;
@@ -377,7 +378,7 @@ class MpiCommunicator : public Communicator {
         if (active) {
           fail(*active,
                fmt::format("[mpi] {} on rank {}: {}", active->work->what(), rank_, e.what()));
-          if (active->ring) abandon(*active);  // its buffers stay while requests may write
+          abandon(*active);  // its buffers stay while requests may write
           active.reset();
         } else {
           fail_queued(e.what());
@@ -399,6 +400,7 @@ class MpiCommunicator : public Communicator {
       std::lock_guard lk(mu_);
       healthy = broken_.empty();
     }
+    bool freed = false;
     try {
       bool clean = heartbeat_ok_ &&
                    heartbeat_->close(healthy, std::chrono::milliseconds(timeout_ms_->load()));
@@ -406,8 +408,18 @@ class MpiCommunicator : public Communicator {
       if (clean && healthy && abandoned_.empty()) {
         MPI_Comm_free(&coll_comm_);
         MPI_Comm_free(&hb_comm_);
+        freed = true;
       }
     } catch (const Error&) {
+    }
+    if (!freed) {
+      // Requests are still posted into the heartbeat's and the abandoned collectives' buffers:
+      // they outlive this communicator, or a late peer's message lands in freed memory.
+      auto left = std::make_shared<Leftovers>();
+      left->heartbeat = std::move(heartbeat_);
+      left->collectives = std::move(abandoned_);
+      left->ring_buffer = ring_buffer_;
+      mpi::keep_until_exit(std::move(left));
     }
   }
 
@@ -428,8 +440,7 @@ class MpiCommunicator : public Communicator {
   std::atomic<int64_t> peer_timeout_ms_{0};
   int64_t started_ = 0;  // thread only
   bool heartbeat_ok_ = true;
-  std::vector<MPI_Request> abandoned_;
-  std::vector<std::unique_ptr<RingAllreduce>> abandoned_rings_;
+  std::vector<Collective> abandoned_;  // timed out or failed with requests still posted
   bool ring_allreduce_ = true;  // ONYX_MPI_ALLREDUCE
   // The rings' receive buffer, reused by every allreduce (RingAllreduce's constructor).
   std::shared_ptr<std::vector<char>> ring_buffer_ = std::make_shared<std::vector<char>>();

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "graph/error.h"
 
@@ -18,6 +19,7 @@ struct Runtime {
   int local_rank = 0;
   int next_hook = 0;
   std::map<int, std::function<void()>> hooks;
+  std::vector<std::shared_ptr<void>> kept;  // keep_until_exit: never released
   MPI_Op f16_sum = MPI_OP_NULL, f16_max = MPI_OP_NULL;
   MPI_Op bf16_sum = MPI_OP_NULL, bf16_max = MPI_OP_NULL;
 };
@@ -116,6 +118,11 @@ MPI_Op reduce_op(ReduceOp op, DataType dt) {
 }
 
 int local_rank() { return runtime().local_rank; }
+
+void keep_until_exit(std::shared_ptr<void> state) {
+  std::lock_guard lk(runtime().mu);
+  runtime().kept.push_back(std::move(state));
+}
 
 void mark_peer_unresponsive() {
   std::lock_guard lk(runtime().mu);

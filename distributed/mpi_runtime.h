@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <memory>
 
 #include "distributed/communicator.h"
 #include "graph/dtype.h"
@@ -33,6 +34,11 @@ int local_rank();
 /// A peer stopped responding: at exit MPI is left unfinalised (MPI_Finalize would wait for
 /// the peer) so the process can end and mpirun can report the failure.
 void mark_peer_unresponsive();
+
+/// Keeps `state` allocated until the process ends: what abandoned MPI requests may still read
+/// or write (their buffers, the objects holding them). MPI cannot cancel a collective, and a
+/// late peer's message must not land in freed memory.
+void keep_until_exit(std::shared_ptr<void> state);
 
 /// Runs `fn` at exit before MPI_Finalize (a communicator stops its thread there); returns
 /// an id for cancel_at_finalize().

@@ -58,11 +58,4 @@ bool RingAllreduce::test() {
   return false;
 }
 
-std::vector<MPI_Request> RingAllreduce::abandon() {
-  std::vector<MPI_Request> out;
-  for (MPI_Request& r : reqs_)
-    if (r != MPI_REQUEST_NULL) out.push_back(std::exchange(r, MPI_REQUEST_NULL));
-  return out;
-}
-
 }  // namespace onyx::dist

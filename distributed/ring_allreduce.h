@@ -24,7 +24,7 @@ class RingAllreduce {
   /// Messages carry `tag`; the caller keeps one collective on `comm` at a time. `incoming`
   /// receives the reduce-scatter chunks: the communicator passes the same buffer to every ring
   /// (grown when needed, never freed between collectives, so a step's allreduces do not fault
-  /// in fresh pages), and an abandoned ring keeps it alive while its requests may write.
+  /// in fresh pages), and an abandoned ring, kept with its requests posted, keeps it alive.
   RingAllreduce(void* buf, int64_t count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int tag,
                 std::shared_ptr<std::vector<char>> incoming);
 
@@ -33,8 +33,6 @@ class RingAllreduce {
   /// Advances: when the current step's messages are done, reduces what arrived and posts the
   /// next step. True once `buf` holds the result.
   bool test();
-  /// The requests still in flight (MPI cannot cancel them; the caller keeps them).
-  std::vector<MPI_Request> abandon();
 
  private:
   int64_t chunk_begin(int64_t c) const { return count_ * c / size_; }
