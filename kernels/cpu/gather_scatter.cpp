@@ -1,6 +1,7 @@
 // Index-driven CPU kernels: Gather, GatherElements, GatherND, ScatterElements (and the
 // deprecated Scatter), ScatterND, TensorScatter, OneHot, NonZero, Compress, Unique.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -384,8 +385,11 @@ class OneHotKernel final : public Kernel {
                shape_str(dep.shape()));
     ONYX_CHECK(vals.numel() == 2, "[{}] values should be [off, on] but has shape {}", ctx.label(),
                shape_str(vals.shape()));
-    auto depth = static_cast<int64_t>(dep.to_double_vector()[0]);
-    ONYX_CHECK(depth > 0, "[{}] depth {} should be positive", ctx.label(), depth);
+    // depth and the indices may be floats: NaN or values past int64 are checked, not cast.
+    const double depth_value = dep.to_double_vector()[0];
+    ONYX_CHECK(depth_value >= 1 && depth_value <= double(int64_t{1} << 62),
+               "[{}] depth {} should be in [1, 2^62]", ctx.label(), depth_value);
+    const auto depth = static_cast<int64_t>(depth_value);
     auto a = static_cast<size_t>(normalize_axis(axis_, ind.rank() + 1, ctx.label()));
     Shape out = ind.shape();
     out.insert(out.begin() + static_cast<int64_t>(a), depth);
@@ -397,6 +401,7 @@ class OneHotKernel final : public Kernel {
       T* o = y.data_as<T>();
       std::fill_n(o, y.numel(), v[0]);
       for (size_t p = 0; p < idx.size(); ++p) {
+        if (!(std::abs(idx[p]) < double(depth))) continue;  // out of range or NaN: the row stays off
         auto i = static_cast<int64_t>(idx[p]);
         if (i < 0) i += depth;
         if (i < 0 || i >= depth) continue;  // out of range: the whole row stays off

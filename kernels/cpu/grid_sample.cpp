@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/floor_index.h"
 #include "kernels/cpu/move_util.h"
 
 namespace onyx::cpu {
@@ -21,18 +22,19 @@ enum class Padding { Zeros, Border, Reflection };
 // Reflects x into [lo, hi] by bouncing off the nearer border.
 double reflect(double x, double lo, double hi) {
   const double range = hi - lo;
-  if (range <= 0) return lo;
+  // A NaN or infinite coordinate (from the grid's data) has no reflection: any point will do.
+  if (range <= 0 || !std::isfinite(x)) return lo;
   if (x < lo) {
     const double dx = lo - x;
-    const int64_t n = int64_t(dx / range);
-    const double r = dx - double(n) * range;
-    return n % 2 == 0 ? lo + r : hi - r;
+    const double n = std::floor(dx / range);  // in double: dx / range may exceed int64
+    const double r = dx - n * range;
+    return std::fmod(n, 2.0) == 0 ? lo + r : hi - r;
   }
   if (x > hi) {
     const double dx = x - hi;
-    const int64_t n = int64_t(dx / range);
-    const double r = dx - double(n) * range;
-    return n % 2 == 0 ? hi - r : lo + r;
+    const double n = std::floor(dx / range);
+    const double r = dx - n * range;
+    return std::fmod(n, 2.0) == 0 ? hi - r : lo + r;
   }
   return x;
 }
@@ -143,11 +145,11 @@ class GridSampleKernel final : public Kernel {
       return std::clamp<int64_t>(int64_t(reflect(double(i), lo, hi)), 0, size - 1);
     };
     if (mode_ == Interp::Nearest) {
-      idx[0] = pixel(int64_t(xf));
+      idx[0] = pixel(floor_index(xf));
       w[0] = A(1);
       return;
     }
-    const int64_t x0 = int64_t(std::floor(xf));
+    const int64_t x0 = floor_index(xf);
     const A t = A(xf - float(x0));
     if (mode_ == Interp::Linear) {
       idx[0] = pixel(x0);

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/floor_index.h"
 #include "kernels/cpu/move_util.h"
 #include "kernels/cpu/window.h"
 
@@ -580,7 +581,7 @@ class DeformConvKernel final : public Kernel {
   // Bilinear sample at (y, x); pixels outside the image read as zero.
   template <typename T, typename A = acc_t<T>>
   static A bilinear(const T* plane, int64_t H, int64_t W, A y, A x) {
-    const int64_t y0 = int64_t(std::floor(y)), x0 = int64_t(std::floor(x));
+    const int64_t y0 = floor_index(double(y)), x0 = floor_index(double(x));
     const A ly = y - A(y0), lx = x - A(x0);
     auto at = [&](int64_t r, int64_t c) {
       return (r >= 0 && r < H && c >= 0 && c < W) ? A(plane[r * W + c]) : A(0);

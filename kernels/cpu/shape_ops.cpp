@@ -302,7 +302,8 @@ class EyeLikeKernel final : public Kernel {
  public:
   explicit EyeLikeKernel(const KernelInfo& info)
       : dtype_(static_cast<DataType>(info.node.attr_int("dtype", 0))),
-        k_(info.node.attr_int("k", 0)) {}
+        // Past any dimension k puts no 1 anywhere; clamped so -k and i + k cannot overflow.
+        k_(std::clamp<int64_t>(info.node.attr_int("k", 0), -(int64_t{1} << 62), int64_t{1} << 62)) {}
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     ONYX_CHECK(x.rank() == 2, "[{}] input should be 2-D but has shape {}", ctx.label(),

@@ -1,6 +1,7 @@
 // graph/: loading, saving, validation errors, external data, functions, shape inference.
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -335,6 +336,19 @@ TEST(Graph, AllocationsNearTheAddressLimitFailInsteadOfWrapping) {
   }
   EXPECT_GE(Arena::size_class(std::numeric_limits<size_t>::max() - 10),
             std::numeric_limits<size_t>::max() - 10);
+}
+
+// Float tensors read as integers (a float OneHot depth, float indices) saturate, and NaN
+// reads as 0, instead of an undefined cast.
+TEST(Graph, FloatValuesReadAsIntegersSaturate) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  Tensor f = Tensor::from_vector<float>({6}, {std::nanf(""), 1e30f, -1e30f, 3.7f, -2.5f,
+                                              std::numeric_limits<float>::infinity()});
+  EXPECT_EQ(f.to_int64_vector(), (std::vector<int64_t>{0, kMax, kMin, 3, -2, kMax}));
+  Tensor h = Tensor::from_vector<float16>({2}, {float16(65504.0f), float16(-1.5f)});
+  EXPECT_EQ(h.to_int64_vector(), (std::vector<int64_t>{65504, -1}));
+  Tensor d = Tensor::from_vector<double>({2}, {9.3e18, -9.3e18});
+  EXPECT_EQ(d.to_int64_vector(), (std::vector<int64_t>{kMax, kMin}));
 }
 
 TEST(Functions, LocalFunctionsAreInlined) {

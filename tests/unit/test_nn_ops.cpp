@@ -1,6 +1,8 @@
 // CPU compute kernels (matmul, conv, pool, normalization) against hand-computed values,
 // across the oneDNN paths (float32, bfloat16) and our own loops (double, integers), plus
 // the bad-input errors they raise.
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "test_util.h"
@@ -362,4 +364,22 @@ TEST(NnOps, DeformConvAttributeListsAreCheckedAtCreation) {
       EXPECT_NE(msg.find("attribute '" + attr.name + "'"), std::string::npos) << msg;
     }
   }
+}
+
+// Offsets are data: NaN, infinite or huge ones sample padding (zero) instead of being cast to
+// int64 (undefined behaviour before); a zero offset is a plain convolution.
+TEST(NnOps, DeformConvWithNonFiniteOrHugeOffsets) {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const Tensor x = T_<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  const Tensor w = T_<float>({1, 1, 1, 1}, {1});
+  const Tensor zero = T_<float>({1, 2, 2, 2}, {0, 0, 0, 0, 0, 0, 0, 0});
+  auto y = run_op("DeformConv", {{"x", x}, {"w", w}, {"o", zero}}, {}, 1, 19);
+  expect_near(y.at("y0"), {1, 2, 3, 4});
+  // Offsets [2, H, W]: dy then dx of each output position. NaN and infinite offsets give NaN
+  // weights (garbage in); huge finite ones sample only zero padding.
+  const Tensor bad = T_<float>({1, 2, 2, 2}, {nan, inf, 1e30f, -1e30f, 0, -inf, 0, 3e19f});
+  y = run_op("DeformConv", {{"x", x}, {"w", w}, {"o", bad}}, {}, 1, 19);
+  ASSERT_EQ(y.at("y0").shape(), Shape({1, 1, 2, 2}));
+  const float* v = y.at("y0").data<float>();
+  for (int i = 2; i < 4; ++i) EXPECT_EQ(v[i], 0.0f) << i;
 }

@@ -125,6 +125,27 @@ TEST(ResizeQuant, GridSampleLinearAndAffineGrid) {
   expect_near(y.at("y0"), {-1, -1, 1, -1, -1, 1, 1, 1});
 }
 
+// Grid coordinates are data: NaN, infinities and values past int64 sample padding in every
+// mode and padding instead of being cast to int64 (undefined behaviour before); a far but
+// finite coordinate reflects into the image.
+TEST(ResizeQuant, GridSampleWithNonFiniteOrHugeCoordinates) {
+  const Tensor x = T_({1, 1, 2, 2}, {1, 2, 3, 4});
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const Tensor g = T_({1, 1, 4, 2}, {nan, 0, inf, -inf, 1e30f, -1e30f, 3e19f, 0});
+  for (const char* mode : {"linear", "nearest", "cubic"}) {
+    for (const char* padding : {"zeros", "border", "reflection"}) {
+      SCOPED_TRACE(std::string(mode) + " " + padding);
+      auto y = run_op("GridSample", {{"x", x}, {"g", g}},
+                      {attr_string("mode", mode), attr_string("padding_mode", padding)}, 1, 20);
+      ASSERT_EQ(y.at("y0").shape(), Shape({1, 1, 1, 4}));
+      if (std::string(padding) == "reflection") {
+        const float far = y.at("y0").data<float>()[3];  // x = 3e19 reflects to some pixel mix
+        EXPECT_TRUE(std::isfinite(far)) << far;
+      }
+    }
+  }
+}
+
 TEST(ResizeQuant, QuantizeLinearRoundsHalfToEvenAndSaturates) {
   auto y = run_op("QuantizeLinear", {{"x", T_({6}, {0, 1, 3, 5, -300, 1000})},
                                      {"s", T_({}, {2})},

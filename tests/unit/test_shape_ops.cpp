@@ -278,6 +278,20 @@ TEST(GatherScatter, OneHotNonZeroCompressUnique) {
       "OneHot", {{"in0", i64({3}, {0, -1, 5})}},
       {{"in1", Tensor::scalar<int64_t>(3)}, {"in2", Tensor::from_vector<float>({2}, {0, 1})}});
   EXPECT_EQ(vals(oh.at("y0")), (std::vector<double>{1, 0, 0, 0, 0, 1, 0, 0, 0}));
+  // Float depth and indices: NaN, infinities and values past int64 are checked, not cast
+  // (undefined behaviour before); an index out of range or NaN leaves its row off.
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  auto ohf = run_op("OneHot", {{"in0", Tensor::from_vector<float>({4}, {1.5f, nan, -1e30f, 1e30f})}},
+                    {{"in1", Tensor::scalar<float>(2)}, {"in2", Tensor::from_vector<float>({2}, {0, 1})}});
+  EXPECT_EQ(vals(ohf.at("y0")), (std::vector<double>{0, 1, 0, 0, 0, 0, 0, 0}));
+  for (float depth : {nan, inf, 1e30f, 0.5f}) {
+    expect_error(
+        [&] {
+          run_op("OneHot", {{"in0", i64({1}, {0})}},
+                 {{"in1", Tensor::scalar<float>(depth)}, {"in2", Tensor::from_vector<float>({2}, {0, 1})}});
+        },
+        "should be in [1, 2^62]");
+  }
   auto nz = run_op("NonZero", {{"in0", Tensor::from_vector<float>({2, 2}, {1, 0, 0, 3})}}, {});
   EXPECT_EQ(nz.at("y0").shape(), (Shape{2, 2}));
   EXPECT_EQ(vals(nz.at("y0")), (std::vector<double>{0, 1, 0, 1}));
@@ -331,6 +345,11 @@ TEST(ShapeOps, ConstantsRangeEyeLikeDropout) {
   auto ey =
       run_op("EyeLike", {{"in0", Tensor::zeros(DataType::Int32, {2, 3})}}, {}, {attr_int("k", 1)});
   EXPECT_EQ(vals(ey.at("y0")), (std::vector<double>{0, 1, 0, 0, 0, 1}));
+  // k past every dimension (INT64_MIN negated overflowed before) puts no 1 anywhere.
+  for (int64_t k : {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), int64_t{-2}}) {
+    auto far = run_op("EyeLike", {{"in0", Tensor::zeros(DataType::Int32, {2, 3})}}, {}, {attr_int("k", k)});
+    EXPECT_EQ(vals(far.at("y0")), (std::vector<double>{0, 0, 0, 0, 0, 0})) << k;
+  }
   Tensor value = Tensor::scalar<int32_t>(5).reshape({1});
   Attribute v;
   v.name = "value";
