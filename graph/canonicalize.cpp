@@ -2,10 +2,13 @@
 
 #include <string_view>
 
+#include "graph/saturate_cast.h"
+
 namespace onyx {
 namespace {
 
-/// A scalar of `dt` holding `v`; float when `dt` is not a plain numeric type.
+/// A scalar of `dt` holding `v` (clamped to an integer type's range, NaN as 0: an attribute
+/// such as Clip's max = 1e30 on int32 data); float when `dt` is not a plain numeric type.
 Tensor numeric_scalar(DataType dt, double v) {
   switch (dt) {
     case DataType::Double:
@@ -15,21 +18,21 @@ Tensor numeric_scalar(DataType dt, double v) {
     case DataType::BFloat16:
       return Tensor::scalar<bfloat16>(static_cast<float>(v));
     case DataType::Int8:
-      return Tensor::scalar<int8_t>(static_cast<int8_t>(v));
+      return Tensor::scalar<int8_t>(saturate_cast<int8_t>(v));
     case DataType::Int16:
-      return Tensor::scalar<int16_t>(static_cast<int16_t>(v));
+      return Tensor::scalar<int16_t>(saturate_cast<int16_t>(v));
     case DataType::Int32:
-      return Tensor::scalar<int32_t>(static_cast<int32_t>(v));
+      return Tensor::scalar<int32_t>(saturate_cast<int32_t>(v));
     case DataType::Int64:
-      return Tensor::scalar<int64_t>(static_cast<int64_t>(v));
+      return Tensor::scalar<int64_t>(saturate_cast<int64_t>(v));
     case DataType::UInt8:
-      return Tensor::scalar<uint8_t>(static_cast<uint8_t>(v));
+      return Tensor::scalar<uint8_t>(saturate_cast<uint8_t>(v));
     case DataType::UInt16:
-      return Tensor::scalar<uint16_t>(static_cast<uint16_t>(v));
+      return Tensor::scalar<uint16_t>(saturate_cast<uint16_t>(v));
     case DataType::UInt32:
-      return Tensor::scalar<uint32_t>(static_cast<uint32_t>(v));
+      return Tensor::scalar<uint32_t>(saturate_cast<uint32_t>(v));
     case DataType::UInt64:
-      return Tensor::scalar<uint64_t>(static_cast<uint64_t>(v));
+      return Tensor::scalar<uint64_t>(saturate_cast<uint64_t>(v));
     default:
       return Tensor::scalar<float>(static_cast<float>(v));
   }

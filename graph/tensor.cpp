@@ -4,7 +4,8 @@
 #include <cstring>
 #include <limits>
 #include <new>
-#include <type_traits>
+
+#include "graph/saturate_cast.h"
 
 namespace onyx {
 
@@ -149,35 +150,25 @@ Tensor Tensor::clone(const std::shared_ptr<Allocator>& alloc) const {
 
 namespace {
 
-// Float data read as integers (indices, sizes, counts from a float tensor): NaN reads as 0
-// and values past R's range saturate, instead of an undefined cast (found by the model fuzzer).
-template <typename R, typename S>
-R convert_value(S v) {
-  if constexpr (std::is_integral_v<R> && std::is_floating_point_v<S>) {
-    if (v != v) return R(0);
-    if (v <= static_cast<S>(std::numeric_limits<R>::min())) return std::numeric_limits<R>::min();
-    if (v >= static_cast<S>(std::numeric_limits<R>::max())) return std::numeric_limits<R>::max();
-  }
-  return static_cast<R>(v);
-}
-
+// Float data read as integers (indices, sizes, counts from a float tensor) saturates, NaN
+// reads as 0 (saturate_cast), instead of an undefined cast (found by the model fuzzer).
 template <typename R>
 std::vector<R> convert_all(const Tensor& t) {
   std::vector<R> out(static_cast<size_t>(t.numel()));
   auto fill = [&](auto* p) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = convert_value<R>(p[i]);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = saturate_cast<R>(p[i]);
   };
   switch (t.dtype()) {
     case DataType::Float: fill(t.data<float>()); break;
     case DataType::Double: fill(t.data<double>()); break;
     case DataType::Float16: {
       const auto* p = t.data<float16>();
-      for (size_t i = 0; i < out.size(); ++i) out[i] = convert_value<R>(float(p[i]));
+      for (size_t i = 0; i < out.size(); ++i) out[i] = saturate_cast<R>(float(p[i]));
       break;
     }
     case DataType::BFloat16: {
       const auto* p = t.data<bfloat16>();
-      for (size_t i = 0; i < out.size(); ++i) out[i] = convert_value<R>(float(p[i]));
+      for (size_t i = 0; i < out.size(); ++i) out[i] = saturate_cast<R>(float(p[i]));
       break;
     }
     case DataType::Int8: case DataType::Int4: case DataType::Int2: fill(t.data_as<int8_t>()); break;

@@ -401,7 +401,10 @@ class NonMaxSuppressionKernel final : public Kernel {
       if (given) *given = t && t->numel() > 0;
       return t && t->numel() > 0 ? t->to_double_vector()[0] : def;
     };
-    const int64_t max_out = std::max<int64_t>(0, int64_t(scalar(2, 0, nullptr)));
+    // Read as int64, not through double: INT64_MAX ("no limit") is 2^63 as a double.
+    const Tensor* max_t = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
+    const int64_t max_out =
+        max_t && max_t->numel() > 0 ? std::max<int64_t>(0, max_t->to_int64_vector()[0]) : 0;
     const float iou_th = float(scalar(3, 0, nullptr));
     bool has_score_th = false;
     const float score_th = float(scalar(4, 0, &has_score_th));

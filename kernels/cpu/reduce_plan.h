@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "graph/saturate_cast.h"
 #include "graph/tensor.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/kernel.h"
@@ -44,20 +45,6 @@ AxisSplit split_2d(const Shape& s, int64_t axis);
 /// Reads a scalar integer input (0-D or one element, int32 or int64) such as CumSum's axis
 /// or TopK's k; onyx::Error naming the input otherwise.
 int64_t scalar_int_input(const KernelContext& ctx, int i, const char* what);
-
-/// Float to integer (or any arithmetic type) conversion that maps NaN to 0 and clamps, for
-/// results of log/sqrt/mean computed in floating point for integer tensors.
-template <typename T, typename A>
-T saturate_cast(A v) {
-  if constexpr (std::is_integral_v<T> && std::is_floating_point_v<A>) {
-    if (v != v) return T(0);
-    if (v <= A(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
-    if (v >= A(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-    return static_cast<T>(v);
-  } else {
-    return static_cast<T>(v);
-  }
-}
 
 /// How a reduction over a set of axes walks its input. The fast form is [outer, red, inner]
 /// (reduced axes contiguous in the middle, output index o = outer_i * inner + inner_i); any

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/floor_index.h"
 #include "kernels/cpu/move_util.h"
 
 namespace onyx::cpu {
@@ -256,7 +257,7 @@ class ResizeKernel final : public Kernel {
       const double xo = source_coord(j, in, out, scale, r0, r1);
       if (coord_ == Coord::TfCropAndResize && (xo < 0 || xo > double(in - 1))) t.extrap[j] = 1;
       // The left neighbour is preferred: an integral coordinate is base + 1 with ratio 1.
-      int64_t base = int64_t(std::floor(xo));
+      int64_t base = floor_index(xo);  // a NaN or huge roi gives a far, clamped base
       double ratio = xo - double(base);
       if (ratio == 0) {
         base -= 1;

@@ -2,9 +2,10 @@
 // DepthToSpace, SpaceToDepth, Concat, Split, Slice, Pad, Trilu, ReverseSequence.
 // All move elements by byte width (dispatch_move), so they serve every dtype.
 #include <algorithm>
-#include <limits>
 #include <cstdint>
+#include <limits>
 
+#include "graph/saturate_cast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/move_util.h"
 #include "kernels/parallel.h"
@@ -472,26 +473,40 @@ class PadKernel final : public Kernel {
     ONYX_CHECK(pads.size() == 2 * na, "[{}] pads {} should have {} values (2 per axis)",
                ctx.label(), pads, 2 * na);
     std::vector<int64_t> before(static_cast<size_t>(r), 0), after(static_cast<size_t>(r), 0);
+    // Pads are data: bounded so that sizes and source indices stay inside int64.
+    constexpr int64_t kMaxPad = int64_t{1} << 62;
+    for (int64_t p : pads)
+      ONYX_CHECK(p >= -kMaxPad && p <= kMaxPad, "[{}] pads {} should lie in [-2^62, 2^62]",
+                 ctx.label(), pads);
     for (size_t i = 0; i < na; ++i) {
       auto a = static_cast<size_t>(normalize_axis(axes[i], r, ctx.label()));
       before[a] = pads[i];
       after[a] = pads[i + na];
     }
     Shape out = x.shape();
-    std::vector<std::vector<int64_t>> maps(static_cast<size_t>(r));
     for (size_t a = 0; a < out.size(); ++a) {
-      int64_t d = x.shape()[a];
-      out[a] = d + before[a] + after[a];
+      const int64_t d = x.shape()[a];
+      int64_t with_before = 0;
+      ONYX_CHECK(!__builtin_add_overflow(d, before[a], &with_before) &&
+                     !__builtin_add_overflow(with_before, after[a], &out[a]),
+                 "[{}] pads {} make axis {} of shape {} larger than int64", ctx.label(), pads, a,
+                 shape_str(x.shape()));
       ONYX_CHECK(out[a] >= 0, "[{}] pads {} shrink axis {} of shape {} below zero", ctx.label(),
                  pads, a, shape_str(x.shape()));
       ONYX_CHECK(mode_ == PadMode::Constant || d > 0 || out[a] == 0,
                  "[{}] cannot pad empty axis {} of shape {} in a non-constant mode", ctx.label(), a,
                  shape_str(x.shape()));
+    }
+    // The output is taken (and its size checked) before the index maps: an empty output with a
+    // huge padded axis needs no map.
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+    if (y.numel() == 0) return;
+    std::vector<std::vector<int64_t>> maps(static_cast<size_t>(r));
+    for (size_t a = 0; a < out.size(); ++a) {
       maps[a].resize(static_cast<size_t>(out[a]));
       for (int64_t o = 0; o < out[a]; ++o)
-        maps[a][static_cast<size_t>(o)] = source_index(o - before[a], d);
+        maps[a][static_cast<size_t>(o)] = source_index(o - before[a], x.shape()[a]);
     }
-    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
       T value = pad_value<T>(ctx, x.dtype());
       pad<T>(x.data_as<T>(), y.data_as<T>(), x.shape(), out, maps, before, value, ctx.threads());
@@ -530,8 +545,9 @@ class PadKernel final : public Kernel {
     if constexpr (!std::is_same_v<T, std::string>) {
       double d = v->to_double_vector()[0];
       Tensor t = Tensor::zeros(dt, {});
-      dispatch<NumericTypes>(dt, ctx.label(),
-                             [&]<typename U>() { *t.data<U>() = U(static_cast<acc_t<U>>(d)); });
+      dispatch<NumericTypes>(dt, ctx.label(), [&]<typename U>() {
+        *t.data<U>() = U(saturate_cast<acc_t<U>>(d));  // 1e30 or NaN on integer data
+      });
       out = *t.data_as<T>();
     }
     return out;

@@ -1,5 +1,9 @@
 // graph/canonicalize: old-opset attribute forms become the newest input forms.
 #include "graph/canonicalize.h"
+
+#include <climits>
+#include <cmath>
+
 #include "test_util.h"
 
 using namespace onyx;
@@ -51,6 +55,24 @@ TEST(Canonicalize, ClipAndPadValuesTakeTheInputDtype) {
   EXPECT_TRUE(pad.attrs.empty());
   EXPECT_EQ(init_input(g, pad, 1)->to_int64_vector(), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(init_input(g, pad, 2)->to_double_vector(), (std::vector<double>{7.0}));
+}
+
+// A value attribute past the input's integer type (or NaN) saturates instead of being cast
+// with undefined behaviour (a malformed old-opset model can put integers under Pad).
+TEST(Canonicalize, PadValuePastAnIntegerTypeSaturates) {
+  for (float value : {1e30f, -1e30f, std::nanf("")}) {
+    ModelBuilder b(2);
+    b.input("x", DataType::Int32, Shape{4});
+    onyx::test::set_attrs(b.node("Pad", {"x"}, {"y"}), {attr_ints("pads", {1, 1}), attr_float("value", value)});
+    b.output("y");
+    auto model = b.build();
+    canonicalize_opsets(*model);
+    const Tensor* v = init_input(*model->graph, *model->graph->nodes()[0], 2);
+    ASSERT_NE(v, nullptr);
+    ASSERT_EQ(v->dtype(), DataType::Int32);
+    const int32_t want = value != value ? 0 : value > 0 ? INT32_MAX : INT32_MIN;
+    EXPECT_EQ(*v->data<int32_t>(), want) << value;
+  }
 }
 
 TEST(Canonicalize, NewOpsetsAreLeftAlone) {

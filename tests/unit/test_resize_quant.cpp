@@ -84,6 +84,25 @@ TEST(ResizeQuant, ExtrapolationValuePastTheTypeClamps) {
   }
 }
 
+// A roi is data: NaN or huge corners made source coordinates that were cast to int64
+// (undefined); such a coordinate is now extrapolated, or for NaN clamped to the edge.
+TEST(ResizeQuant, NonFiniteOrHugeRoiExtrapolates) {
+  const double nan = std::nan("");
+  for (const char* mode : {"nearest", "linear", "cubic"}) {
+    SCOPED_TRACE(mode);
+    auto y = run_op("Resize",
+                    {{"x", T_({1, 1, 2, 2}, {1, 2, 3, 4})},
+                     {"roi", T_({8}, {0, 0, nan, -1e30, 1, 1, 1e30, nan})},
+                     {"scales", kNone},
+                     {"sizes", T_<int64_t>({4}, {1, 1, 2, 2})}},
+                    {attr_string("mode", mode),
+                     attr_string("coordinate_transformation_mode", "tf_crop_and_resize"),
+                     attr_float("extrapolation_value", 7)},
+                    1, 19);
+    ASSERT_EQ(y.at("y0").shape(), Shape({1, 1, 2, 2}));
+  }
+}
+
 TEST(ResizeQuant, ResizeRejectsBadScales) {
   expect_error(
       [] {
@@ -340,6 +359,14 @@ TEST(ResizeQuant, RoiAlignNmsBitCast) {
               {"iou", T_({1}, {0.5})}},
              {}, 1, 11);
   EXPECT_EQ(y.at("y0").shape(), Shape({2, 3}));
+  expect_near(y.at("y0"), {0, 0, 0, 0, 0, 2});
+  // INT64_MAX, the usual "no limit", went through a double (2^63) and an undefined cast.
+  y = run_op("NonMaxSuppression",
+             {{"bx", T_({1, 3, 4}, {0, 0, 1, 1, 0, 0.1, 1, 1.1, 5, 5, 6, 6})},
+              {"sc", T_({1, 1, 3}, {0.9, 0.8, 0.7})},
+              {"m", Tensor::from_vector<int64_t>({1}, {std::numeric_limits<int64_t>::max()})},
+              {"iou", T_({1}, {0.5})}},
+             {}, 1, 11);
   expect_near(y.at("y0"), {0, 0, 0, 0, 0, 2});
   y = run_op("BitCast", {{"x", T_({1}, {1.0})}}, {attr_int("to", int64_t(DataType::Int32))}, 1, 26);
   EXPECT_EQ(y.at("y0").dtype(), DataType::Int32);

@@ -172,6 +172,17 @@ TEST(ShapeOps, PadModes) {
                   {{"in1", i64({4}, {0, -1, 0, 1})}, {"in2", Tensor::scalar<float>(7)}})
                .at("y0");
   EXPECT_EQ(vals(y), (std::vector<double>{1, 2, 7}));
+  // Pads are data: past 2^62 or summing past int64 is an error; a huge pad on an axis of an
+  // empty output builds no index map (it took memory before the output's size was checked).
+  for (int64_t big : {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    expect_error([&] { run_op("Pad", {{"in0", x}}, {{"in1", i64({4}, {0, big, 0, 0})}}); },
+                 "should lie in [-2^62, 2^62]");
+  }
+  expect_error(
+      [&] { run_op("Pad", {{"in0", x}}, {{"in1", i64({4}, {0, int64_t{1} << 62, 0, int64_t{1} << 62})}}); },
+      "larger than int64");
+  auto empty = run_op("Pad", {{"in0", iota_f({0, 3})}}, {{"in1", i64({4}, {0, int64_t{1} << 40, 0, 0})}});
+  EXPECT_EQ(empty.at("y0").shape(), (Shape{0, (int64_t{1} << 40) + 3}));
 }
 
 TEST(ShapeOps, ConcatSplitExpandTile) {
