@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <unordered_map>
 
 #include "graph/schema.h"
@@ -340,8 +341,11 @@ void slice(Ctx& c) {
 void range(Ctx& c) {
   auto s = c.values_in(0), l = c.values_in(1), d = c.values_in(2);
   if (s && l && d && s->size() == 1 && l->size() == 1 && d->size() == 1 && (*d)[0] != 0) {
-    const double n = std::ceil(double((*l)[0] - (*s)[0]) / double((*d)[0]));
-    return c.set_shape(0, {Dim::fixed(std::max<int64_t>(0, static_cast<int64_t>(n)))});
+    // In double: limit - start may overflow int64, and a count past 2^62 stays unknown (the
+    // kernel names it as an error).
+    const double n = std::ceil((double((*l)[0]) - double((*s)[0])) / double((*d)[0]));
+    if (n <= double(int64_t{1} << 62))
+      return c.set_shape(0, {Dim::fixed(std::max<int64_t>(0, static_cast<int64_t>(n)))});
   }
   c.set_shape(0, {Dim{}});
 }
@@ -555,8 +559,12 @@ void resize(Ctx& c) {
       const Dim& in = (*s)[axes[i]];
       if (sc[i] == 1.0)
         r[axes[i]] = in;
-      else if (in.is_fixed())
-        r[axes[i]] = Dim::fixed(static_cast<int64_t>(static_cast<float>(sc[i]) * double(in.value)));
+      else if (const double n = (std::abs(sc[i]) <= double(std::numeric_limits<float>::max())
+                                     ? double(static_cast<float>(sc[i]))  // as the kernel rounds it
+                                     : sc[i]) *
+                                double(in.value);
+               in.is_fixed() && n >= 0 && n < double(int64_t{1} << 62))  // NaN, 1e30: unknown
+        r[axes[i]] = Dim::fixed(static_cast<int64_t>(n));
     }
   }
   c.set_shape(0, r);

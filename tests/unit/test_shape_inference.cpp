@@ -3,6 +3,7 @@
 // Equal/Where, Slice of a shape) keep ranks and symbolic dims.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 
 #include "graph/onnx_io.h"
@@ -179,6 +180,22 @@ TEST(ShapeInference, SqueezeSliceSplitTileRange) {
   EXPECT_EQ(shape_of(*m, "p1"), sym({S("b"), F(1), F(6)}));
   EXPECT_EQ(shape_of(*m, "ti"), sym({S("b"), F(2), F(30)}));
   EXPECT_EQ(shape_of(*m, "ra"), sym({F(4)}));
+}
+
+// Range's count from constants past int64 (INT64_MIN to INT64_MAX) and Resize scales of 1e30
+// or NaN leave the dimension unknown instead of an undefined conversion; the kernels name them.
+TEST(ShapeInference, RangeAndResizeSizesPastInt64AreUnknown) {
+  test::ModelBuilder b(19);
+  b.input("x", DataType::Float, sym({F(1), F(1), F(2), F(2)}));
+  b.initializer("r0", scalar(std::numeric_limits<int64_t>::min()));
+  b.initializer("r1", scalar(std::numeric_limits<int64_t>::max())).initializer("r2", scalar(1));
+  b.initializer("huge", Tensor::from_vector<float>({4}, {1, 1, 1e30f, std::nanf("")}));
+  b.node("Range", {"r0", "r1", "r2"}, {"ra"});
+  b.node("Resize", {"x", "", "huge"}, {"rs"});
+  b.output("ra").output("rs");
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "ra"), sym({Dim{}}));
+  EXPECT_EQ(shape_of(*m, "rs"), sym({F(1), F(1), Dim{}, Dim{}}));
 }
 
 // Out-of-range axis and perm attributes (and axes inputs) are the model's error: with the
