@@ -308,6 +308,8 @@ class MelWeightMatrixKernel final : public Kernel {
         "{}, {}, {}, {}, {}",
         ctx.label(), mels, dft_len, rate, lo, hi);
     int64_t spec_bins = dft_len / 2 + 1;
+    // Taken first: its size check bounds mels and dft_len for the arithmetic below.
+    Tensor& y = ctx.allocate_output(0, dtype_, {spec_bins, mels});
     auto to_mel = [](double f) { return 2595.0 * std::log10(1.0 + f / 700.0); };
     double mel_lo = to_mel(lo), step = (to_mel(hi) - mel_lo) / static_cast<double>(mels + 2);
     // Band edges as spectrogram bin indices (the ONNX reference's mel spacing).
@@ -315,10 +317,12 @@ class MelWeightMatrixKernel final : public Kernel {
     for (int64_t i = 0; i < mels + 2; ++i) {
       double hz =
           700.0 * std::expm1((static_cast<double>(i) * step + mel_lo) / 2595.0 * std::log(10.0));
-      edge[i] = static_cast<int64_t>(
-          std::floor(static_cast<double>(dft_len + 1) * hz / static_cast<double>(rate)));
-      ONYX_CHECK(edge[i] >= 0 && edge[i] < spec_bins,
+      // Checked in double: an infinite upper edge gives an infinite bin.
+      const double bin =
+          std::floor(static_cast<double>(dft_len + 1) * hz / static_cast<double>(rate));
+      ONYX_CHECK(bin >= 0 && bin < static_cast<double>(spec_bins),
                  "[{}] upper_edge_hertz {} lies above the Nyquist bin", ctx.label(), hi);
+      edge[i] = static_cast<int64_t>(bin);
     }
     std::vector<double> w(static_cast<size_t>(spec_bins * mels), 0.0);
     for (int64_t m = 0; m < mels; ++m) {
@@ -332,7 +336,6 @@ class MelWeightMatrixKernel final : public Kernel {
       for (int64_t j = c; j < h; ++j)
         w[j * mels + m] = static_cast<double>(h - j) / static_cast<double>(h - c);
     }
-    Tensor& y = ctx.allocate_output(0, dtype_, {spec_bins, mels});
     dispatch<NumericTypes>(dtype_, ctx.label(), [&]<typename T>() {
       T* p = y.data<T>();
       for (size_t i = 0; i < w.size(); ++i) p[i] = static_cast<T>(w[i]);

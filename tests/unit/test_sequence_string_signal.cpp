@@ -1,6 +1,7 @@
 // Sequence, optional, string, signal and ai.onnx.ml kernels against hand-computed values,
 // plus the bad-input errors they raise.
 #include <cmath>
+#include <limits>
 
 #include "test_util.h"
 
@@ -226,6 +227,24 @@ TEST(Signal, WindowsAndStft) {
   // Frames [1,1], [2,2], [3,3]; onesided 2-point DFT gives [sum, 0] and [0, 0].
   EXPECT_EQ(out["spec"].shape(), (Shape{1, 3, 2, 2}));
   expect_near(out["spec"], {2, 0, 0, 0, 4, 0, 0, 0, 6, 0, 0, 0});
+}
+
+// MelWeightMatrix's inputs are data: an infinite upper edge gave an infinite bin cast to int64,
+// and a huge num_mel_bins sized vectors before the output's size was checked.
+TEST(Signal, MelWeightMatrixRejectsInfiniteEdgesAndHugeSizes) {
+  auto run = [](int64_t mels, float hi) {
+    ModelBuilder b(17);
+    for (const char* n : {"mels", "dft", "rate"}) b.input(n, DataType::Int64, Shape{});
+    b.input("lo", DataType::Float, Shape{});
+    b.input("hi", DataType::Float, Shape{});
+    b.node("MelWeightMatrix", {"mels", "dft", "rate", "lo", "hi"}, {"w"});
+    b.output("w");
+    return b.session().run({{"mels", i64({}, {mels})}, {"dft", i64({}, {16})}, {"rate", i64({}, {8000})},
+                            {"lo", f32({}, {0})}, {"hi", f32({}, {hi})}});
+  };
+  EXPECT_EQ(run(4, 4000)["w"].shape(), (Shape{9, 4}));
+  expect_error([&] { run(4, std::numeric_limits<float>::infinity()); }, "above the Nyquist bin");
+  EXPECT_THROW(run(std::numeric_limits<int64_t>::max() / 4, 4000), Error);
 }
 
 TEST(Ml, BinarizerAndArrayFeatureExtractor) {
