@@ -191,6 +191,19 @@ TEST(Signal, DftPowerOfTwoAndBluestein) {
   expect_near(out["back"], {1, 0, 2, 0, 3, 0, 4, 0});
 }
 
+// An empty batch with a huge dft_length gives an empty output without planning the transform
+// (the plan for n = 2^40 took ~64 TB before).
+TEST(Signal, DftOfAnEmptyBatchPlansNothing) {
+  ModelBuilder b(20);
+  b.input("x", DataType::Float, Shape{0, 4, 1});
+  b.input("n", DataType::Int64, Shape{});
+  b.node("DFT", {"x", "n"}, {"y"});
+  b.output("y");
+  NamedTensors out =
+      b.session().run({{"x", Tensor::zeros(DataType::Float, {0, 4, 1})}, {"n", i64({}, {int64_t{1} << 40})}});
+  EXPECT_EQ(out["y"].shape(), (Shape{0, int64_t{1} << 40, 2}));
+}
+
 TEST(Signal, DftRejectsBadTrailingDim) {
   ModelBuilder b(20);
   b.input("x", DataType::Float, Shape{1, 4, 3});
