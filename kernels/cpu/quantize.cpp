@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "graph/float8.h"
+#include "graph/saturate_cast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/move_util.h"
@@ -293,10 +294,12 @@ void dynamic_quantize_linear(KernelContext& ctx) {
   uint8_t* q = y.data<uint8_t>();
   parallel_for(x.numel(), ctx.threads(), kCheapGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
-      q[i] = uint8_t(std::clamp(std::nearbyint(p[i] / scale) + zp, 0.0f, 255.0f));
+      q[i] = saturate_cast<uint8_t>(std::nearbyint(p[i] / scale) + zp);
   });
   ctx.allocate_output(1, DataType::Float, {}).data<float>()[0] = scale;
-  ctx.allocate_output(2, DataType::UInt8, {}).data<uint8_t>()[0] = uint8_t(zp);
+  // An infinite x makes the scale infinite and these NaN: saturate_cast reads NaN as 0 where
+  // a plain cast is undefined.
+  ctx.allocate_output(2, DataType::UInt8, {}).data<uint8_t>()[0] = saturate_cast<uint8_t>(zp);
 }
 
 // ---- integer matrix products -----------------------------------------------------------

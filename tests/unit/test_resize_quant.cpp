@@ -192,6 +192,12 @@ TEST(ResizeQuant, DequantizeLinearBlockedAndDynamicQuantize) {
   expect_near(y.at("y0"), {0, 85, 255});
   expect_near(y.at("y1"), {3.0 / 255}, 1e-7);
   expect_near(y.at("y2"), {85});
+  // An infinite input makes the scale infinite and the zero point NaN: both saturate (0) where
+  // the uint8 casts were undefined.
+  const float inf = std::numeric_limits<float>::infinity();
+  y = run_op("DynamicQuantizeLinear", {{"x", T_({3}, {-inf, 0, 2})}}, {}, 3);
+  expect_near(y.at("y0"), {0, 0, 0});
+  expect_near(y.at("y2"), {0});
 }
 
 TEST(ResizeQuant, QuantizeRejectsWrongPerAxisScale) {
