@@ -45,8 +45,8 @@ class CumSumKernel final : public Kernel {
                        for (int64_t i = 0; i < n; ++i) {
                          const int64_t r = pos(i);
                          const A v = static_cast<A>(src[r]);
-                         if (excl) dst[r] = static_cast<T>(acc), acc += v;
-                         else acc += v, dst[r] = static_cast<T>(acc);
+                         if (excl) dst[r] = static_cast<T>(acc), acc = wrap_add(acc, v);
+                         else acc = wrap_add(acc, v), dst[r] = static_cast<T>(acc);
                        }
                      }
                    });
@@ -68,11 +68,11 @@ class CumSumKernel final : public Kernel {
                        if (excl) {
                          for (int64_t j = 0; j < len; ++j) {
                            dst[j] = static_cast<T>(acc[j]);
-                           acc[j] += static_cast<A>(src[j]);
+                           acc[j] = wrap_add(acc[j], static_cast<A>(src[j]));
                          }
                        } else {
                          for (int64_t j = 0; j < len; ++j) {
-                           acc[j] += static_cast<A>(src[j]);
+                           acc[j] = wrap_add(acc[j], static_cast<A>(src[j]));
                            dst[j] = static_cast<T>(acc[j]);
                          }
                        }

@@ -54,18 +54,18 @@ struct ReduceOp {
     // NaN sticks; `|` rather than `||` keeps the loop branch-free so it vectorises.
     if constexpr (K == ReduceKind::Max) return ((a >= v) | (a != a)) ? a : v;
     else if constexpr (K == ReduceKind::Min) return ((a <= v) | (a != a)) ? a : v;
-    else if constexpr (K == ReduceKind::Prod) return a * v;
+    else if constexpr (K == ReduceKind::Prod) return wrap_mul(a, v);
     else if constexpr (K == ReduceKind::L1) {
-      if constexpr (std::is_unsigned_v<Acc>) return a + v;
-      else return a + (v < Acc(0) ? -v : v);
-    } else if constexpr (K == ReduceKind::L2 || K == ReduceKind::SumSquare) return a + v * v;
-    else return a + v;
+      if constexpr (std::is_unsigned_v<Acc>) return wrap_add(a, v);
+      else return wrap_add(a, v < Acc(0) ? wrap_mul(v, Acc(-1)) : v);
+    } else if constexpr (K == ReduceKind::L2 || K == ReduceKind::SumSquare) return wrap_add(a, wrap_mul(v, v));
+    else return wrap_add(a, v);
   }
   Acc combine(Acc a, Acc b) const {
     if constexpr (K == ReduceKind::Max) return ((a >= b) | (a != a)) ? a : b;
     else if constexpr (K == ReduceKind::Min) return ((a <= b) | (a != a)) ? a : b;
-    else if constexpr (K == ReduceKind::Prod) return a * b;
-    else return a + b;
+    else if constexpr (K == ReduceKind::Prod) return wrap_mul(a, b);
+    else return wrap_add(a, b);
   }
   void store(int64_t o, Acc a) const {
     using M = math_t<T>;

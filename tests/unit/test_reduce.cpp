@@ -1,6 +1,7 @@
 // CPU reductions and friends (Reduce*, ArgMax/ArgMin, Softmax family, TopK, CumSum, Einsum,
 // LpNormalization, MeanVarianceNormalization) against hand-computed values, plus the
 // bad-input errors they raise.
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -126,6 +127,24 @@ TEST(Reduce, IntegerAndHalfTypes) {
   Tensor b = Tensor::from_vector<bool>({2, 2}, {false, true, false, false});
   expect_near(y0("ReduceMax", {b, i64({1}, {1})}), {1, 0});
   expect_near(y0("ReduceMin", {b, i64({1}, {0})}), {0, 0});
+}
+
+// Integer sums and products that pass the type wrap around (two's complement, as numpy and
+// ONNX Runtime give) instead of overflowing a signed accumulator (undefined); CumSum too.
+TEST(Reduce, IntegerOverflowWrapsAround) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  const Tensor big = i64({3}, {int64_t{1} << 40, int64_t{1} << 40, 3});
+  EXPECT_EQ(y0("ReduceProd", {big}).to_int64_vector(), (std::vector<int64_t>{0}));  // 3 * 2^80 mod 2^64
+  EXPECT_EQ(y0("ReduceSum", {i64({2}, {kMax, 2})}).to_int64_vector(), (std::vector<int64_t>{kMin + 1}));
+  EXPECT_EQ(y0("ReduceL1", {i64({1}, {kMin})}).to_int64_vector(), (std::vector<int64_t>{kMin}));
+  EXPECT_EQ(y0("ReduceSumSquare", {i64({1}, {int64_t{1} << 32})}).to_int64_vector(),
+            (std::vector<int64_t>{0}));
+  const Tensor xi = Tensor::from_vector<int32_t>({3}, {INT32_MAX, 1, 1});
+  EXPECT_EQ(y0("CumSum", {xi, i64({}, {0})}).to_int64_vector(),
+            (std::vector<int64_t>{INT32_MAX, INT32_MIN, INT32_MIN + 1}));
+  const Tensor cols = Tensor::from_vector<int32_t>({3, 2}, {INT32_MAX, 0, 1, 0, 1, 0});
+  EXPECT_EQ(y0("CumSum", {cols, i64({}, {0})}).to_int64_vector(),
+            (std::vector<int64_t>{INT32_MAX, 0, INT32_MIN, 0, INT32_MIN + 1, 0}));
 }
 
 TEST(Reduce, ArgMaxArgMin) {
