@@ -368,7 +368,9 @@ IntMatmul int_matmul(KernelContext& ctx, const Tensor& a, const Tensor* azp, con
       for (int64_t k = 0; k < r.K; ++k) {
         const int32_t ak = row[k];
         const double* pbk = pb + k * r.N;
-        for (int64_t n = 0; n < r.N; ++n) pc[n] += ak * (int32_t(pbk[n]) - zb[n]);
+        // int32 accumulation wraps around (as ONNX Runtime's does) instead of overflowing.
+        for (int64_t n = 0; n < r.N; ++n)
+          pc[n] = int32_t(uint32_t(pc[n]) + uint32_t(ak * (int32_t(pbk[n]) - zb[n])));
       }
     }
   });
@@ -536,7 +538,8 @@ std::vector<int32_t> conv_int32(KernelContext& ctx, const ConvAttrs& at, const S
             const int32_t wv = w[m * rows + row];
             if (wv == 0) continue;
             const int32_t* cr = col.data() + row * op;
-            for (int64_t p = 0; p < op; ++p) py[p] += wv * cr[p];
+            // Wraps around like MatMulInteger's (a bias of INT32_MAX plus anything overflowed).
+            for (int64_t p = 0; p < op; ++p) py[p] = int32_t(uint32_t(py[p]) + uint32_t(wv * cr[p]));
           }
         }
       });

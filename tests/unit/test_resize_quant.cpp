@@ -222,6 +222,20 @@ TEST(ResizeQuant, IntegerMatMulAndConv) {
               {"xz", T_<uint8_t>({}, {1})}},
              {}, 1, 10);
   expect_near(y.at("y0"), {0, 2, 4, 6});
+  // An int32 bias of INT32_MAX plus the products wraps around (the accumulator overflowed
+  // before: undefined) and then saturates to uint8's 0, as a wrapped int32 accumulator does.
+  y = run_op("QLinearConv",
+             {{"x", T_<uint8_t>({1, 1, 1, 1}, {2})},
+              {"xs", T_({}, {1})},
+              {"xz", T_<uint8_t>({}, {0})},
+              {"w", T_<uint8_t>({1, 1, 1, 1}, {3})},
+              {"ws", T_({}, {1})},
+              {"wz", T_<uint8_t>({}, {0})},
+              {"ys", T_({}, {1})},
+              {"yz", T_<uint8_t>({}, {0})},
+              {"b", Tensor::from_vector<int32_t>({1}, {INT32_MAX})}},
+             {}, 1, 10);
+  expect_near(y.at("y0"), {0});
   // QLinearMatMul: (a @ b) * (0.5 * 1 / 1) + 10.
   y = run_op("QLinearMatMul", {{"a", T_<uint8_t>({1, 2}, {2, 4})},
                                {"as", T_({}, {0.5})},
