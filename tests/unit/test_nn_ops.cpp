@@ -1,6 +1,7 @@
 // CPU compute kernels (matmul, conv, pool, normalization) against hand-computed values,
 // across the oneDNN paths (float32, bfloat16) and our own loops (double, integers), plus
 // the bad-input errors they raise.
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -42,6 +43,17 @@ TEST(NnOps, MatMul2dEveryDtype) {
   y = run_op("MatMul", {{"a", T_<bfloat16>({2, 3}, kA23)}, {"b", T_<bfloat16>({3, 2}, kB32)}});
   EXPECT_EQ(y.at("y0").dtype(), DataType::BFloat16);
   expect_near(y.at("y0"), {4, 5, 10, 11});
+}
+
+// Integer products and sums past the type wrap around (as numpy and ONNX Runtime give) instead
+// of overflowing a signed accumulator (undefined; UBSan's sanitizer stage checks this test).
+TEST(NnOps, IntegerMatMulWrapsAround) {
+  auto y = run_op("MatMul", {{"a", Tensor::from_vector<int64_t>({1, 2}, {int64_t{1} << 40, 3})},
+                             {"b", Tensor::from_vector<int64_t>({2, 1}, {int64_t{1} << 40, 1})}});
+  EXPECT_EQ(y.at("y0").to_int64_vector(), (std::vector<int64_t>{3}));  // 2^80 + 3 mod 2^64
+  y = run_op("MatMul", {{"a", Tensor::from_vector<int32_t>({1, 2}, {INT32_MAX, -7})},
+                        {"b", Tensor::from_vector<int32_t>({2, 1}, {2, 1})}});
+  EXPECT_EQ(y.at("y0").to_int64_vector(), (std::vector<int64_t>{-9}));  // 2 INT32_MAX = -2 mod 2^32
 }
 
 TEST(NnOps, MatMulBroadcastAndVectors) {
