@@ -54,6 +54,14 @@ TEST(NnOps, IntegerMatMulWrapsAround) {
   y = run_op("MatMul", {{"a", Tensor::from_vector<int32_t>({1, 2}, {INT32_MAX, -7})},
                         {"b", Tensor::from_vector<int32_t>({2, 1}, {2, 1})}});
   EXPECT_EQ(y.at("y0").to_int64_vector(), (std::vector<int64_t>{-9}));  // 2 INT32_MAX = -2 mod 2^32
+  // Einsum's own contraction, and a plain sum over a label.
+  y = run_op("Einsum", {{"a", Tensor::from_vector<int64_t>({1, 2}, {int64_t{1} << 40, 3})},
+                        {"b", Tensor::from_vector<int64_t>({2, 1}, {int64_t{1} << 40, 1})}},
+             {attr_string("equation", "ij,jk->ik")});
+  EXPECT_EQ(y.at("y0").to_int64_vector(), (std::vector<int64_t>{3}));
+  y = run_op("Einsum", {{"a", Tensor::from_vector<int32_t>({2}, {INT32_MAX, 1})}},
+             {attr_string("equation", "i->")});
+  EXPECT_EQ(y.at("y0").to_int64_vector(), (std::vector<int64_t>{INT32_MIN}));
 }
 
 TEST(NnOps, MatMulBroadcastAndVectors) {
