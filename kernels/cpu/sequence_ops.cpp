@@ -107,20 +107,29 @@ class SplitToSequenceKernel final : public Kernel {
     int64_t axis = normalize_axis(axis_, x.rank(), ctx.label());
     int64_t dim = x.shape()[axis];
     std::vector<int64_t> lengths;
+    // One tensor per piece: an empty input can have a huge axis (shape [0, 2^40]) whose pieces
+    // would be counted before any memory check.
+    constexpr int64_t kMaxPieces = int64_t{1} << 24;
+    auto check_pieces = [&](int64_t pieces) {
+      ONYX_CHECK(pieces <= kMaxPieces, "[{}] splitting axis {} of shape {} makes {} sequence elements; at most 2^24 are supported",
+                 ctx.label(), axis, shape_str(x.shape()), pieces);
+    };
     if (!split) {
+      check_pieces(dim);
       lengths.assign(static_cast<size_t>(dim), 1);
     } else if (split->rank() == 0) {
       int64_t len = split->to_int64_vector()[0];
       ONYX_CHECK(len > 0, "[{}] split must be positive, got {}", ctx.label(), len);
-      for (int64_t p = 0; p < dim; p += len) lengths.push_back(std::min(len, dim - p));
+      check_pieces(dim / len + (dim % len != 0));
+      for (int64_t p = 0; p < dim; p += lengths.back()) lengths.push_back(std::min(len, dim - p));
     } else {
       ONYX_CHECK(split->rank() == 1, "[{}] split must be a scalar or 1-D, got shape {}",
                  ctx.label(), shape_str(split->shape()));
       lengths = split->to_int64_vector();
       int64_t sum = 0;
       for (int64_t l : lengths) {
-        ONYX_CHECK(l >= 0, "[{}] split lengths must be >= 0, got {}", ctx.label(), l);
-        sum += l;
+        ONYX_CHECK(l >= 0 && !__builtin_add_overflow(sum, l, &sum),
+                   "[{}] split lengths must be >= 0 and sum within int64, got {}", ctx.label(), shape_str(lengths));
       }
       ONYX_CHECK(sum == dim, "[{}] split lengths sum to {} but axis {} has size {}", ctx.label(),
                  sum, axis, dim);

@@ -53,6 +53,31 @@ TEST(Sequence, SplitEditConcat) {
   EXPECT_EQ(out["n"].data<int64_t>()[0], 2);
 }
 
+// SplitToSequence's piece count and split lengths come from data: an empty input with a huge
+// axis would make 2^40 sequence elements, and lengths of 2^62 + 2^62 overflowed their sum.
+TEST(Sequence, SplitToSequenceBoundsPiecesAndLengths) {
+  auto run = [](const Shape& shape, const Tensor& split) {
+    ModelBuilder b(18);
+    b.input("x", DataType::Float, shape);
+    std::vector<std::string> ins{"x"};
+    if (split.defined()) {
+      b.initializer("split", split);
+      ins.push_back("split");
+    }
+    set_attrs(b.node("SplitToSequence", ins, {"s"}), {attr_int("axis", 1)});
+    b.node("SequenceLength", {"s"}, {"n"});
+    b.output("n");
+    return b.session().run({{"x", Tensor::zeros(DataType::Float, shape)}});
+  };
+  expect_error([&] { run({0, int64_t{1} << 40}, Tensor()); }, "at most 2^24 are supported");
+  expect_error([&] { run({0, int64_t{1} << 40}, i64({}, {2})); }, "at most 2^24 are supported");
+  expect_error([&] { run({1, 7}, i64({2}, {int64_t{1} << 62, int64_t{1} << 62})); }, "sum within int64");
+  // A huge scalar length over a huge empty axis: two pieces, no overflowing position.
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(run({0, big}, i64({}, {(int64_t{1} << 62) + 1}))["n"].to_int64_vector(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(run({1, 7}, i64({}, {3}))["n"].to_int64_vector(), (std::vector<int64_t>{3}));
+}
+
 TEST(Sequence, NewAxisConcatAndBadPosition) {
   ModelBuilder b(18);
   b.input("a", DataType::Float, Shape{2});
