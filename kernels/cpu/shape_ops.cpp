@@ -5,6 +5,7 @@
 #include <cmath>
 #include <mutex>
 #include <random>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/move_util.h"
@@ -345,7 +346,12 @@ void range_compute(KernelContext& ctx) {
                ctx.label(), double(s), double(l), double(d), count);
     const auto n = static_cast<int64_t>(count);
     T* o = ctx.allocate_output(0, start.dtype(), {n}).data<T>();
-    for (int64_t i = 0; i < n; ++i) o[i] = T(static_cast<A>(s + static_cast<A>(i) * d));
+    // Every element lies between start and limit, but i * delta alone may pass the type (start
+    // -2^30, delta 2^30 in int32): integers go through wrapping uint64 arithmetic, whose result
+    // converted back is exact.
+    using W = std::conditional_t<std::is_integral_v<A>, uint64_t, A>;
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = T(static_cast<A>(static_cast<W>(s) + static_cast<W>(i) * static_cast<W>(d)));
   });
 }
 

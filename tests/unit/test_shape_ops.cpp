@@ -1,5 +1,6 @@
 // CPU data-movement kernels (shape_ops, tensor_ops, gather_scatter) against hand-computed
 // values, plus the bad-input errors they raise.
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -350,6 +351,14 @@ TEST(ShapeOps, ConstantsRangeEyeLikeDropout) {
         },
         "elements; at most 2^62");
   }
+  // Elements fit the type but i * delta alone may not (undefined before): int32 and int64.
+  auto r32 = run_op("Range", {{"in0", Tensor::scalar<int32_t>(-(1 << 30))}},
+                    {{"in1", Tensor::scalar<int32_t>(INT32_MAX)}, {"in2", Tensor::scalar<int32_t>(1 << 30)}});
+  EXPECT_EQ(vals(r32.at("y0")), (std::vector<double>{-(1 << 30), 0, 1 << 30}));
+  const int64_t q = int64_t{1} << 62;
+  auto r64 = run_op("Range", {{"in0", Tensor::scalar<int64_t>(-q)}},
+                    {{"in1", Tensor::scalar<int64_t>(q + q / 2)}, {"in2", Tensor::scalar<int64_t>(q)}});
+  EXPECT_EQ(r64.at("y0").to_int64_vector(), (std::vector<int64_t>{-q, 0, q}));
   auto nan = run_op("Range", {{"in0", Tensor::scalar<float>(0)}, {"in1", Tensor::scalar<float>(std::nanf(""))}},
                     {{"in2", Tensor::scalar<float>(1)}});
   EXPECT_EQ(nan.at("y0").numel(), 0);
