@@ -606,7 +606,8 @@ class TriluKernel final : public Kernel {
     if (const Tensor* t = ctx.input(1)) {
       ONYX_CHECK(t->numel() == 1, "[{}] k should be a scalar but has shape {}", ctx.label(),
                  shape_str(t->shape()));
-      k = t->to_int64_vector()[0];
+      // Past every dimension any k acts the same; clamped so i + k + 1 cannot overflow.
+      k = std::clamp<int64_t>(t->to_int64_vector()[0], -(int64_t{1} << 62), int64_t{1} << 62);
     }
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
     int64_t N = x.dim(-2), M = x.dim(-1), rows = x.numel() / std::max<int64_t>(1, M);

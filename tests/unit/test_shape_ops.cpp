@@ -322,6 +322,16 @@ TEST(GatherScatter, OneHotNonZeroCompressUnique) {
 TEST(TensorOps, TriluDepthToSpaceReverseSequence) {
   auto tr = run_op("Trilu", {{"in0", iota_f({3, 3})}}, {{"in1", Tensor::scalar<int64_t>(1)}});
   EXPECT_EQ(vals(tr.at("y0")), (std::vector<double>{0, 1, 2, 0, 0, 5, 0, 0, 0}));
+  // k far past the matrix (i + k + 1 overflowed for INT64_MAX): all kept or all zeroed.
+  for (int64_t k : {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    for (int64_t upper : {0, 1}) {
+      auto t = run_op("Trilu", {{"in0", iota_f({2, 2})}}, {{"in1", Tensor::scalar<int64_t>(k)}},
+                      {attr_int("upper", upper)});
+      const bool keep = (upper == 1) == (k < 0);
+      EXPECT_EQ(vals(t.at("y0")), keep ? (std::vector<double>{0, 1, 2, 3}) : (std::vector<double>{0, 0, 0, 0}))
+          << k << " upper " << upper;
+    }
+  }
   // DCR: channel c*4 + ... : x[0, :, 0, 0] = [0, 1, 2, 3] becomes a 2x2 block.
   auto d2s =
       run_op("DepthToSpace", {{"in0", iota_f({1, 4, 1, 1})}}, {}, {attr_int("blocksize", 2)});
