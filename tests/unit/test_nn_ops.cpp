@@ -1,6 +1,7 @@
 // CPU compute kernels (matmul, conv, pool, normalization) against hand-computed values,
 // across the oneDNN paths (float32, bfloat16) and our own loops (double, integers), plus
 // the bad-input errors they raise.
+#include <array>
 #include <climits>
 #include <cmath>
 #include <limits>
@@ -282,6 +283,75 @@ TEST(NnOps, MaxPoolFastPathMatchesReferenceLoops) {
     ASSERT_EQ(fast.at("y0").shape(), ref.at("y0").shape()) << shape_str(g.in);
     EXPECT_EQ(fast.at("y0").to_double_vector(), ref.at("y0").to_double_vector())
         << shape_str(g.in) << " k " << shape_str(g.k) << " s " << shape_str(g.s);
+  }
+}
+
+// Our own MaxPool loops (double, int8/uint8, dilations, 1-D/3-D, column-major Indices) run one
+// pass per axis; each case must give the direct loop's first maximum in (d, h, w) order, value
+// and index, with many ties and (for double) NaN among the values.
+TEST(NnOps, SeparableMaxPoolMatchesTheDirectLoop) {
+  struct Geo {
+    Shape in, k, s, d, pads;
+    int64_t ceil = 0, column_major = 0;
+  };
+  const std::vector<Geo> geos = {
+      {{1, 2, 9, 11}, {3, 2}, {2, 1}, {2, 3}, {1, 0, 2, 1}},
+      {{2, 1, 7, 6}, {4, 3}, {1, 2}, {1, 1}, {3, 2, 3, 2}, 1},
+      {{1, 1, 13}, {4}, {3}, {2}, {2, 5}, 1},
+      {{1, 2, 4, 5, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 2}, {1, 0, 1, 0, 2, 1}},
+      {{1, 1, 5, 6, 7}, {3, 2, 3}, {2, 1, 3}, {1, 2, 1}, {0, 1, 2, 2, 0, 1}, 1, 1},
+      {{1, 1, 8, 8}, {3, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 0, 1},
+      {{1, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1, 1, 1}}};
+  for (const auto& g : geos) {
+    const size_t r = g.in.size() - 2;
+    std::vector<double> v(static_cast<size_t>(shape_numel(g.in)));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = double((i * 7) % 5);  // many ties
+    v[3] = std::nan("");
+    v[v.size() / 2] = std::nan("");
+    for (DataType dt : {DataType::Double, DataType::UInt8}) {
+      SCOPED_TRACE(shape_str(g.in) + " " + dtype_name(dt));
+      std::vector<double> xv = v;
+      if (dt == DataType::UInt8)
+        for (double& e : xv) e = e != e ? 9 : e;
+      Tensor x = dt == DataType::Double ? T_<double>(g.in, xv) : T_<uint8_t>(g.in, xv);
+      std::vector<Attribute> attrs = {attr_ints("kernel_shape", g.k), attr_ints("strides", g.s),
+                                      attr_ints("dilations", g.d), attr_ints("pads", g.pads),
+                                      attr_int("ceil_mode", g.ceil), attr_int("storage_order", g.column_major)};
+      auto y = run_op("MaxPool", {{"x", x}}, attrs, dt == DataType::Double ? 2 : 1, 12);
+      const Shape os = y.at("y0").shape();
+      const std::vector<double> yv = y.at("y0").to_double_vector();
+      std::vector<int64_t> iv;
+      if (dt == DataType::Double) iv = y.at("y1").to_int64_vector();
+      // The direct loop, written out: 3-D view with leading 1s.
+      std::array<int64_t, 3> I{1, 1, 1}, O{1, 1, 1}, K{1, 1, 1}, S{1, 1, 1}, D{1, 1, 1}, P{0, 0, 0};
+      for (size_t a = 0; a < r; ++a) {
+        const size_t t = 3 - r + a;
+        I[t] = g.in[2 + a], O[t] = os[2 + a], K[t] = g.k[a], S[t] = g.s[a], D[t] = g.d[a], P[t] = g.pads[a];
+      }
+      const int64_t in_sz = I[0] * I[1] * I[2], out_sz = O[0] * O[1] * O[2];
+      for (int64_t plane = 0; plane < g.in[0] * g.in[1]; ++plane)
+        for (int64_t o = 0; o < out_sz; ++o) {
+          const int64_t oo[3] = {o / (O[1] * O[2]), (o / O[2]) % O[1], o % O[2]};
+          double best = 0;
+          int64_t best_i = -1;
+          for (int64_t kd = 0; kd < K[0]; ++kd)
+            for (int64_t kh = 0; kh < K[1]; ++kh)
+              for (int64_t kw = 0; kw < K[2]; ++kw) {
+                const int64_t q[3] = {oo[0] * S[0] - P[0] + kd * D[0], oo[1] * S[1] - P[1] + kh * D[1],
+                                      oo[2] * S[2] - P[2] + kw * D[2]};
+                if (q[0] < 0 || q[0] >= I[0] || q[1] < 0 || q[1] >= I[1] || q[2] < 0 || q[2] >= I[2]) continue;
+                const int64_t qi = (q[0] * I[1] + q[1]) * I[2] + q[2];
+                const double e = xv[plane * in_sz + qi];
+                if (best_i < 0 || e > best) best = e, best_i = qi;
+              }
+          const double got = yv[plane * out_sz + o];
+          ASSERT_TRUE(got == best || (got != got && best != best)) << "output " << o << ": " << got << " vs " << best;
+          if (iv.empty()) continue;
+          const int64_t w = best_i % I[2], h = (best_i / I[2]) % I[1], d = best_i / (I[1] * I[2]);
+          const int64_t si = g.column_major ? d + h * I[0] + w * I[0] * I[1] : best_i;
+          ASSERT_EQ(iv[plane * out_sz + o], best_i < 0 ? -1 : plane * in_sz + si) << "output " << o;
+        }
+    }
   }
 }
 
