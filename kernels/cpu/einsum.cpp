@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_plan.h"
-#include "kernels/cpu/ref_gemm.h"
+#include "kernels/cpu/wrap_int.h"
 #include "kernels/dispatch.h"
 
 namespace onyx::cpu {
@@ -247,7 +247,7 @@ class EinsumKernel final : public Kernel {
  private:
   template <typename T>
   void run(KernelContext& ctx, const std::vector<const Tensor*>& xs) const {
-    using A = typename gemm_acc<acc_t<T>>::type;  // signed integers wrap around, as in MatMul
+    using A = typename wrapping_acc<acc_t<T>>::type;  // signed integers wrap around, as in MatMul
     const std::string who = ctx.label();
     const int n = static_cast<int>(xs.size());
     // Expand "..." into right-aligned ellipsis labels.

@@ -11,14 +11,10 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/move_util.h"
+#include "kernels/cpu/wrap_int.h"
 
 namespace onyx::cpu {
 namespace {
-
-// Unsigned type wide enough that integer arithmetic on it neither promotes nor overflows.
-template <typename C>
-using wrap_t =
-    std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
 
 template <typename C>
 constexpr bool is_signed_int_v =

@@ -14,6 +14,7 @@
 #include "graph/saturate_cast.h"
 #include "graph/tensor.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/wrap_int.h"
 #include "kernels/kernel.h"
 #include "kernels/parallel.h"
 
@@ -45,29 +46,6 @@ AxisSplit split_2d(const Shape& s, int64_t axis);
 /// Reads a scalar integer input (0-D or one element, int32 or int64) such as CumSum's axis
 /// or TopK's k; onyx::Error naming the input otherwise.
 int64_t scalar_int_input(const KernelContext& ctx, int i, const char* what);
-
-// Integer sums and products wrap around (two's complement, what numpy and ONNX Runtime give)
-// instead of overflowing, which is undefined for signed types; floats are plain arithmetic.
-template <typename A>
-A wrap_add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    A r;
-    __builtin_add_overflow(a, b, &r);
-    return r;
-  } else {
-    return a + b;
-  }
-}
-template <typename A>
-A wrap_mul(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    A r;
-    __builtin_mul_overflow(a, b, &r);
-    return r;
-  } else {
-    return a * b;
-  }
-}
 
 /// How a reduction over a set of axes walks its input. The fast form is [outer, red, inner]
 /// (reduced axes contiguous in the middle, output index o = outer_i * inner + inner_i); any

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "graph/dtype.h"
+#include "kernels/cpu/wrap_int.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {
@@ -15,16 +16,6 @@ namespace onyx::cpu {
 /// ref_gemm for double: packed panels and a register tile (gemm_f64.cpp).
 void gemm_f64(int64_t M, int64_t N, int64_t K, const double* A, int64_t a_rs, int64_t a_cs,
               const double* B, int64_t b_rs, int64_t b_cs, double* C, int threads);
-
-/// ref_gemm's accumulator: the type itself, or a signed integer's unsigned twin.
-template <typename A, bool = std::is_integral_v<A> && std::is_signed_v<A>>
-struct gemm_acc {
-  using type = A;
-};
-template <typename A>
-struct gemm_acc<A, true> {
-  using type = std::make_unsigned_t<A>;
-};
 
 /// C[M,N] = A[M,K] * B[K,N], A and B read through (row, column) strides, C contiguous.
 /// Tiles of rows x columns x depth keep B's tile in cache; accumulates in acc_t<T>.
@@ -38,7 +29,7 @@ void ref_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t
   // Signed integers accumulate in their unsigned twin: products and sums wrap around (as
   // numpy's and ONNX Runtime's int matmuls do) instead of overflowing, which is undefined; the
   // final conversion back is modular.
-  using Acc = typename gemm_acc<acc_t<T>>::type;
+  using Acc = typename wrapping_acc<acc_t<T>>::type;
   constexpr int64_t kRows = 16, kCols = 256, kDepth = 256;
   int64_t row_blocks = (M + kRows - 1) / kRows, col_blocks = (N + kCols - 1) / kCols;
   parallel_for(row_blocks * col_blocks, threads, 1, [&](int64_t tb, int64_t te) {
