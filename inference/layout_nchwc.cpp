@@ -1,5 +1,6 @@
 // The NCHWc layout pass: 2-D float32 convolutions run on channel-blocked tensors
-// [N, ceil(C/b), H, W, b] (oneDNN's nChw8c / nChw16c), so a chain of convolutions never
+// [N, ceil(C/b), H, W, b] (oneDNN's nChw8c / nChw16c) or channels-last ones [N, 1, H, W, C]
+// (block -1: one block of every channel, NHWC in memory), so a chain of convolutions never
 // converts back to NCHW between them; a MaxPool or GlobalAveragePool of a blocked tensor reads
 // it as it is. ToNchwc / FromNchwc reorders sit at the boundary, one per
 // value; a value others read in NCHW keeps its name, produced by a FromNchwc.
@@ -18,13 +19,15 @@ bool is_float_or_unknown(const Value* v) {
 }
 
 /// A Conv or FusedConv the blocked kernel runs: 2-D, float32, constant weights, one group,
-/// output channels a multiple of the block, no negative pads.
+/// output channels a multiple of the block (any count for channels-last), no negative pads.
 bool convertible(const Graph& g, const Node& n, int64_t block) {
   bool conv = n.op_type == "Conv" && n.domain.empty();
   bool fused = n.op_type == "FusedConv" && n.domain == "com.microsoft";
   if ((!conv && !fused) || !n.has_input(0) || n.outputs.empty() || !n.outputs[0]) return false;
   const Tensor* W = constant_value(g, n.inputs[1]);
-  if (!W || W->dtype() != DataType::Float || W->rank() != 4 || W->dim(0) % block != 0) return false;
+  if (!W || W->dtype() != DataType::Float || W->rank() != 4 || W->dim(0) < 1 || W->dim(1) < 1 ||
+      (block > 0 && W->dim(0) % block != 0))
+    return false;
   if (n.attr_int("group", 1) != 1) return false;
   for (int64_t p : n.attr_ints("pads"))
     if (p < 0) return false;
@@ -87,8 +90,10 @@ size_t convert_convs_to_nchwc(Model& model, int64_t block) {
     if (convertible(g, *n, block)) {
       const Tensor* W = constant_value(g, n->inputs[1]);
       const int64_t M = W->dim(0), C = W->dim(1);
-      // The first convolution (C = 3) reads NCHW directly; others read blocked tensors.
-      if (twin != blocked.end() || C % block == 0) g.set_input(n, 0, to_blocked(x, C));
+      // With blocks of 8 or 16, the first convolution (C = 3) reads NCHW directly; others (and
+      // every channels-last one: brgconv wants both sides NHWC) read blocked tensors.
+      if (twin != blocked.end() || block < 0 || C % block == 0)
+        g.set_input(n, 0, to_blocked(x, C));
       if (n->num_inputs() > 3 && n->inputs[3]) g.set_input(n, 3, to_blocked(n->inputs[3], M));
       write_blocked(n, "ConvNchwc", M);
     } else if (twin != blocked.end() && convertible_pool(g, *n)) {

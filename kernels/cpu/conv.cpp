@@ -22,8 +22,9 @@ class ConvKernel final : public Kernel {
         act_(Activation::from_node(info.node)),
         block_(op == ConvOp::ConvNchwc ? info.node.attr_int("block", 8) : 0),
         const_weights_(info.constant_input(1) != nullptr) {
-    ONYX_CHECK(op != ConvOp::ConvNchwc || block_ == 8 || block_ == 16,
-               "[{}] block must be 8 or 16, got {}", info.label(), block_);
+    ONYX_CHECK(op != ConvOp::ConvNchwc || block_ == 8 || block_ == 16 ||
+                   block_ == du::kChannelsLast,
+               "[{}] block must be 8, 16 or -1 (channels-last), got {}", info.label(), block_);
   }
 
   void compute(KernelContext& ctx) const override {
@@ -33,7 +34,7 @@ class ConvKernel final : public Kernel {
     const Tensor* Z = op_ == ConvOp::FusedConv || op_ == ConvOp::ConvNchwc ? ctx.input(3) : nullptr;
     ONYX_CHECK(W.dtype() == X.dtype(), "[{}] X and W must have one dtype, got {} and {}",
                ctx.label(), dtype_name(X.dtype()), dtype_name(W.dtype()));
-    const bool x_blocked = block_ > 0 && X.rank() == 5;
+    const bool x_blocked = block_ != 0 && X.rank() == 5;
     Shape xs = x_blocked ? logical_shape(ctx, X, W) : X.shape();
     const bool transpose = op_ == ConvOp::ConvTranspose;
     Geometry g =
@@ -43,15 +44,17 @@ class ConvKernel final : public Kernel {
                dtype_name(X.dtype()), g.M, B ? dtype_name(B->dtype()) : "",
                B ? shape_str(B->shape()) : "");
     Shape out{g.N, g.M};
-    if (block_ > 0) {
-      ONYX_CHECK(g.nsp() == 2 && g.M % block_ == 0,
+    // Y's channel block in memory: block_, or all M channels for channels-last.
+    const int64_t y_block = block_ == 0 ? 0 : du::resolve_block(block_, g.M);
+    if (block_ != 0) {
+      ONYX_CHECK(g.nsp() == 2 && y_block > 0 && g.M % y_block == 0,
                  "[{}] expects a 2-D convolution with output channels a multiple of {}, got {} "
                  "channels and X {}",
-                 ctx.label(), block_, g.M, shape_str(X.shape()));
-      out[1] = g.M / block_;
+                 ctx.label(), block_ > 0 ? block_ : 1, g.M, shape_str(X.shape()));
+      out[1] = g.M / y_block;
     }
     out.insert(out.end(), g.out.begin(), g.out.end());
-    if (block_ > 0) out.push_back(block_);
+    if (block_ != 0) out.push_back(y_block);
     ONYX_CHECK(!Z || (Z->shape() == out && Z->dtype() == X.dtype()),
                "[{}] Z must be a {} tensor of the output's shape {}, got {} {}", ctx.label(),
                dtype_name(X.dtype()), shape_str(out), Z ? dtype_name(Z->dtype()) : "",
@@ -59,7 +62,7 @@ class ConvKernel final : public Kernel {
     Tensor& Y = ctx.allocate_output(0, X.dtype(), out);
     if (Y.numel() == 0) return;
     if (X.numel() == 0 || W.numel() == 0) {
-      conv_fill_bias(Y, B, g.M, block_);
+      conv_fill_bias(Y, B, g.M, y_block);
       conv_epilogue(Y, Z, act_, ctx.threads());
       return;
     }
@@ -98,12 +101,14 @@ class ConvKernel final : public Kernel {
   }
 
  private:
-  /// [N, C, H, W] of a blocked [N, ceil(C/block), H, W, block] X, with C from W.
+  /// [N, C, H, W] of a blocked [N, ceil(C/block), H, W, block] (or channels-last
+  /// [N, 1, H, W, C]) X, with C from W.
   Shape logical_shape(KernelContext& ctx, const Tensor& X, const Tensor& W) const {
     int64_t C = W.rank() > 1 ? W.dim(1) * attrs_.group : 0;
-    ONYX_CHECK(X.dim(4) == block_ && X.dim(1) == (C + block_ - 1) / block_,
+    const int64_t b = du::resolve_block(block_, C);
+    ONYX_CHECK(b > 0 && X.dim(4) == b && X.dim(1) == (C + b - 1) / b,
                "[{}] blocked X {} does not hold the {} input channels of W {} in blocks of {}",
-               ctx.label(), shape_str(X.shape()), C, shape_str(W.shape()), block_);
+               ctx.label(), shape_str(X.shape()), C, shape_str(W.shape()), b);
     return {X.dim(0), C, X.dim(2), X.dim(3)};
   }
 

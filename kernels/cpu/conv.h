@@ -85,8 +85,9 @@ void ref_conv(const Geometry& g, const Tensor& X, const Tensor& W, const Tensor*
 void gemm_conv(const Geometry& g, const Tensor& X, const Tensor& W, const Tensor* B, Tensor& Y,
                bool transpose, int threads);
 
-/// How one tensor of a oneDNN convolution is laid out in our buffers: plain NCHW (block 0) or
-/// blocked [N, ceil(C/block), H, W, block] (oneDNN's nChw8c / nChw16c, padded channels zero).
+/// How one tensor of a oneDNN convolution is laid out in our buffers: plain NCHW (block 0),
+/// blocked [N, ceil(C/block), H, W, block] (oneDNN's nChw8c / nChw16c, padded channels zero) or
+/// channels-last [N, 1, H, W, C] (dnnl_util::kChannelsLast, oneDNN's nhwc).
 struct ConvLayout {
   int64_t src_block = 0, dst_block = 0;
 };
@@ -125,8 +126,8 @@ void run_conv_entry(KernelContext& ctx, const ConvEntry& e, const Tensor& X, con
 
 enum class ConvOp { Conv, ConvTranspose, FusedConv, ConvNchwc };
 /// The kernel of one convolution op. ConvNchwc (domain ai.onyx) is a 2-D Conv with FusedConv's
-/// inputs and attributes whose Y and Z are blocked [N, M/block, H, W, block] (attribute `block`)
-/// and whose X is blocked or plain.
+/// inputs and attributes whose Y and Z are blocked [N, M/block, H, W, block] (attribute `block`
+/// 8 or 16) or channels-last [N, 1, H, W, M] (block -1), and whose X is laid out alike or plain.
 std::unique_ptr<Kernel> make_conv_kernel(const KernelInfo& info, ConvOp op);
 
 /// ConvNchwc, ToNchwc and FromNchwc (domain ai.onyx), the blocked-layout ops the optimizer's

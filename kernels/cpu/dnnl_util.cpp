@@ -3,9 +3,11 @@
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/isa.h"
@@ -72,11 +74,15 @@ dnnl::memory::desc plain_desc(const Shape& shape, DataType dt) {
 }
 
 dnnl::memory::desc blocked_desc(const Shape& nchw, DataType dt, int64_t block) {
-  ONYX_CHECK(nchw.size() == 4 && (block == 8 || block == 16),
-             "[oneDNN] blocked layouts are [N, C, H, W] with block 8 or 16, got {} with block {}",
+  ONYX_CHECK(nchw.size() == 4 && (block == 8 || block == 16 || block == kChannelsLast),
+             "[oneDNN] blocked layouts are [N, C, H, W] with block 8, 16 or channels-last, got {} "
+             "with block {}",
              shape_str(nchw), block);
   using tag = dnnl::memory::format_tag;
-  return dnnl::memory::desc(to_dims(nchw), to_dnnl(dt), block == 8 ? tag::nChw8c : tag::nChw16c);
+  return dnnl::memory::desc(to_dims(nchw), to_dnnl(dt),
+                            block == 8    ? tag::nChw8c
+                            : block == 16 ? tag::nChw16c
+                                          : tag::nhwc);
 }
 
 dnnl::memory::desc strided_desc(const Shape& shape, DataType dt, const Shape& strides) {
@@ -126,10 +132,22 @@ ThreadScope::~ThreadScope() {
 }
 
 int64_t nchwc_block() {
-  active_isa();  // applies ONYX_ISA's cap before oneDNN reports its ISA
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  return (isa & avx512) == avx512 ? 16 : 8;
+  static const int64_t block = [] {
+    if (const char* env = std::getenv("ONYX_CONV_LAYOUT"); env && *env) {
+      std::string_view v(env);
+      if (v == "nhwc") return kChannelsLast;
+      if (v == "nchw16c") return int64_t{16};
+      if (v == "nchw8c") return int64_t{8};
+      if (v != "auto")
+        throw Error(fmt::format("ONYX_CONV_LAYOUT must be nhwc, nchw16c, nchw8c or auto, got '{}'",
+                                v));
+    }
+    active_isa();  // applies ONYX_ISA's cap before oneDNN reports its ISA
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    return (isa & avx512) == avx512 ? kChannelsLast : int64_t{8};
+  }();
+  return block;
 }
 
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {

@@ -29,7 +29,7 @@ dnnl::memory::dims to_dims(const Shape& shape);
 /// Row-major descriptor of `shape` (a scalar is described as [1]).
 dnnl::memory::desc plain_desc(const Shape& shape, DataType dt);
 /// Descriptor of a [N, C, H, W] tensor stored channel-blocked as [N, ceil(C/block), H, W, block]
-/// (nChw8c or nChw16c; block 8 or 16).
+/// (nChw8c or nChw16c; block 8 or 16) or channels-last as [N, 1, H, W, C] (nhwc; kChannelsLast).
 dnnl::memory::desc blocked_desc(const Shape& nchw, DataType dt, int64_t block);
 /// Descriptor with explicit strides, in elements.
 dnnl::memory::desc strided_desc(const Shape& shape, DataType dt, const Shape& strides);
@@ -68,8 +68,20 @@ class ThreadScope {
   int saved_;
 };
 
-/// Channel block of the layout oneDNN's convolutions prefer on this CPU: 16 where its effective
-/// ISA has AVX-512 (nChw16c), else 8 (nChw8c).
+/// The `block` of a channels-last twin: one block holding every channel, [N, 1, H, W, C], which
+/// is NHWC in memory (oneDNN's nhwc). Blocks 8 and 16 are nChw8c / nChw16c.
+inline constexpr int64_t kChannelsLast = -1;
+
+/// The channel block a blocked tensor of `channels` channels has in memory: `block`, or every
+/// channel for kChannelsLast.
+inline int64_t resolve_block(int64_t block, int64_t channels) {
+  return block == kChannelsLast ? channels : block;
+}
+
+/// Channel block of the layout oneDNN's convolutions run fastest on this CPU: channels-last
+/// where its effective ISA has AVX-512 (its brgconv kernels beat the nChw16c jit kernels on 3x3
+/// convolutions by 8-27 % and match them on 1x1), else 8 (nChw8c; AVX2 has no brgconv).
+/// ONYX_CONV_LAYOUT=nhwc|nchw16c|nchw8c overrides it for the process (bench comparisons).
 int64_t nchwc_block();
 
 /// True when `pd` got a reference (slow) implementation; half-float kernels then run

@@ -343,7 +343,7 @@ struct PoolEntry {
   dnnl::memory::desc src, dst;
 };
 
-/// The pooling primitive on plain tensors, or (block > 0) on blocked [N, C/block, H, W, block].
+/// The pooling primitive on plain tensors, or (block != 0) on blocked or channels-last ones.
 PoolEntry make_pool_entry(const PoolGeometry& g, DataType dt, dnnl::algorithm alg,
                           const dnnl::memory::dims& pad_r, int64_t block) {
   PoolEntry e;
@@ -381,19 +381,22 @@ PoolEntry make_pool_entry(const PoolGeometry& g, DataType dt, dnnl::algorithm al
 using MaxPoolTypes = TypeList<float, double, float16, bfloat16, int8_t, uint8_t>;
 
 /// MaxPool, AveragePool, LpPool; with `block` (ai.onyx MaxPoolNchwc) a 2-D max pooling of
-/// blocked [N, C/block, H, W, block] tensors on oneDNN.
+/// blocked [N, C/block, H, W, block] tensors (block 8 or 16) or channels-last [N, 1, H, W, C]
+/// ones (block -1) on oneDNN.
 class PoolKernel final : public Kernel {
  public:
   PoolKernel(const KernelInfo& info, PoolKind kind, bool blocked)
       : attrs_(info, kind), kind_(kind), block_(blocked ? info.node.attr_int("block", 8) : 0) {
-    ONYX_CHECK(!blocked || ((block_ == 8 || block_ == 16) && attrs_.kernel_shape.size() == 2),
-               "[{}] expects a 2-D kernel_shape and block 8 or 16, got {} and {}", info.label(),
-               shape_str(attrs_.kernel_shape), block_);
+    ONYX_CHECK(!blocked || ((block_ == 8 || block_ == 16 || block_ == du::kChannelsLast) &&
+                            attrs_.kernel_shape.size() == 2),
+               "[{}] expects a 2-D kernel_shape and block 8, 16 or -1 (channels-last), got {} and "
+               "{}",
+               info.label(), shape_str(attrs_.kernel_shape), block_);
   }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);
-    if (block_ > 0) return compute_blocked(ctx, X);
+    if (block_ != 0) return compute_blocked(ctx, X);
     PoolGeometry g = pool_geometry(ctx, attrs_, X.shape());
     Shape out{g.N, g.C};
     out.insert(out.end(), g.out.begin(), g.out.end());
@@ -425,11 +428,15 @@ class PoolKernel final : public Kernel {
 
  private:
   void compute_blocked(KernelContext& ctx, const Tensor& X) const {
-    ONYX_CHECK(X.rank() == 5 && X.dim(4) == block_ && X.dtype() == DataType::Float,
-               "[{}] X must be a blocked float32 [N, C/{}, H, W, {}] tensor, got {} {}",
-               ctx.label(), block_, block_, dtype_name(X.dtype()), shape_str(X.shape()));
-    PoolGeometry g = pool_geometry(ctx, attrs_, {X.dim(0), X.dim(1) * block_, X.dim(2), X.dim(3)});
-    Tensor& Y = ctx.allocate_output(0, X.dtype(), {g.N, X.dim(1), g.out[0], g.out[1], block_});
+    const bool last = block_ == du::kChannelsLast;
+    ONYX_CHECK(X.rank() == 5 && X.dtype() == DataType::Float &&
+                   (last ? X.dim(1) == 1 && X.dim(4) > 0 : X.dim(4) == block_),
+               "[{}] X must be a {} float32 tensor, got {} {}", ctx.label(),
+               last ? "channels-last [N, 1, H, W, C]" : fmt::format("blocked [N, C/{0}, H, W, {0}]", block_),
+               dtype_name(X.dtype()), shape_str(X.shape()));
+    const int64_t b = X.dim(4);
+    PoolGeometry g = pool_geometry(ctx, attrs_, {X.dim(0), X.dim(1) * b, X.dim(2), X.dim(3)});
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), {g.N, X.dim(1), g.out[0], g.out[1], b});
     if (Y.numel() == 0) return;
     ONYX_CHECK(try_dnnl(ctx, g, X, Y, block_), "[{}] oneDNN cannot pool X {} with pads {}",
                ctx.label(), shape_str(X.shape()), shape_str(attrs_.pads));

@@ -473,6 +473,16 @@ TEST(ConvFusions, BatchNormAddReluChainBecomesOneNode) {
 
 // ---- NCHWc layout ----
 
+/// True where the CPU's layout is channels-last (AVX-512: oneDNN's brgconv), which converts the
+/// first convolution's input too (blocks of 8 or 16 let it read NCHW).
+bool channels_last() { return cpu::dnnl_util::nchwc_block() == cpu::dnnl_util::kChannelsLast; }
+
+/// `ops` with the ToNchwc of the graph's input in front where the layout is channels-last.
+std::vector<std::string> with_input_reorder(std::vector<std::string> ops) {
+  if (channels_last()) ops.insert(ops.begin(), "ToNchwc");
+  return ops;
+}
+
 /// conv(3 -> 16) relu, conv(16 -> 16) relu, conv(16 -> 16) + residual, relu: a ResNet stem and
 /// block.
 void conv_chain(test::ModelBuilder& b, const SymShape& x) {
@@ -497,9 +507,10 @@ TEST(Nchwc, ConvChainStaysBlocked) {
   auto [blocked, blocked_nodes] = run_at(build, OptLevel::All, feeds);
   EXPECT_EQ(plain_nodes, 7u);
   EXPECT_EQ(fused_nodes, 3u);
-  EXPECT_EQ(blocked_nodes, 4u);  // three ConvNchwc (the first reads NCHW) and one FromNchwc
+  // Three ConvNchwc (the first reads NCHW unless channels-last) and one FromNchwc.
+  EXPECT_EQ(blocked_nodes, channels_last() ? 5u : 4u);
   EXPECT_EQ(ops_at(build, OptLevel::All),
-            (std::vector<std::string>{"ConvNchwc", "ConvNchwc", "ConvNchwc", "FromNchwc"}));
+            with_input_reorder({"ConvNchwc", "ConvNchwc", "ConvNchwc", "FromNchwc"}));
   expect_close(fused, plain);
   expect_close(blocked, plain);
 }
@@ -567,17 +578,18 @@ TEST(Nchwc, IntermediateOutputsAndSharedInputs) {
   auto [plain, plain_nodes] = run_at(build, OptLevel::Basic, feeds);
   auto [blocked, blocked_nodes] = run_at(build, OptLevel::All, feeds);
   expect_close(blocked, plain);
-  // The channel block is the CPU's (16 with AVX-512, 8 with AVX2 or ONYX_ISA=avx2), and the
-  // graph depends on it: 8-channel tensors are blocked only with block 8.
+  // The channel block is the CPU's (channels-last with AVX-512, 8 with AVX2 or
+  // ONYX_ISA=avx2; 16 by ONYX_CONV_LAYOUT=nchw16c), and the graph depends on it: 8-channel
+  // tensors are not blocked by 16.
   struct Expected {
     int convs, to, from;
   };
   const int64_t block = cpu::dnnl_util::nchwc_block();
-  ASSERT_TRUE(block == 8 || block == 16) << block;
-  // Block 8: every conv blocked; x and r1 blocked once each; c1 (output and Sigmoid), c3
-  // (Relu) and y back to NCHW. Block 16: c1 (8 channels out) stays plain; c2 and c3 read
-  // the 8-channel r1 as NCHW; c2 and c3 back to NCHW for the Add and the Relu.
-  const Expected want = block == 8 ? Expected{3, 2, 3} : Expected{2, 0, 2};
+  ASSERT_TRUE(block == 8 || block == 16 || block == cpu::dnnl_util::kChannelsLast) << block;
+  // Block 8 or channels-last: every conv blocked; x and r1 blocked once each; c1 (output and
+  // Sigmoid), c3 (Relu) and y back to NCHW. Block 16: c1 (8 channels out) stays plain; c2 and
+  // c3 read the 8-channel r1 as NCHW; c2 and c3 back to NCHW for the Add and the Relu.
+  const Expected want = block != 16 ? Expected{3, 2, 3} : Expected{2, 0, 2};
   auto ops = ops_at(build, OptLevel::All);
   EXPECT_EQ(count(ops, "ConvNchwc"), want.convs) << "block " << block;
   EXPECT_EQ(count(ops, "ToNchwc"), want.to) << "block " << block;
@@ -590,12 +602,13 @@ TEST(Nchwc, OtherConvsStayPlainAndCorrect) {
     Shape x;
     int64_t m, k, group;
   };
-  // Grouped, depthwise, M % 8 != 0, 1-D and 3-D: none becomes ConvNchwc.
+  // Grouped, depthwise, 1-D and 3-D: none becomes ConvNchwc; M % 8 != 0 neither, unless
+  // channels-last (any channel count), checked below.
   std::vector<Case> cases = {{"grouped", {2, 8, 7, 7}, 16, 3, 2},
                              {"depthwise", {2, 8, 7, 7}, 8, 3, 8},
-                             {"M % 8 != 0", {2, 8, 7, 7}, 12, 3, 1},
                              {"1-D", {2, 8, 11}, 16, 3, 1},
                              {"3-D", {2, 8, 5, 5, 5}, 16, 3, 1}};
+  if (!channels_last()) cases.push_back({"M % 8 != 0", {2, 8, 7, 7}, 12, 3, 1});
   for (const Case& c : cases) {
     auto build = [&c](test::ModelBuilder& b) {
       b.input("x", DataType::Float, c.x);
@@ -619,27 +632,48 @@ TEST(Nchwc, OtherConvsStayPlainAndCorrect) {
   }
 }
 
-TEST(Nchwc, BlockOf16AndOf8) {
-  // Both blocks work whatever the CPU (oneDNN reorders to its own block where they differ).
-  for (int64_t block : {8, 16}) {
+/// conv_chain, then a max pooling and a global average of its output: every op the pass
+/// rewrites. Channels: 3 -> 16 -> 16 -> 16, or 3 -> 12 -> 12 -> 12 (`m` 12, channels-last only).
+void conv_chain_pooled(test::ModelBuilder& b, int64_t m = 16) {
+  b.input("x", DataType::Float,
+          SymShape{Dim::symbol("batch"), Dim::fixed(3), Dim::fixed(15), Dim::fixed(15)});
+  conv(b, "x", "c1", 3, m, 3, 10, true, 2);
+  b.node("Relu", {"c1"}, {"r1"});
+  conv(b, "r1", "c2", m, m, 3, 20);
+  b.node("Relu", {"c2"}, {"r2"});
+  conv(b, "r2", "c3", m, m, 1, 30);
+  b.node("Add", {"c3", "r1"}, {"s3"});
+  b.node("Relu", {"s3"}, {"y"});
+  test::set_attrs(b.node("MaxPool", {"y"}, {"p"}),
+                  {test::attr_ints("kernel_shape", {3, 3}), test::attr_ints("strides", {2, 2}),
+                   test::attr_ints("pads", {1, 1, 1, 1})});
+  b.node("GlobalAveragePool", {"p"}, {"gap"});
+  b.output("y").output("p").output("gap");
+}
+
+TEST(Nchwc, EveryLayoutOnEveryCpu) {
+  // Blocks 8 and 16 and channels-last work whatever the CPU (oneDNN reorders to the layout its
+  // kernels want where they differ); channels-last also takes channel counts no block divides.
+  struct Case {
+    int64_t block, m;
+  };
+  const int64_t last = cpu::dnnl_util::kChannelsLast;
+  for (Case c : {Case{8, 16}, Case{16, 16}, Case{last, 16}, Case{last, 12}}) {
+    const int64_t block = c.block;
     test::ModelBuilder b(17);
-    conv_chain(b, SymShape{Dim::symbol("batch"), Dim::fixed(3), Dim::fixed(15), Dim::fixed(15)});
+    conv_chain_pooled(b, c.m);
     std::unique_ptr<Model> model = b.build();
     EXPECT_EQ(fuse_add_into_conv(*model), 1u);
     EXPECT_EQ(fuse_activation_into_conv(*model), 3u);
-    EXPECT_EQ(convert_convs_to_nchwc(*model, block), 3u);
+    EXPECT_EQ(convert_convs_to_nchwc(*model, block), 5u);  // 3 convs, MaxPool, GAP
     SessionOptions opts;
     opts.intra_op_threads = 2;
     Session blocked(std::move(model), opts);
     Session plain = make_session(
-        [](test::ModelBuilder& m) {
-          conv_chain(m,
-                     SymShape{Dim::symbol("batch"), Dim::fixed(3), Dim::fixed(15), Dim::fixed(15)});
-        },
-        OptLevel::Basic);
+        [&c](test::ModelBuilder& m) { conv_chain_pooled(m, c.m); }, OptLevel::Basic);
     for (int64_t n : {1, 2}) {
       NamedTensors feeds{{"x", randn({n, 3, 15, 15}, 9)}};
-      SCOPED_TRACE(fmt::format("block {} batch {}", block, n));
+      SCOPED_TRACE(fmt::format("block {} channels {} batch {}", block, c.m, n));
       expect_close(blocked.run(feeds), plain.run(feeds));
     }
   }
@@ -680,14 +714,15 @@ TEST(ConvFusions, ResNetBlockEqualAtEveryLevel) {
     EXPECT_EQ(none_nodes, 14u);
     EXPECT_EQ(basic_nodes, 14u);
     EXPECT_EQ(ext_nodes, 7u);  // 3 FusedConv, MaxPool, GAP, Flatten, Gemm
-    EXPECT_EQ(all_nodes, 7u);  // the same on blocked tensors, no reorder left
+    // The same on blocked tensors, no reorder left (but the input's, for channels-last).
+    EXPECT_EQ(all_nodes, channels_last() ? 8u : 7u);
     expect_close(basic, none);
     expect_close(ext, none);
     expect_close(all, none);
   }
   EXPECT_EQ(ops_at(build, OptLevel::All),
-            (std::vector<std::string>{"ConvNchwc", "MaxPoolNchwc", "ConvNchwc", "ConvNchwc",
-                                      "GlobalAveragePoolNchwc", "Flatten", "Gemm"}));
+            with_input_reorder({"ConvNchwc", "MaxPoolNchwc", "ConvNchwc", "ConvNchwc",
+                                "GlobalAveragePoolNchwc", "Flatten", "Gemm"}));
 }
 
 TEST(Nchwc, PoolingOnBlockedTensors) {
