@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -324,56 +325,85 @@ class RoiAlignKernel final : public Kernel {
     // Compared as doubles first: a grid of -1e30 (a huge negative extent) has no int64 value.
     const int64_t gh = grid_h > 0.0 ? int64_t(grid_h) : 0, gw = grid_w > 0.0 ? int64_t(grid_w) : 0;
     const double count = double(std::max<int64_t>(gh * gw, 1));
-    std::vector<Sample> pre;
-    pre.reserve(static_cast<size_t>(oh_ * ow_ * gh * gw));
-    for (int64_t ph = 0; ph < oh_; ++ph)
-      for (int64_t pw = 0; pw < ow_; ++pw)
-        for (int64_t iy = 0; iy < gh; ++iy) {
-          const double yy = y0 + double(ph) * bh + (double(iy) + 0.5) * bh / double(gh);
-          for (int64_t ix = 0; ix < gw; ++ix) {
-            double xx = x0 + double(pw) * bw + (double(ix) + 0.5) * bw / double(gw), yv = yy;
-            Sample s{};
-            if (yv < -1.0 || yv > double(H) || xx < -1.0 || xx > double(W)) {
-              pre.push_back(s);
-              continue;
-            }
-            yv = std::max(yv, 0.0);
-            xx = std::max(xx, 0.0);
-            int64_t yl = int64_t(yv), xl = int64_t(xx), yh, xh;
-            if (yl >= H - 1)
-              yh = yl = H - 1, yv = double(yl);
-            else
-              yh = yl + 1;
-            if (xl >= W - 1)
-              xh = xl = W - 1, xx = double(xl);
-            else
-              xh = xl + 1;
-            const double ly = yv - double(yl), lx = xx - double(xl), hy = 1 - ly, hx = 1 - lx;
-            s = {{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh},
-                 {hy * hx, hy * lx, ly * hx, ly * lx}};
-            pre.push_back(s);
-          }
-        }
-    for (int64_t c = 0; c < C; ++c) {
-      const T* plane = src + (batch * C + c) * H * W;
-      T* out = dst + (n * C + c) * oh_ * ow_;
-      size_t k = 0;
-      for (int64_t p = 0; p < oh_ * ow_; ++p) {
-        double v = 0;
-        bool first = true;
-        for (int64_t g = 0; g < gh * gw; ++g, ++k) {
-          const Sample& s = pre[k];
-          if (max_) {
-            double m = s.w[0] * double(plane[s.pos[0]]);
-            for (int j = 1; j < 4; ++j) m = std::max(m, s.w[j] * double(plane[s.pos[j]]));
-            v = first ? m : std::max(v, m);
-            first = false;
-          } else {
-            for (int j = 0; j < 4; ++j) v += s.w[j] * double(plane[s.pos[j]]);
-          }
-        }
-        out[p] = T(acc_t<T>(max_ ? v : v / count));
+    // Sample g (row-major in the gh x gw grid) of bin p (row-major in oh x ow).
+    auto sample_at = [&](int64_t p, int64_t g) {
+      const int64_t ph = p / ow_, pw = p % ow_, iy = g / gw, ix = g % gw;
+      const double yy = y0 + double(ph) * bh + (double(iy) + 0.5) * bh / double(gh);
+      double xx = x0 + double(pw) * bw + (double(ix) + 0.5) * bw / double(gw), yv = yy;
+      Sample s{};
+      if (yv < -1.0 || yv > double(H) || xx < -1.0 || xx > double(W)) return s;
+      yv = std::max(yv, 0.0);
+      xx = std::max(xx, 0.0);
+      int64_t yl = int64_t(yv), xl = int64_t(xx), yh, xh;
+      if (yl >= H - 1)
+        yh = yl = H - 1, yv = double(yl);
+      else
+        yh = yl + 1;
+      if (xl >= W - 1)
+        xh = xl = W - 1, xx = double(xl);
+      else
+        xh = xl + 1;
+      const double ly = yv - double(yl), lx = xx - double(xl), hy = 1 - ly, hx = 1 - lx;
+      return Sample{{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh},
+                    {hy * hx, hy * lx, ly * hx, ly * lx}};
+    };
+    auto add = [&](double& v, bool& first, const T* plane, const Sample& s) {
+      if (max_) {
+        double m = s.w[0] * double(plane[s.pos[0]]);
+        for (int j = 1; j < 4; ++j) m = std::max(m, s.w[j] * double(plane[s.pos[j]]));
+        v = first ? m : std::max(v, m);
+        first = false;
+      } else {
+        for (int j = 0; j < 4; ++j) v += s.w[j] * double(plane[s.pos[j]]);
       }
+    };
+    auto finish = [&](double v) { return T(acc_t<T>(max_ ? v : v / count)); };
+    auto plane_of = [&](int64_t c) { return src + (batch * C + c) * H * W; };
+    auto out_of = [&](int64_t c) { return dst + (n * C + c) * oh_ * ow_; };
+    // The samples' positions and weights are computed once for all channels, in tables of at
+    // most kTable samples (4 MiB): whole bins when a bin fits, else a bin in parts, its channels'
+    // sums carried across them. (One table for the ROI took up to 2^26 samples, 4 GiB.) Every
+    // bin sums its samples in grid order either way.
+    constexpr int64_t kTable = int64_t{1} << 16;
+    const int64_t bins = oh_ * ow_, per_bin = gh * gw;
+    std::vector<Sample> pre;
+    if (per_bin <= kTable) {
+      const int64_t step = std::max<int64_t>(1, kTable / std::max<int64_t>(per_bin, 1));
+      pre.reserve(static_cast<size_t>(std::min(bins, step) * per_bin));
+      for (int64_t p0 = 0; p0 < bins; p0 += step) {
+        const int64_t p1 = std::min(bins, p0 + step);
+        pre.clear();
+        for (int64_t p = p0; p < p1; ++p)
+          for (int64_t g = 0; g < per_bin; ++g) pre.push_back(sample_at(p, g));
+        for (int64_t c = 0; c < C; ++c) {
+          const T* plane = plane_of(c);
+          T* out = out_of(c);
+          size_t k = 0;
+          for (int64_t p = p0; p < p1; ++p) {
+            double v = 0;
+            bool first = true;
+            for (int64_t g = 0; g < per_bin; ++g) add(v, first, plane, pre[k++]);
+            out[p] = finish(v);
+          }
+        }
+      }
+      return;
+    }
+    pre.reserve(static_cast<size_t>(kTable));
+    std::vector<double> v(static_cast<size_t>(C));
+    std::unique_ptr<bool[]> first(new bool[static_cast<size_t>(C)]);
+    for (int64_t p = 0; p < bins; ++p) {
+      std::fill(v.begin(), v.end(), 0.0);
+      std::fill(first.get(), first.get() + C, true);
+      for (int64_t g0 = 0; g0 < per_bin; g0 += kTable) {
+        pre.clear();
+        for (int64_t g = g0; g < std::min(per_bin, g0 + kTable); ++g) pre.push_back(sample_at(p, g));
+        for (int64_t c = 0; c < C; ++c) {
+          const T* plane = plane_of(c);
+          for (const Sample& s : pre) add(v[c], first[c], plane, s);
+        }
+      }
+      for (int64_t c = 0; c < C; ++c) out_of(c)[p] = finish(v[c]);
     }
   }
 

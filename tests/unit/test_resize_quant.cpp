@@ -1,6 +1,7 @@
 // Resize / GridSample / AffineGrid, the quantization ops and the image/detection ops
 // (CenterCropPad, Col2Im, MaxUnpool, RoiAlign, NonMaxSuppression, BitCast) against
 // hand-computed values, plus the bad-input errors they raise.
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -345,6 +346,76 @@ TEST(ResizeQuant, RoiAlignHugeOrNanRoisAreErrors) {
                     {attr_int("output_height", 1), attr_int("output_width", 2)}, 1, 16);
     EXPECT_EQ(z.at("y0").shape(), (Shape{1, 2, 1, 2}));
     expect_near(z.at("y0"), {0, 0, 0, 0});
+  }
+}
+
+/// RoiAlign of one ROI over a float64 [1, C, H, W] map as the ONNX reference writes it
+/// (half_pixel, one sample at a time, no table): the oracle for the kernel's tables below.
+std::vector<double> roi_align_ref(const std::vector<double>& x, int64_t C, int64_t H, int64_t W,
+                                  const std::array<double, 4>& box, int64_t oh, int64_t ow,
+                                  int64_t ratio, bool max) {
+  const double x0 = box[0] - 0.5, y0 = box[1] - 0.5, rw = box[2] - 0.5 - x0,
+               rh = box[3] - 0.5 - y0, bh = rh / double(oh), bw = rw / double(ow);
+  const int64_t gh = ratio > 0 ? ratio : int64_t(std::ceil(rh / double(oh))),
+                gw = ratio > 0 ? ratio : int64_t(std::ceil(rw / double(ow)));
+  std::vector<double> y;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t ph = 0; ph < oh; ++ph)
+      for (int64_t pw = 0; pw < ow; ++pw) {
+        double v = 0;
+        bool first = true;
+        for (int64_t iy = 0; iy < gh; ++iy)
+          for (int64_t ix = 0; ix < gw; ++ix) {
+            double yy = y0 + double(ph) * bh + (double(iy) + 0.5) * bh / double(gh);
+            double xx = x0 + double(pw) * bw + (double(ix) + 0.5) * bw / double(gw);
+            double m = 0, sum = 0;
+            if (!(yy < -1.0 || yy > double(H) || xx < -1.0 || xx > double(W))) {
+              yy = std::max(yy, 0.0), xx = std::max(xx, 0.0);
+              int64_t yl = int64_t(yy), xl = int64_t(xx), yh = yl + 1, xh = xl + 1;
+              if (yl >= H - 1) yh = yl = H - 1, yy = double(yl);
+              if (xl >= W - 1) xh = xl = W - 1, xx = double(xl);
+              const double ly = yy - double(yl), lx = xx - double(xl);
+              const double w[4] = {(1 - ly) * (1 - lx), (1 - ly) * lx, ly * (1 - lx), ly * lx};
+              const double at[4] = {x[(c * H + yl) * W + xl], x[(c * H + yl) * W + xh],
+                                    x[(c * H + yh) * W + xl], x[(c * H + yh) * W + xh]};
+              m = w[0] * at[0];
+              for (int j = 0; j < 4; ++j) sum += w[j] * at[j], m = std::max(m, w[j] * at[j]);
+            }
+            v = max ? (first ? m : std::max(v, m)) : v + sum;
+            first = false;
+          }
+        y.push_back(max ? v : v / double(std::max<int64_t>(gh * gw, 1)));
+      }
+  return y;
+}
+
+// Found by tests/fuzz/fuzz_model.cpp (ASan out of memory): RoiAlign computed the samples of a
+// whole ROI into one table, up to 2^26 samples (4 GiB) for an allowed grid. Tables now hold at
+// most 2^16 samples: several bins per table (sampling_ratio 100: 10,000 samples a bin), or
+// one bin in parts (sampling_ratio 300: 90,000). Results equal the one-sample-at-a-time oracle.
+TEST(ResizeQuant, RoiAlignLargeSamplingGridsInBoundedTables) {
+  const int64_t C = 2, H = 9, W = 11;
+  std::vector<double> x;
+  for (int64_t i = 0; i < C * H * W; ++i) x.push_back(std::sin(0.37 * double(i)) * 4.0 - 1.0);
+  struct Case {
+    int64_t oh, ow, ratio;
+    std::array<double, 4> box;
+  };
+  for (const Case& c : {Case{7, 7, 100, {0.5, 1.0, 9.5, 7.5}}, Case{3, 2, 300, {-0.7, 0.2, 10.8, 8.9}},
+                        Case{2, 3, 0, {1.0, 0.0, 10.0, 8.0}}}) {
+    for (bool max : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << c.oh << "x" << c.ow << " ratio " << c.ratio
+                                        << (max ? " max" : " avg"));
+      auto y = run_op("RoiAlign",
+                      {{"x", T_({1, C, H, W}, x)},
+                       {"r", T_({1, 4}, {c.box[0], c.box[1], c.box[2], c.box[3]})},
+                       {"b", T_<int64_t>({1}, {0})}},
+                      {attr_int("output_height", c.oh), attr_int("output_width", c.ow),
+                       attr_int("sampling_ratio", c.ratio),
+                       attr_string("mode", max ? "max" : "avg")},
+                      1, 16);
+      expect_near(y.at("y0"), roi_align_ref(x, C, H, W, c.box, c.oh, c.ow, c.ratio, max), 1e-5);
+    }
   }
 }
 
