@@ -9,10 +9,12 @@
 #include <limits>
 
 #include "graph/float8.h"
+#include "graph/saturate_cast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/simd/simd.h"
 #include "kernels/cpu/vmath.h"
+#include "kernels/cpu/wrap_int.h"
 
 namespace onyx::cpu {
 namespace {
@@ -28,11 +30,11 @@ C wrap_neg(C x) {
     return -x;
 }
 
-// Applies a floating function to integers through double (Erf on int tensors).
+// Applies a floating function to integers through double (Erf on int tensors), saturating back.
 template <typename C, typename F>
 C via_float(C x, F f) {
   if constexpr (std::is_integral_v<C>)
-    return static_cast<C>(f(static_cast<double>(x)));
+    return saturate_cast<C>(f(static_cast<double>(x)));
   else
     return f(x);
 }
@@ -150,14 +152,22 @@ struct ThresholdedRelu {
     return x > C(alpha) ? x : C(0);
   }
 };
-struct Shrink {  // integers compare and shift in double, then convert back
+struct Shrink {  // integers compare and shift in double, then saturate back (a bias of 1e28
+                 // on uint16 was an undefined cast; found by the model fuzz target)
   double bias, lambd;
   explicit Shrink(const KernelInfo& i)
       : bias(attr_f(i, "bias", 0)), lambd(attr_f(i, "lambd", 0.5f)) {}
   template <typename C>
   C operator()(C x) const {
     double v = static_cast<double>(x);
-    return v < -lambd ? C(v + bias) : v > lambd ? C(v - bias) : C(0);
+    return v < -lambd ? back<C>(v + bias) : v > lambd ? back<C>(v - bias) : C(0);
+  }
+  template <typename C>
+  static C back(double v) {
+    if constexpr (std::is_integral_v<C>)
+      return saturate_cast<C>(v);
+    else
+      return C(v);
   }
 };
 
@@ -496,7 +506,7 @@ class PReluKernel final : public Kernel {
     dispatch<Types>(x.dtype(), ctx.label(), [&]<typename T>() {
       using C = acc_t<T>;
       binary_map<T, T, T>(x, s, y, ctx.threads(), kCheapGrain,
-                          [](C v, C slope) { return v < C(0) ? slope * v : v; });
+                          [](C v, C slope) { return v < C(0) ? wrap_mul(slope, v) : v; });
     });
   }
 };

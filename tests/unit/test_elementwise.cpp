@@ -52,6 +52,27 @@ TEST(Elementwise, RoundIsHalfToEvenAndSignKeepsNaN) {
   EXPECT_TRUE(std::isnan(y.data<float>()[2]));
 }
 
+// Found by the model fuzz target: Shrink on uint16 with bias 1e28 cast 7e27 to uint16
+// (undefined). Integer results saturate to the type; PRelu on int64 wraps (a signed product
+// past int64 was undefined too).
+TEST(Elementwise, IntegerShrinkSaturatesAndPReluWraps) {
+  Tensor u = Tensor::from_vector<uint16_t>({4}, {0, 1, 3, 65535});
+  Tensor y = run1("Shrink", {{"x", u}}, {attr_float("bias", -1e28f), attr_float("lambd", 0.5f)});
+  EXPECT_EQ(y.to_int64_vector(), (std::vector<int64_t>{0, 65535, 65535, 65535}));
+  y = run1("Shrink", {{"x", u}}, {attr_float("bias", 1e28f), attr_float("lambd", 0.5f)});
+  EXPECT_EQ(y.to_int64_vector(), (std::vector<int64_t>{0, 0, 0, 0}));
+  Tensor i8 = Tensor::from_vector<int8_t>({3}, {-100, 0, 100});
+  y = run1("Shrink", {{"x", i8}}, {attr_float("bias", 50.0f), attr_float("lambd", 1.0f)});
+  EXPECT_EQ(y.to_int64_vector(), (std::vector<int64_t>{-50, 0, 50}));
+  y = run1("Shrink", {{"x", i8}}, {attr_float("bias", -100.0f), attr_float("lambd", 1.0f)});
+  EXPECT_EQ(y.to_int64_vector(), (std::vector<int64_t>{-128, 0, 127}));
+  const int64_t big = int64_t{1} << 62;
+  Tensor x = Tensor::from_vector<int64_t>({2}, {-big, 5});
+  Tensor slope = Tensor::from_vector<int64_t>({2}, {4, 3});
+  y = run1("PRelu", {{"x", x}, {"slope", slope}});
+  EXPECT_EQ(y.to_int64_vector(), (std::vector<int64_t>{0, 5}));  // -2^64 wraps to 0
+}
+
 TEST(Elementwise, Float16ComputesThroughFloat) {
   Tensor x = Tensor::from_vector<float16>({3}, {float16(-1.0f), float16(0.0f), float16(2.0f)});
   Tensor y = run1("Sigmoid", {{"x", x}});
