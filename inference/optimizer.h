@@ -65,10 +65,11 @@ size_t fuse_activation_into_conv(Model& model);
 
 /// NCHWc layout (layout_nchwc.cpp): 2-D float32 Conv/FusedConv with constant weights, one
 /// group and output channels a multiple of `block` (8 or 16; any for -1, channels-last) ->
-/// ai.onyx ConvNchwc on blocked [N, C/block, H, W, block] tensors ([N, 1, H, W, C] for -1), with ai.onyx ToNchwc / FromNchwc reorders at the
-/// boundary (one per value; unused FromNchwc are left to dead-code elimination). A 2-D MaxPool
-/// (Indices unread) or GlobalAveragePool of a blocked value becomes MaxPoolNchwc /
-/// GlobalAveragePoolNchwc (the latter writes plain [N, C, 1, 1]).
+/// ai.onyx ConvNchwc on blocked [N, C/block, H, W, block] tensors ([N, 1, H, W, C] for -1),
+/// with ai.onyx ToNchwc / FromNchwc reorders at the boundary (one per value; unused FromNchwc
+/// are left to dead-code elimination). A 2-D MaxPool (Indices unread) or GlobalAveragePool of
+/// a blocked value becomes MaxPoolNchwc / GlobalAveragePoolNchwc (the latter writes plain
+/// [N, C, 1, 1]).
 size_t convert_convs_to_nchwc(Model& model, int64_t block);
 
 }  // namespace onyx

@@ -22,8 +22,7 @@ class ConvKernel final : public Kernel {
         act_(Activation::from_node(info.node)),
         block_(op == ConvOp::ConvNchwc ? info.node.attr_int("block", 8) : 0),
         const_weights_(info.constant_input(1) != nullptr) {
-    ONYX_CHECK(op != ConvOp::ConvNchwc || block_ == 8 || block_ == 16 ||
-                   block_ == du::kChannelsLast,
+    ONYX_CHECK(op != ConvOp::ConvNchwc || du::is_layout_block(block_),
                "[{}] block must be 8, 16 or -1 (channels-last), got {}", info.label(), block_);
   }
 

@@ -18,7 +18,7 @@ class NchwcReorderKernel final : public Kernel {
       : to_blocked_(to_blocked),
         block_(to_blocked ? info.node.attr_int("block", 8) : 0),
         channels_(to_blocked ? 0 : info.node.require_attr("channels", Attribute::Type::Int).i) {
-    ONYX_CHECK(!to_blocked || block_ == 8 || block_ == 16 || block_ == du::kChannelsLast,
+    ONYX_CHECK(!to_blocked || du::is_layout_block(block_),
                "[{}] block must be 8, 16 or -1 (channels-last), got {}", info.label(), block_);
     ONYX_CHECK(to_blocked || channels_ >= 1, "[{}] channels must be at least 1, got {}",
                info.label(), channels_);

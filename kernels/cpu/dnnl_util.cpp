@@ -74,7 +74,7 @@ dnnl::memory::desc plain_desc(const Shape& shape, DataType dt) {
 }
 
 dnnl::memory::desc blocked_desc(const Shape& nchw, DataType dt, int64_t block) {
-  ONYX_CHECK(nchw.size() == 4 && (block == 8 || block == 16 || block == kChannelsLast),
+  ONYX_CHECK(nchw.size() == 4 && is_layout_block(block),
              "[oneDNN] blocked layouts are [N, C, H, W] with block 8, 16 or channels-last, got {} "
              "with block {}",
              shape_str(nchw), block);

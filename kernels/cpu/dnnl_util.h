@@ -72,6 +72,11 @@ class ThreadScope {
 /// is NHWC in memory (oneDNN's nhwc). Blocks 8 and 16 are nChw8c / nChw16c.
 inline constexpr int64_t kChannelsLast = -1;
 
+/// True for the layouts the blocked ops take: 8, 16 or kChannelsLast.
+inline bool is_layout_block(int64_t block) {
+  return block == 8 || block == 16 || block == kChannelsLast;
+}
+
 /// The channel block a blocked tensor of `channels` channels has in memory: `block`, or every
 /// channel for kChannelsLast.
 inline int64_t resolve_block(int64_t block, int64_t channels) {

@@ -4,7 +4,6 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -347,12 +346,12 @@ class RoiAlignKernel final : public Kernel {
       return Sample{{yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh},
                     {hy * hx, hy * lx, ly * hx, ly * lx}};
     };
-    auto add = [&](double& v, bool& first, const T* plane, const Sample& s) {
+    auto add = [&](double& v, char& first, const T* plane, const Sample& s) {
       if (max_) {
         double m = s.w[0] * double(plane[s.pos[0]]);
         for (int j = 1; j < 4; ++j) m = std::max(m, s.w[j] * double(plane[s.pos[j]]));
         v = first ? m : std::max(v, m);
-        first = false;
+        first = 0;
       } else {
         for (int j = 0; j < 4; ++j) v += s.w[j] * double(plane[s.pos[j]]);
       }
@@ -361,49 +360,33 @@ class RoiAlignKernel final : public Kernel {
     auto plane_of = [&](int64_t c) { return src + (batch * C + c) * H * W; };
     auto out_of = [&](int64_t c) { return dst + (n * C + c) * oh_ * ow_; };
     // The samples' positions and weights are computed once for all channels, in tables of at
-    // most kTable samples (4 MiB): whole bins when a bin fits, else a bin in parts, its channels'
-    // sums carried across them. (One table for the ROI took up to 2^26 samples, 4 GiB.) Every
-    // bin sums its samples in grid order either way.
+    // most kTable consecutive samples (4 MiB; one table for the ROI took up to 2^26 samples,
+    // 4 GiB). A bin may span tables: each channel's sum carries over until its last sample.
+    // Every bin sums its samples in grid order.
     constexpr int64_t kTable = int64_t{1} << 16;
-    const int64_t bins = oh_ * ow_, per_bin = gh * gw;
+    const int64_t per_bin = gh * gw, total = oh_ * ow_ * per_bin;
+    if (per_bin == 0)  // no sample in any bin: every bin is 0
+      for (int64_t c = 0; c < C; ++c) std::fill(out_of(c), out_of(c) + oh_ * ow_, finish(0.0));
     std::vector<Sample> pre;
-    if (per_bin <= kTable) {
-      const int64_t step = std::max<int64_t>(1, kTable / std::max<int64_t>(per_bin, 1));
-      pre.reserve(static_cast<size_t>(std::min(bins, step) * per_bin));
-      for (int64_t p0 = 0; p0 < bins; p0 += step) {
-        const int64_t p1 = std::min(bins, p0 + step);
-        pre.clear();
-        for (int64_t p = p0; p < p1; ++p)
-          for (int64_t g = 0; g < per_bin; ++g) pre.push_back(sample_at(p, g));
-        for (int64_t c = 0; c < C; ++c) {
-          const T* plane = plane_of(c);
-          T* out = out_of(c);
-          size_t k = 0;
-          for (int64_t p = p0; p < p1; ++p) {
-            double v = 0;
-            bool first = true;
-            for (int64_t g = 0; g < per_bin; ++g) add(v, first, plane, pre[k++]);
-            out[p] = finish(v);
+    pre.reserve(static_cast<size_t>(std::min(total, kTable)));
+    std::vector<double> v(static_cast<size_t>(C), 0.0);
+    std::vector<char> first(static_cast<size_t>(C), 1);
+    for (int64_t s0 = 0; s0 < total; s0 += kTable) {
+      const int64_t s1 = std::min(total, s0 + kTable);
+      pre.clear();
+      for (int64_t i = s0; i < s1; ++i) pre.push_back(sample_at(i / per_bin, i % per_bin));
+      for (int64_t c = 0; c < C; ++c) {
+        const T* plane = plane_of(c);
+        T* out = out_of(c);
+        for (int64_t i = s0; i < s1; ++i) {
+          add(v[c], first[c], plane, pre[static_cast<size_t>(i - s0)]);
+          if ((i + 1) % per_bin == 0) {  // the bin's last sample
+            out[i / per_bin] = finish(v[c]);
+            v[c] = 0.0;
+            first[c] = 1;
           }
         }
       }
-      return;
-    }
-    pre.reserve(static_cast<size_t>(kTable));
-    std::vector<double> v(static_cast<size_t>(C));
-    std::unique_ptr<bool[]> first(new bool[static_cast<size_t>(C)]);
-    for (int64_t p = 0; p < bins; ++p) {
-      std::fill(v.begin(), v.end(), 0.0);
-      std::fill(first.get(), first.get() + C, true);
-      for (int64_t g0 = 0; g0 < per_bin; g0 += kTable) {
-        pre.clear();
-        for (int64_t g = g0; g < std::min(per_bin, g0 + kTable); ++g) pre.push_back(sample_at(p, g));
-        for (int64_t c = 0; c < C; ++c) {
-          const T* plane = plane_of(c);
-          for (const Sample& s : pre) add(v[c], first[c], plane, s);
-        }
-      }
-      for (int64_t c = 0; c < C; ++c) out_of(c)[p] = finish(v[c]);
     }
   }
 

@@ -387,8 +387,7 @@ class PoolKernel final : public Kernel {
  public:
   PoolKernel(const KernelInfo& info, PoolKind kind, bool blocked)
       : attrs_(info, kind), kind_(kind), block_(blocked ? info.node.attr_int("block", 8) : 0) {
-    ONYX_CHECK(!blocked || ((block_ == 8 || block_ == 16 || block_ == du::kChannelsLast) &&
-                            attrs_.kernel_shape.size() == 2),
+    ONYX_CHECK(!blocked || (du::is_layout_block(block_) && attrs_.kernel_shape.size() == 2),
                "[{}] expects a 2-D kernel_shape and block 8, 16 or -1 (channels-last), got {} and "
                "{}",
                info.label(), shape_str(attrs_.kernel_shape), block_);
@@ -432,7 +431,8 @@ class PoolKernel final : public Kernel {
     ONYX_CHECK(X.rank() == 5 && X.dtype() == DataType::Float &&
                    (last ? X.dim(1) == 1 && X.dim(4) > 0 : X.dim(4) == block_),
                "[{}] X must be a {} float32 tensor, got {} {}", ctx.label(),
-               last ? "channels-last [N, 1, H, W, C]" : fmt::format("blocked [N, C/{0}, H, W, {0}]", block_),
+               last ? std::string("channels-last [N, 1, H, W, C]")
+                    : fmt::format("blocked [N, C/{0}, H, W, {0}]", block_),
                dtype_name(X.dtype()), shape_str(X.shape()));
     const int64_t b = X.dim(4);
     PoolGeometry g = pool_geometry(ctx, attrs_, {X.dim(0), X.dim(1) * b, X.dim(2), X.dim(3)});
