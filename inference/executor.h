@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "inference/provider.h"
+#include "kernels/provider.h"
 
 namespace onyx {
 

@@ -11,7 +11,7 @@
 #include "graph/shape_inference.h"
 #include "inference/fusion_util.h"
 #include "inference/optimizer.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 
 namespace onyx {
 namespace {

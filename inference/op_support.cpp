@@ -8,7 +8,7 @@
 
 #include "autodiff/gradient_rules.h"
 #include "graph/error.h"
-#include "inference/provider.h"
+#include "kernels/provider.h"
 
 namespace onyx {
 namespace {
@@ -83,12 +83,9 @@ std::vector<OpSupport> build_op_support(const std::vector<const KernelRegistry*>
 
 std::vector<OpSupport> op_support(const std::string& provider) {
   std::vector<const KernelRegistry*> registries;
-  std::vector<std::string> names;
-  auto providers = available_providers();
-  for (const auto& p : providers) {
-    names.push_back(p->name());
-    if (provider.empty() || p->name() == provider) registries.push_back(&p->registry());
-  }
+  const std::vector<std::string> names = built_provider_names();
+  for (const std::string& p : names)
+    if (provider.empty() || p == provider) registries.push_back(&provider_registry(p));
   ONYX_CHECK(registries.size() > 0, "[ops] unknown provider '{}' (this build has: {})", provider,
              fmt::join(names, ", "));
   std::vector<OpSupport> rows = build_op_support(registries, autodiff::gradient_rules().op_types());

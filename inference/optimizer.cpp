@@ -6,7 +6,6 @@
 
 #include "inference/executor.h"
 #include "inference/fusion_util.h"
-#include "kernels/cpu/dnnl_util.h"
 
 namespace onyx {
 namespace {
@@ -118,7 +117,7 @@ size_t eliminate_dead_code(Graph& g) {
 }
 
 size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu,
-                      bool approximate_fusions) {
+                      const LayoutPreferences& layout, bool approximate_fusions) {
   if (level == OptLevel::None) return 0;
   size_t before = model.graph->num_nodes();
   size_t folded = fold_constants(model, cpu);
@@ -133,7 +132,8 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
     eliminate_dead_code(*model.graph);
     fused += fuse_bias_into_matmul(model, approximate_fusions);
   }
-  if (level >= OptLevel::All) fused += convert_convs_to_nchwc(model, cpu::dnnl_util::nchwc_block());
+  if (level >= OptLevel::All && layout.conv_channel_block != 0)
+    fused += convert_convs_to_nchwc(model, layout.conv_channel_block);
   size_t dead = eliminate_dead_code(*model.graph);
   spdlog::debug("optimizer: folded {} nodes, fused {}, removed {} dead nodes ({} -> {})", folded,
                 fused, dead, before, model.graph->num_nodes());

@@ -1,17 +1,18 @@
 // Graph optimizations run at session creation, as named passes in an explicit pipeline.
 #pragma once
 
-#include "inference/provider.h"
+#include "kernels/provider.h"
 #include "inference/session.h"
 
 namespace onyx {
 
-/// Runs the passes `level` enables on the main graph: basic = constant folding, then
-/// dead-code elimination; extended adds the fusions below; all adds the NCHWc layout pass.
-/// Returns the number of nodes removed.
+/// Runs the passes `level` enables on the main graph: basic = constant folding (on `cpu`),
+/// then dead-code elimination; extended adds the fusions below; all adds the NCHWc layout
+/// pass with `layout`'s block (the preference of the provider that runs convolutions; 0
+/// skips the pass). Returns the number of nodes removed.
 /// `approximate_fusions`: see SessionOptions::approximate_fusions.
 size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu,
-                      bool approximate_fusions = true);
+                      const LayoutPreferences& layout, bool approximate_fusions = true);
 
 /// Evaluates nodes whose inputs are all constant and replaces them by initializers.
 size_t fold_constants(Model& model, const ExecutionProvider& cpu);

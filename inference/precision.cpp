@@ -1,16 +1,17 @@
 #include "inference/precision.h"
 
 #include "graph/shape_inference.h"
-#include "inference/provider.h"
+#include "kernels/provider.h"
 
 namespace onyx {
 
 AutocastOptions provider_autocast_options(const Model& model) {
   AutocastOptions o;
-  o.supports = [&model, providers = available_providers()](const Node& n, DataType dt) {
-    for (const auto& p : providers)
-      if (p->registry().find(n.op_type, n.domain, model.opset(n.domain), p->name(), dt)) return true;
-    return false;
+  // The CPU registry decides: CPU is every session's fallback, so a node autocast here has a
+  // kernel wherever placement sends it (a device provider without the low-precision kernel
+  // leaves the node to the CPU).
+  o.supports = [&model](const Node& n, DataType dt) {
+    return cpu_kernel_registry().find(n.op_type, n.domain, model.opset(n.domain), "cpu", dt) != nullptr;
   };
   return o;
 }

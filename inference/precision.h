@@ -7,8 +7,8 @@
 
 namespace onyx {
 
-/// AutocastOptions whose `supports` asks every available provider's kernel registry for the
-/// node's op at `model`'s opset with the low dtype. `model` must outlive the options.
+/// AutocastOptions whose `supports` asks the CPU kernel registry (every session's fallback)
+/// for the node's op at `model`'s opset with the low dtype. `model` must outlive the options.
 AutocastOptions provider_autocast_options(const Model& model);
 
 /// Types `model`'s values (infer_types_and_shapes) and autocasts it for `p` with the

@@ -9,7 +9,7 @@
 #include "autodiff/gradient_op.h"
 #include "graph/canonicalize.h"
 #include "graph/onnx_io.h"
-#include "inference/arena.h"
+#include "inference/run_allocator.h"
 #include "inference/executor.h"
 #include "inference/optimizer.h"
 #include "inference/precision.h"
@@ -58,7 +58,8 @@ struct Session::Impl {
       spdlog::info("session: {}", autocast_summary(amp, options.precision));
     cpu = make_cpu_provider();
     omp_set_num_threads(threads);
-    size_t removed = optimize_graph(*model, options.opt_level, *cpu, options.approximate_fusions);
+    size_t removed = optimize_graph(*model, options.opt_level, *cpu, cpu->layout_preferences(),
+                                    options.approximate_fusions);
     plan = compile_plan(g, *model, *cpu);
     spdlog::info("session: {} nodes ({} removed by optimization), {} initializers, {} threads",
                  g.num_nodes(), removed, g.initializers.size(), threads);

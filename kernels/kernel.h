@@ -41,6 +41,8 @@ class KernelContext {
   /// then draw from it (mixed with their node name) instead of their own generator, so a
   /// run is reproducible and a resumed training continues the same random sequence.
   virtual std::optional<uint64_t> run_seed() const { return std::nullopt; }
+  /// The native stream of this run on the kernel's provider (a cudaStream_t), nullptr on CPU.
+  virtual void* stream() const { return nullptr; }
 
   /// Input i as a tensor; nullptr when omitted; onyx::Error when it is not a tensor.
   const Tensor* input(int i) const;
@@ -79,6 +81,13 @@ struct KernelDef {
   int type_input = 0;          // input whose dtype must be in `types` (-1: no check)
   std::vector<DataType> types; // empty: any dtype
   KernelFactory create;
+  // Where the kernel wants its operands (the session inserts copies to match). By default
+  // every input and output is in the provider's memory. A device kernel reads shape-like
+  // operands (Reshape's shape, Slice's starts) on the host; Shape and Size read only an
+  // input's shape, wherever it lives; a copy to the host writes host memory.
+  std::vector<int> host_inputs;
+  std::vector<int> shape_only_inputs;
+  std::vector<int> host_outputs;
 };
 
 class KernelRegistry {

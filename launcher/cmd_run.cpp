@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "launcher/commands.h"
 #include "launcher/feeds.h"
 #include "launcher/npy.h"

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "graph/float8.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "launcher/npy.h"
 
 namespace onyx::cli {

@@ -10,7 +10,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/small_gemm.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {

@@ -11,7 +11,7 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {

@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/window.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {

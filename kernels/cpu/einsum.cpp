@@ -10,7 +10,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_plan.h"
 #include "kernels/cpu/wrap_int.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 
 namespace onyx::cpu {
 namespace {

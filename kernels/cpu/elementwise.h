@@ -11,7 +11,7 @@
 
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/half_convert.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/kernel.h"
 
 namespace onyx::cpu {

@@ -11,7 +11,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/simd/simd.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {

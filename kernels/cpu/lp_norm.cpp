@@ -3,7 +3,7 @@
 #include <climits>
 
 #include "kernels/cpu/reduce_plan.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 
 namespace onyx::cpu {
 namespace {

@@ -10,7 +10,7 @@
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/ref_gemm.h"
 #include "kernels/cpu/simd/simd.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {

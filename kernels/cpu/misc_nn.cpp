@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_plan.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {

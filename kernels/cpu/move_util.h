@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/kernel.h"
 
 namespace onyx::cpu {

@@ -14,7 +14,7 @@
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/window.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {

@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_plan.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 
 namespace onyx::cpu {
 namespace {

@@ -5,7 +5,7 @@
 #include <numbers>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {

@@ -10,7 +10,7 @@
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/reduce_plan.h"
 #include "kernels/cpu/simd/simd.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 
 namespace onyx::cpu {
 namespace {

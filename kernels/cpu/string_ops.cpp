@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 
 namespace onyx::cpu {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/optimizer_math.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {

@@ -13,7 +13,7 @@
 #include "autodiff/gradient_rules.h"
 #include "cli_process.h"
 #include "inference/op_support.h"
-#include "inference/provider.h"
+#include "kernels/provider.h"
 
 namespace onyx {
 namespace {

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "graph/onnx_io.h"
-#include "inference/arena.h"
+#include "kernels/arena.h"
 #include "graph/shape_inference.h"
 #include "test_util.h"
 

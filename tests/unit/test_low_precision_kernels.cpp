@@ -44,7 +44,7 @@
 #include "graph/validate.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/isa.h"
-#include "kernels/dispatch.h"
+#include "graph/dispatch.h"
 #include "test_util.h"
 
 namespace onyx::test {

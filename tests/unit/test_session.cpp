@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "graph/onnx_io.h"
-#include "inference/arena.h"
+#include "kernels/arena.h"
 #include "test_util.h"
 
 using namespace onyx;

@@ -1,7 +1,6 @@
-#include "inference/arena.h"
+#include "kernels/arena.h"
 
 #include <bit>
-#include <cstdlib>
 #include <limits>
 #include <new>
 
@@ -19,9 +18,17 @@ size_t Arena::size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-Arena::~Arena() {
-  for (auto& [size, blocks] : free_)
-    for (void* p : blocks) std::free(p);
+Arena::Arena(std::shared_ptr<Allocator> backing) : backing_(std::move(backing)) {}
+
+Arena::~Arena() { release_cached(); }
+
+void Arena::release_cached() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [size, blocks] : free_) {
+    for (void* p : blocks) backing_->deallocate(p, size);
+    reserved_ -= size * blocks.size();
+  }
+  free_.clear();
 }
 
 void* Arena::allocate(size_t bytes) {
@@ -36,9 +43,11 @@ void* Arena::allocate(size_t bytes) {
       return p;
     }
   }
-  void* p = std::aligned_alloc(64, cls);
-  if (!p) throw std::bad_alloc();
-  reserved_ += cls;
+  void* p = backing_->allocate(cls);  // throws std::bad_alloc when the device is full
+  const size_t now = reserved_ += cls;
+  size_t prev = peak_reserved_.load();
+  while (now > prev && !peak_reserved_.compare_exchange_weak(prev, now)) {
+  }
   in_use_ += cls;
   return p;
 }
@@ -50,18 +59,3 @@ void Arena::deallocate(void* ptr, size_t bytes) {
   free_[cls].push_back(ptr);
 }
 
-void* RunAllocator::allocate(size_t bytes) {
-  void* p = base_->allocate(bytes);
-  size_t now = live_ += bytes;
-  size_t prev = peak_.load();
-  while (now > prev && !peak_.compare_exchange_weak(prev, now)) {
-  }
-  return p;
-}
-
-void RunAllocator::deallocate(void* ptr, size_t bytes) {
-  live_ -= bytes;
-  base_->deallocate(ptr, bytes);
-}
-
-}  // namespace onyx

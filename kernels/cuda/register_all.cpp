@@ -1,0 +1,9 @@
+// Every CUDA kernel family, registered once per process (explicit calls, not static
+// initialisers, which a static library drops).
+#include "kernels/cuda/cuda_common.h"
+
+namespace onyx::cuda {
+
+void register_all_cuda_kernels(KernelRegistry& r) { register_memcpy_kernels(r); }
+
+}  // namespace onyx::cuda
