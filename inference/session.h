@@ -45,6 +45,20 @@ struct SessionOptions {
   /// the last bits. Training graphs turn them off, so that a segment recomputed in the
   /// backward pass gives the gradients a plain run gives, bit for bit.
   bool approximate_fusions = true;
+  /// Execution providers in placement priority order: each node goes to the first one with a
+  /// kernel for its op, opset and dtype; "cpu" is the fallback and is appended when missing.
+  /// {"cuda", "cpu"} needs a CUDA device (onyx::Error "[cuda] no CUDA device: ..." otherwise).
+  /// Copies are inserted as ai.onyx MemcpyFromHost / MemcpyToHost nodes where values cross.
+  std::vector<std::string> providers = {"cpu"};
+  /// The device index of the non-CPU providers (cuda:device_id).
+  int device_id = 0;
+};
+
+/// Where one node of the compiled graph runs.
+struct NodePlacement {
+  std::string node;  // the node's label: "name (OpType)"
+  std::string op_type, domain;
+  std::string provider;
 };
 
 /// A graph input or output as declared by the model.
@@ -117,6 +131,9 @@ class Session {
   const ModelMetadata& metadata() const;
   /// The optimized graph the session runs (for inspection).
   const Model& model() const;
+  /// Every node of the main graph and the provider it runs on, in execution order (copy
+  /// nodes included): `onyx inspect --plan`, and tests that a model has no fallback nodes.
+  std::vector<NodePlacement> placement() const;
   /// Writes the profile collected so far as Chrome-trace JSON; returns its path.
   std::string end_profiling() const;
   const SessionOptions& options() const;
