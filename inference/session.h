@@ -59,6 +59,9 @@ struct NodePlacement {
   std::string node;  // the node's label: "name (OpType)"
   std::string op_type, domain;
   std::string provider;
+  /// On the CPU although a device provider was asked for and the node is no host-side shape
+  /// computation: that provider has no kernel for it (op, opset or dtype).
+  bool fallback = false;
 };
 
 /// A graph input or output as declared by the model.
