@@ -37,7 +37,12 @@ std::optional<size_t> checked_nbytes(DataType dtype, const Shape& shape) {
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 std::string Device::str() const {
-  return type == DeviceType::CPU ? "cpu" : fmt::format("cuda:{}", index);
+  switch (type) {
+    case DeviceType::CPU: return "cpu";
+    case DeviceType::CUDA: return fmt::format("cuda:{}", index);
+    case DeviceType::Test: return fmt::format("test:{}", index);
+  }
+  return fmt::format("device{}:{}", static_cast<int>(type), index);
 }
 
 namespace {

@@ -28,7 +28,9 @@ std::optional<size_t> checked_nbytes(DataType dtype, const Shape& shape);
 /// "[2, 3, 4]"
 std::string shape_str(const Shape& shape);
 
-enum class DeviceType : int { CPU = 0, CUDA = 1 };
+/// Test: host memory that a test provider treats as a device of its own (placement tests:
+/// a kernel handed a host pointer where it wants device memory fails loudly).
+enum class DeviceType : int { CPU = 0, CUDA = 1, Test = 2 };
 
 /// Where a tensor's bytes live. graph/ only carries the tag; providers interpret it.
 struct Device {

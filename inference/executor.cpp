@@ -6,6 +6,10 @@
 #include <thread>
 
 namespace onyx {
+
+const KernelDef* find_kernel_def(const Node& node, const Model& model, const ExecutionProvider& provider,
+                                 std::string* why, bool typed);
+
 namespace {
 
 DataType static_dtype(const Node& node, int type_input) {
@@ -16,20 +20,16 @@ DataType static_dtype(const Node& node, int type_input) {
 
 std::unique_ptr<Kernel> create_kernel(const Node& node, const Model& model, const Graph& graph,
                                       const ExecutionProvider& provider) {
-  int64_t opset = model.opset(node.domain);
   std::string why;
-  const KernelDef* def = provider.registry().find(node.op_type, node.domain, opset, provider.name(),
-                                                  DataType::Undefined, &why);
-  if (def) {
-    DataType dt = static_dtype(node, def->type_input);
-    const KernelDef* typed = provider.registry().find(node.op_type, node.domain, opset,
-                                                      provider.name(), dt, &why);
-    if (!typed)
-      throw NotImplemented(fmt::format("[session] {}: {}", node.label(), why));
-    def = typed;
-  }
+  const KernelDef* def = find_kernel_def(node, model, provider, &why, false);
   if (!def) throw NotImplemented(fmt::format("[session] {}: {}", node.label(), why));
-  return def->create(KernelInfo{node, opset, graph});
+  return def->create(KernelInfo{node, model.opset(node.domain), graph});
+}
+
+bool contains(const std::vector<int>& list, int i) { return std::find(list.begin(), list.end(), i) != list.end(); }
+
+bool is_copy_node(const Node& n) {
+  return n.domain == "ai.onyx" && (n.op_type == "MemcpyFromHost" || n.op_type == "MemcpyToHost");
 }
 
 class StepContext final : public KernelContext {
@@ -55,14 +55,19 @@ class StepContext final : public KernelContext {
   }
   Tensor& allocate_output(int i, DataType dtype, const Shape& shape) override {
     Datum& d = out_slot(i);
-    d = Datum(Tensor::empty(dtype, shape, rc_.allocator));
+    const bool host = i < static_cast<int>(step_.host_outputs.size()) && step_.host_outputs[i];
+    d = Datum(Tensor::empty(dtype, shape, host ? rc_.allocator : memory()));
     return d.tensor;
   }
   void set_output(int i, Datum value) override { out_slot(i) = std::move(value); }
   Tensor scratch(DataType dtype, const Shape& shape) override {
-    return Tensor::empty(dtype, shape, rc_.allocator);
+    return Tensor::empty(dtype, shape, memory());
   }
   int threads() const override { return rc_.threads; }
+  void* stream() const override {
+    return step_.provider < static_cast<int>(rc_.resources.size()) ? rc_.resources[step_.provider]->stream()
+                                                                    : nullptr;
+  }
   std::optional<uint64_t> run_seed() const override { return rc_.seed; }
   std::vector<Datum> run_subgraph(const Graph& g, const std::vector<Datum>& inputs) override {
     auto it = frame_.plan->subplans.find(&g);
@@ -75,13 +80,32 @@ class StepContext final : public KernelContext {
   Frame& frame_;
   RunContext& rc_;
   std::vector<Datum> discard_;
+
+  const std::shared_ptr<Allocator>& memory() const {
+    return step_.provider < static_cast<int>(rc_.provider_allocators.size())
+               ? rc_.provider_allocators[step_.provider]
+               : rc_.allocator;
+  }
 };
 
-void compile_subgraphs(const Node& node, const Model& model, const ExecutionProvider& provider,
-                       Plan& plan) {
+/// Every input tensor is where the step's kernel reads it: a tensor on another device means
+/// a copy node is missing, and the kernel must not be handed that pointer.
+void check_input_devices(const Step& step, const Frame& frame) {
+  for (size_t i = 0; i < step.input_devices.size(); ++i) {
+    if (!step.input_devices[i] || step.inputs[i] < 0) continue;
+    const Datum& d = frame.slots[step.inputs[i]];
+    if (!d.is_tensor() || d.tensor.device() == *step.input_devices[i]) continue;
+    ONYX_THROW("[{}] input {} ('{}') is in {} memory, but its kernel reads {} memory: a copy node is "
+               "missing",
+               step.node->label(), i, step.node->inputs[i]->name, d.tensor.device().str(),
+               step.input_devices[i]->str());
+  }
+}
+
+void compile_subgraphs(const Node& node, const Model& model, const Placement& placement, Plan& plan) {
   for (const auto& [an, a] : node.attrs) {
-    if (a.g) plan.subplans[a.g.get()] = compile_plan(*a.g, model, provider);
-    for (const auto& sg : a.graphs) plan.subplans[sg.get()] = compile_plan(*sg, model, provider);
+    if (a.g) plan.subplans[a.g.get()] = compile_plan(*a.g, model, placement);
+    for (const auto& sg : a.graphs) plan.subplans[sg.get()] = compile_plan(*sg, model, placement);
   }
 }
 
@@ -95,10 +119,25 @@ const Datum* Frame::lookup(const std::string& name) const {
   return nullptr;
 }
 
-std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model,
-                                   const ExecutionProvider& provider) {
+const KernelDef* find_kernel_def(const Node& node, const Model& model, const ExecutionProvider& provider,
+                                 std::string* why, bool typed) {
+  const int64_t opset = model.opset(node.domain);
+  const KernelRegistry& reg = provider.registry();
+  const KernelDef* def = reg.find(node.op_type, node.domain, opset, provider.name(), DataType::Undefined, why);
+  if (!def) return nullptr;
+  // The registration for the node's dtype (input `type_input`), when it is known.
+  DataType dt = static_dtype(node, def->type_input);
+  if (dt == DataType::Undefined) return typed && !def->types.empty() ? nullptr : def;
+  return reg.find(node.op_type, node.domain, opset, provider.name(), dt, why);
+}
+
+std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model, const Placement& placement) {
   auto plan = std::make_unique<Plan>();
   plan->graph = &graph;
+  for (const auto& p : placement.providers) plan->providers.push_back(p.get());
+  // Subgraph bodies run on the CPU: the same provider list, no node placed elsewhere.
+  Placement subgraph_placement;
+  subgraph_placement.providers = placement.providers;
   auto slot_named = [&](const std::string& name) -> int {
     auto [it, fresh] = plan->slot_of.try_emplace(name, plan->num_slots);
     if (fresh) ++plan->num_slots;
@@ -106,6 +145,8 @@ std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model,
   };
   auto slot = [&](const Value* v) -> int { return v ? slot_named(v->name) : -1; };
   for (const auto& [name, t] : graph.initializers) plan->constants.emplace_back(slot(graph.find_value(name)), t);
+  std::unordered_map<int, Tensor> constant_of;  // by value: constants grows below
+  for (const auto& [s, t] : plan->constants) constant_of[s] = t;
   for (const Value* v : graph.inputs) plan->input_slots.push_back(slot(v));
   for (const std::string& n : graph.outer_scope_names()) {
     // Outer names read directly by this graph's nodes or outputs get a local slot.
@@ -119,8 +160,30 @@ std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model,
     step.node = &node;
     for (const Value* v : node.inputs) step.inputs.push_back(slot(v));
     for (const Value* v : node.outputs) step.outputs.push_back(slot(v));
-    step.kernel = create_kernel(node, model, graph, provider);
-    compile_subgraphs(node, model, provider, *plan);
+    step.provider = placement.index_of(&node);
+    const ExecutionProvider& provider = *placement.providers[step.provider];
+    // A weight bound for a device is copied now, once, not on every run.
+    if (is_copy_node(node) && node.op_type == "MemcpyFromHost" && constant_of.count(step.inputs[0])) {
+      const Tensor& host = constant_of.at(step.inputs[0]);
+      Tensor dev = Tensor::empty(host.dtype(), host.shape(), provider.allocator());
+      provider.copy(host, dev, nullptr);
+      plan->constants.emplace_back(step.outputs[0], dev);
+      continue;
+    }
+    std::string why;
+    const KernelDef* def = find_kernel_def(node, model, provider, &why, false);
+    if (!def) throw NotImplemented(fmt::format("[session] {}: {}", node.label(), why));
+    step.kernel = def->create(KernelInfo{node, model.opset(node.domain), graph});
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int idx = static_cast<int>(i);
+      if (is_copy_node(node) || contains(def->shape_only_inputs, idx))
+        step.input_devices.emplace_back(std::nullopt);
+      else
+        step.input_devices.emplace_back(contains(def->host_inputs, idx) ? Device{} : provider.device());
+    }
+    for (size_t o = 0; o < node.outputs.size(); ++o)
+      step.host_outputs.push_back(contains(def->host_outputs, static_cast<int>(o)));
+    compile_subgraphs(node, model, subgraph_placement, *plan);
     plan->steps.push_back(std::move(step));
   }
   for (const Value* v : graph.outputs) plan->output_slots.push_back(slot(v));
@@ -128,10 +191,10 @@ std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model,
   // Lifetimes: release each slot after its last reader, except constants, outputs and
   // outer-scope values.
   last_use.assign(plan->num_slots, -1);
-  for (size_t s = 0; s < order.size(); ++s) {
+  for (size_t s = 0; s < plan->steps.size(); ++s) {
     for (int i : plan->steps[s].inputs)
       if (i >= 0) last_use[i] = static_cast<int>(s);
-    for (const Value* v : order[s]->implicit_inputs) last_use[slot(v)] = static_cast<int>(s);
+    for (const Value* v : plan->steps[s].node->implicit_inputs) last_use[slot(v)] = static_cast<int>(s);
     for (int o : plan->steps[s].outputs)
       if (o >= 0 && last_use[o] < static_cast<int>(s)) last_use[o] = static_cast<int>(s);
   }
@@ -190,6 +253,7 @@ std::vector<Datum> execute_plan(const Plan& plan, std::vector<Datum> inputs, con
     StepContext ctx(step, frame, rc);
     auto t0 = std::chrono::steady_clock::now();
     try {
+      check_input_devices(step, frame);
       step.kernel->compute(ctx);
     } catch (const NotImplemented&) {
       throw;
@@ -248,6 +312,7 @@ std::vector<Datum> evaluate_node(const Node& node, const Model& model, const Gra
   Step step;
   step.node = &node;
   step.kernel = create_kernel(node, model, graph, provider);
+  plan.providers = {&provider};
   for (size_t i = 0; i < inputs.size(); ++i) step.inputs.push_back(inputs[i].is_none() && !node.has_input(static_cast<int>(i)) ? -1 : static_cast<int>(i));
   for (size_t o = 0; o < node.outputs.size(); ++o)
     step.outputs.push_back(node.outputs[o] ? static_cast<int>(inputs.size() + o) : -1);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "inference/partition.h"
 #include "kernels/provider.h"
 
 namespace onyx {
@@ -21,11 +22,19 @@ struct Step {
   std::vector<int> inputs;        // slot per input; -1 for an omitted input
   std::vector<int> outputs;       // slot per output; -1 for an omitted output
   std::vector<int> release_after; // slots whose last reader is this step
+  int provider = 0;               // index into Plan::providers
+  /// Per input: the device its tensor must be on (nullopt: any; only the shape is read, or a
+  /// copy node that moves it). A tensor elsewhere is a missing copy: an onyx::Error, never a
+  /// kernel reading another device's pointer.
+  std::vector<std::optional<Device>> input_devices;
+  std::vector<bool> host_outputs; // outputs written to host memory (KernelDef::host_outputs)
 };
 
 /// A compiled graph (the main graph or a subgraph). Immutable after compile: runs share it.
 struct Plan {
   const Graph* graph = nullptr;
+  /// The session's providers (CPU last); steps index them. Shared by subplans.
+  std::vector<const ExecutionProvider*> providers;
   int num_slots = 0;
   std::vector<Step> steps;
   std::vector<std::pair<int, Tensor>> constants;           // initializer slots
@@ -36,10 +45,17 @@ struct Plan {
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> subplans;
 };
 
-/// Builds the plan of `graph` (and its subgraphs) with kernels from `provider`.
-/// Throws onyx::NotImplemented naming the node when no kernel exists.
-std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model,
-                                   const ExecutionProvider& provider);
+/// The registration `provider` has for `node` at the model's opset and the static dtype of
+/// its type input, or nullptr (then `why`, when given, says what did not match). `typed`:
+/// a registration restricted to some dtypes counts only when the node's dtype is known.
+const KernelDef* find_kernel_def(const Node& node, const Model& model, const ExecutionProvider& provider,
+                                 std::string* why, bool typed);
+
+/// Builds the plan of `graph` (and its subgraphs, which run on the CPU) with each node's
+/// kernel from the provider `placement` gives it. Copies of initializers to a device
+/// (MemcpyFromHost of a constant) are done here, once. Throws onyx::NotImplemented naming the
+/// node when no kernel exists.
+std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model, const Placement& placement);
 
 /// One profiled node execution.
 struct ProfileEvent {
@@ -51,7 +67,11 @@ struct ProfileEvent {
 
 /// Per-run settings and results.
 struct RunContext {
-  std::shared_ptr<Allocator> allocator;  // counts this run's bytes
+  std::shared_ptr<Allocator> allocator;  // host memory; counts this run's bytes
+  /// Per provider (Plan::providers' order): its memory and its per-run resources (a
+  /// stream). Empty: every provider uses `allocator` and has no resources (CPU only).
+  std::vector<std::shared_ptr<Allocator>> provider_allocators;
+  std::vector<RunResources*> resources;
   int threads = 1;
   bool profile = false;
   std::chrono::steady_clock::time_point epoch;

@@ -12,6 +12,7 @@
 #include "inference/run_allocator.h"
 #include "inference/executor.h"
 #include "inference/optimizer.h"
+#include "inference/partition.h"
 #include "inference/precision.h"
 #include "inference/profiler.h"
 
@@ -25,10 +26,61 @@ OptLevel opt_level_from_name(const std::string& name) {
   ONYX_THROW("[session] unknown optimization level '{}' (expected none, basic, extended or all)", name);
 }
 
+/// The per-run memory and resources (streams) of every provider. Streams are synchronized
+/// and the device memory the run freed is handed back when the run ends, also when it
+/// throws: no queued kernel can outlive the buffers it reads.
+class RunDevices {
+ public:
+  RunDevices(const std::vector<std::shared_ptr<ExecutionProvider>>& providers,
+             const std::shared_ptr<RunAllocator>& host, RunContext& rc)
+      : providers_(providers) {
+    if (providers.size() == 1) return;  // CPU alone: rc.allocator serves every step
+    for (const auto& p : providers) {
+      const bool on_host = p->device().type == DeviceType::CPU;
+      allocs_.push_back(on_host ? host : std::make_shared<RunAllocator>(p->allocator(), true));
+      resources_.push_back(p->begin_run());
+      rc.provider_allocators.push_back(allocs_.back());
+      rc.resources.push_back(resources_.back().get());
+    }
+  }
+  ~RunDevices() {
+    try {
+      finish();
+    } catch (...) {  // a run that already failed keeps its first error
+    }
+  }
+  RunResources* resources_of(Device d) const {
+    for (size_t i = 0; i < resources_.size(); ++i)
+      if (providers_[i]->device() == d) return resources_[i].get();
+    return nullptr;
+  }
+  /// Waits for every stream, then returns the device blocks the run kept.
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    for (auto& r : resources_) r->synchronize();
+    for (auto& a : allocs_) a->end_run();
+  }
+  size_t device_peak_bytes() const {
+    size_t peak = 0;
+    for (size_t i = 0; i < allocs_.size(); ++i)
+      if (providers_[i]->device().type != DeviceType::CPU) peak += allocs_[i]->peak_bytes();
+    return peak;
+  }
+
+ private:
+  const std::vector<std::shared_ptr<ExecutionProvider>>& providers_;
+  std::vector<std::shared_ptr<RunAllocator>> allocs_;
+  std::vector<std::unique_ptr<RunResources>> resources_;
+  bool finished_ = false;
+};
+
 struct Session::Impl {
   SessionOptions options;
   std::unique_ptr<Model> model;
+  std::vector<std::shared_ptr<ExecutionProvider>> providers;  // priority order, CPU last
   std::shared_ptr<ExecutionProvider> cpu;
+  Placement placement;
   std::unique_ptr<Plan> plan;
   std::vector<IoInfo> inputs, outputs;
   std::vector<bool> input_has_default;  // inputs that are also initializers may be left out
@@ -56,13 +108,38 @@ struct Session::Impl {
     AutocastReport amp = autocast_for_providers(*model, options.precision);
     if (options.precision != Precision::Float32)
       spdlog::info("session: {}", autocast_summary(amp, options.precision));
-    cpu = make_cpu_provider();
+    make_providers();
     omp_set_num_threads(threads);
-    size_t removed = optimize_graph(*model, options.opt_level, *cpu, cpu->layout_preferences(),
+    // Layout passes follow the provider that gets the convolutions: the first in the list.
+    size_t removed = optimize_graph(*model, options.opt_level, *cpu, providers.front()->layout_preferences(),
                                     options.approximate_fusions);
-    plan = compile_plan(g, *model, *cpu);
+    placement = partition_graph(*model, providers);
+    plan = compile_plan(g, *model, placement);
     spdlog::info("session: {} nodes ({} removed by optimization), {} initializers, {} threads",
                  g.num_nodes(), removed, g.initializers.size(), threads);
+  }
+
+  /// SessionOptions::providers -> provider objects, CPU appended last when missing.
+  void make_providers() {
+    std::vector<std::string> names = options.providers;
+    if (std::find(names.begin(), names.end(), "cpu") == names.end()) names.push_back("cpu");
+    for (size_t i = 0; i < names.size(); ++i) {
+      ONYX_CHECK(std::count(names.begin(), names.end(), names[i]) == 1,
+                 "[session] provider '{}' is listed twice in SessionOptions::providers", names[i]);
+      providers.push_back(make_provider(names[i], options.device_id));
+    }
+    // The CPU is the fallback: it goes last whatever its position in the list.
+    auto it = std::find_if(providers.begin(), providers.end(),
+                           [](const auto& p) { return p->device().type == DeviceType::CPU; });
+    cpu = *it;
+    providers.erase(it);
+    providers.push_back(cpu);
+  }
+
+  const ExecutionProvider* provider_for(Device d) const {
+    for (const auto& p : providers)
+      if (p->device() == d) return p.get();
+    return nullptr;
   }
 
   // Checks a feed against the declared input: dtype, rank and fixed dims; binds symbols.
@@ -79,8 +156,8 @@ struct Session::Impl {
     ONYX_CHECK(t.elem == DataType::Undefined || x.dtype() == t.elem,
                "[session] input '{}' expects dtype {} but got {}", info.name, dtype_name(t.elem),
                dtype_name(x.dtype()));
-    ONYX_CHECK(x.device().type == DeviceType::CPU, "[session] input '{}' is on {}; this session runs on cpu",
-               info.name, x.device().str());
+    ONYX_CHECK(provider_for(x.device()), "[session] input '{}' is on {}, but this session's providers are {}",
+               info.name, x.device().str(), fmt::join(options.providers, ", "));
     if (!t.shape) return;
     const SymShape& s = *t.shape;
     ONYX_CHECK(static_cast<size_t>(x.rank()) == s.size(),
@@ -133,6 +210,7 @@ struct Session::Impl {
     RunContext rc;
     auto run_alloc = std::make_shared<RunAllocator>(cpu->allocator());
     rc.allocator = run_alloc;
+    RunDevices devices(providers, run_alloc, rc);
     rc.threads = threads;
     rc.profile = options.profiling;
     rc.epoch = created;
@@ -144,8 +222,20 @@ struct Session::Impl {
     std::vector<Datum> outs = execute_plan(*plan, std::move(ordered), nullptr, rc);
     NamedValues result;
     for (size_t i : out_index) result[outputs[i].name] = std::move(outs[i]);
+    // Outputs come back in host memory unless the caller keeps them on the device.
+    if (!ro.outputs_on_device)
+      for (auto& [name, d] : result)
+        if (d.is_tensor() && d.tensor.device().type != DeviceType::CPU) {
+          Tensor host = Tensor::empty(d.tensor.dtype(), d.tensor.shape(), run_alloc);
+          provider_for(d.tensor.device())->copy(d.tensor, host, devices.resources_of(d.tensor.device()));
+          d = Datum(std::move(host));
+        }
+    devices.finish();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (stats) *stats = RunStats{run_alloc->peak_bytes(), rc.nodes_run, ms};
+    if (stats) {
+      *stats = RunStats{run_alloc->peak_bytes(), rc.nodes_run, ms};
+      stats->device_peak_bytes = devices.device_peak_bytes();
+    }
     if (rc.profile)
       profiler.add_run(std::move(rc.events), run_alloc->peak_bytes(), ms,
                        std::chrono::duration_cast<std::chrono::microseconds>(t0 - created).count());
@@ -205,6 +295,14 @@ const std::vector<IoInfo>& Session::outputs() const { return impl_->outputs; }
 const ModelMetadata& Session::metadata() const { return impl_->metadata; }
 const Model& Session::model() const { return *impl_->model; }
 const SessionOptions& Session::options() const { return impl_->options; }
+
+std::vector<NodePlacement> Session::placement() const {
+  std::vector<NodePlacement> out;
+  const Placement& p = impl_->placement;
+  for (const Node* n : impl_->model->graph->topological_order())
+    out.push_back({n->label(), n->op_type, n->domain, p.provider(n).name(), p.fallback.count(n) > 0});
+  return out;
+}
 
 std::string Session::end_profiling() const {
   impl_->profiler.write(impl_->options.profile_path);

@@ -79,9 +79,10 @@ struct ModelMetadata {
 
 /// Facts about one run.
 struct RunStats {
-  size_t peak_bytes = 0;      // most intermediate bytes alive at once
+  size_t peak_bytes = 0;      // most intermediate host bytes alive at once
   size_t nodes_run = 0;
   double wall_ms = 0;
+  size_t device_peak_bytes = 0;  // the same as peak_bytes in device memory (non-CPU providers)
 };
 
 /// Per-run settings.
@@ -98,6 +99,9 @@ struct RunOptions {
   std::optional<std::chrono::steady_clock::time_point> deadline;
   /// Cancels the run at its next node, with the same error, once set (from any thread).
   const std::atomic<bool>* terminate = nullptr;
+  /// Leave outputs a device provider computed in device memory (IoBinding-style: feed them
+  /// to the next run without a round trip); by default outputs come back in host memory.
+  bool outputs_on_device = false;
 };
 
 using NamedTensors = std::map<std::string, Tensor>;

@@ -59,3 +59,5 @@ void Arena::deallocate(void* ptr, size_t bytes) {
   free_[cls].push_back(ptr);
 }
 
+
+}  // namespace onyx

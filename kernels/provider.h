@@ -5,6 +5,7 @@
 // kernels/ includes kernels/cpu/* or kernels/cuda/*.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,8 +60,13 @@ std::shared_ptr<ExecutionProvider> make_cuda_provider(int device_id = 0);
 const KernelRegistry& cuda_kernel_registry();
 /// True when this build has the CUDA provider (whether or not a device is present).
 bool built_with_cuda();
-/// A provider by name ("cpu", "cuda"); onyx::Error naming the known ones otherwise.
+/// A provider by name ("cpu", "cuda", or one added by register_provider); onyx::Error naming
+/// the known ones otherwise.
 std::shared_ptr<ExecutionProvider> make_provider(const std::string& name, int device_id = 0);
+/// Makes make_provider(name, id) call `factory` (an out-of-tree provider, or tests' provider
+/// with a device of its own). Thread-safe; a second registration of a name replaces the first.
+void register_provider(const std::string& name,
+                       std::function<std::shared_ptr<ExecutionProvider>(int device_id)> factory);
 /// Every provider this build has, in placement priority order (CPU last, the fallback),
 /// with the kernels each registers whether or not its device is present: `onyx ops`.
 std::vector<std::string> built_provider_names();

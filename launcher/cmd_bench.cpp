@@ -14,6 +14,7 @@ namespace onyx::cli {
 namespace {
 
 struct BenchOptions {
+  ProviderOptions provider;
   std::string model, opt = "all", precision = "fp32";
   std::vector<std::string> dims;
   int threads = 0, iters = 100, warmup = 10;
@@ -32,6 +33,7 @@ int bench(const BenchOptions& o, const CommonOptions& common) {
   so.intra_op_threads = o.threads;
   so.opt_level = opt_level_from_name(o.opt);
   so.precision = parse_precision(o.precision);
+  apply_provider_options(o.provider, so.providers, so.device_id);
   so.log_level = common.log_level;
   Session session(o.model, so);
   NamedValues feeds = make_feeds(session, {}, true, parse_dims(o.dims), o.batch, o.seed);
@@ -86,6 +88,7 @@ Command add_bench_command(CLI::App& parent, const CommonOptions& common) {
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
   add_precision_option(app, o->precision);
+  add_provider_options(app, o->provider);
   return {app, [o, &common] { return bench(*o, common); }};
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "graph/onnx_io.h"
+#include "inference/session.h"
 #include "launcher/commands.h"
 
 namespace onyx::cli {
@@ -13,6 +14,9 @@ namespace {
 
 struct InspectOptions {
   std::string model;
+  bool plan = false;
+  std::string opt = "all";
+  ProviderOptions provider;
 };
 
 struct Totals {
@@ -56,7 +60,33 @@ void print_values(const char* title, const std::vector<Value*>& values) {
   for (const Value* v : values) fmt::print("  {:<{}}  {}\n", v->name, w, v->type.str());
 }
 
+/// --plan: compile the model as `onyx run` would and print where each node runs, copy
+/// nodes included, then the totals per provider.
+int print_plan(const InspectOptions& o) {
+  SessionOptions so;
+  so.opt_level = opt_level_from_name(o.opt);
+  apply_provider_options(o.provider, so.providers, so.device_id);
+  Session session(o.model, so);
+  std::vector<NodePlacement> nodes = session.placement();
+  size_t w = 0;
+  for (const NodePlacement& p : nodes) w = std::max(w, p.node.size());
+  fmt::print("plan of {} (--opt {}, providers {}): {} nodes in execution order\n", o.model, o.opt,
+             o.provider.providers, nodes.size());
+  std::map<std::string, int> per_provider;
+  int copies = 0, fallback = 0;
+  for (const NodePlacement& p : nodes) {
+    fmt::print("  {:<{}}  {}{}\n", p.node, w, p.provider, p.fallback ? "  (fallback: no kernel on the device)" : "");
+    ++per_provider[p.provider];
+    copies += p.domain == "ai.onyx" && (p.op_type == "MemcpyFromHost" || p.op_type == "MemcpyToHost");
+    fallback += p.fallback;
+  }
+  for (const auto& [name, n] : per_provider) fmt::print("{}: {} nodes\n", name, n);
+  fmt::print("copy nodes: {}, fallback nodes: {}\n", copies, fallback);
+  return 0;
+}
+
 int inspect(const InspectOptions& o) {
+  if (o.plan) return print_plan(o);
   LoadOptions lo;
   lo.validate = false;  // show what the file holds, even what onyx would refuse to run
   auto model = load_model(o.model, lo);
@@ -104,6 +134,13 @@ Command add_inspect_command(CLI::App& parent, const CommonOptions&) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* app = parent.add_subcommand("inspect", "Show a model's inputs, outputs, ops and size");
   app->add_option("model", o->model, "ONNX model file")->required()->check(CLI::ExistingFile);
+  app->add_flag("--plan", o->plan,
+                "Compile the model and print each node's provider in execution order (copy and "
+                "fallback nodes marked)");
+  app->add_option("--opt", o->opt, "Graph optimization level for --plan")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
+  add_provider_options(app, o->provider);
   return {app, [o] { return inspect(*o); }};
 }
 

@@ -15,6 +15,7 @@ namespace onyx::cli {
 namespace {
 
 struct RunOptions {
+  ProviderOptions provider;
   std::string model, output_dir, profile, opt = "all", precision = "fp32";
   std::vector<std::string> inputs, dims;
   bool random = false;
@@ -60,6 +61,7 @@ int run(const RunOptions& o, const CommonOptions& common) {
   so.intra_op_threads = o.threads;
   so.opt_level = opt_level_from_name(o.opt);
   so.precision = parse_precision(o.precision);
+  apply_provider_options(o.provider, so.providers, so.device_id);
   so.log_level = common.log_level;
   so.profiling = !o.profile.empty();
   if (so.profiling) so.profile_path = o.profile;
@@ -145,6 +147,7 @@ Command add_run_command(CLI::App& parent, const CommonOptions& common) {
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
   add_precision_option(app, o->precision);
+  add_provider_options(app, o->provider);
   app->add_option("--profile", o->profile, "Write a Chrome-trace profile of the run to FILE");
   return {app, [o, &common] { return run(*o, common); }};
 }

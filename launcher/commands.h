@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace onyx::cli {
 
@@ -15,6 +16,15 @@ struct CommonOptions {
 
 /// --precision fp32|bf16|fp16 of the commands that build an inference session.
 CLI::Option* add_precision_option(CLI::App* app, std::string& precision);
+
+/// --provider LIST and --device N of the commands that build an inference session.
+struct ProviderOptions {
+  std::string providers = "cpu";  // comma-separated, priority order: "cuda" or "cuda,cpu"
+  int device = 0;
+};
+void add_provider_options(CLI::App* app, ProviderOptions& o);
+/// Sets SessionOptions::providers and device_id from the flags.
+void apply_provider_options(const ProviderOptions& o, std::vector<std::string>& providers, int& device_id);
 
 /// A registered subcommand: its CLI11 app and its body (returns the exit code).
 struct Command {

@@ -359,8 +359,9 @@ void range_compute(KernelContext& ctx) {
 
 void register_shape_kernels(KernelRegistry& r) {
   auto any = stored_types();
-  r.add({"Shape", "", 1, INT_MAX, "cpu", 0, any, make_factory<ShapeKernel>()});
-  r.add({"Size", "", 1, INT_MAX, "cpu", 0, any, function_factory(size_compute)});
+  // Shape and Size read only their input's shape: it may stay in device memory.
+  r.add({"Shape", "", 1, INT_MAX, "cpu", 0, any, make_factory<ShapeKernel>(), {}, {0}});
+  r.add({"Size", "", 1, INT_MAX, "cpu", 0, any, function_factory(size_compute), {}, {0}});
   r.add({"Reshape", "", 1, INT_MAX, "cpu", 0, any, make_factory<ReshapeKernel>()});
   r.add({"Flatten", "", 1, INT_MAX, "cpu", 0, any, make_factory<FlattenKernel>()});
   r.add({"Squeeze", "", 1, INT_MAX, "cpu", 0, any, function_factory(squeeze_compute)});

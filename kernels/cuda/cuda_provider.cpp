@@ -95,7 +95,7 @@ class CudaProvider final : public ExecutionProvider,
     ONYX_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel() && src.dtype() != DataType::String,
                "[cuda] copy of {} {} into {} {}", dtype_name(src.dtype()), shape_str(src.shape()),
                dtype_name(dst.dtype()), shape_str(dst.shape()));
-    for (const Tensor* t : {&src, &dst})
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&src, &dst})
       ONYX_CHECK(t->device().type == DeviceType::CPU || t->device() == device(),
                  "[cuda] copy touches {}, but this provider is {}", t->device().str(), device().str());
     if (src.nbytes() == 0) return;
