@@ -25,6 +25,10 @@ inline constexpr const char* kProvider = "cuda";
 
 // One registration function per kernel family (kernels/cuda/<family>.cpp).
 void register_memcpy_kernels(KernelRegistry& r);
+void register_reduce_kernels(KernelRegistry& r);         // reduce.cpp
+void register_softmax_kernels(KernelRegistry& r);        // softmax.cpp
+void register_normalization_kernels(KernelRegistry& r);  // normalization.cpp
+void register_attention_kernels(KernelRegistry& r);      // attention.cpp
 void register_all_cuda_kernels(KernelRegistry& r);
 
 }  // namespace onyx::cuda

@@ -4,6 +4,12 @@
 
 namespace onyx::cuda {
 
-void register_all_cuda_kernels(KernelRegistry& r) { register_memcpy_kernels(r); }
+void register_all_cuda_kernels(KernelRegistry& r) {
+  register_memcpy_kernels(r);
+  register_reduce_kernels(r);
+  register_softmax_kernels(r);
+  register_normalization_kernels(r);
+  register_attention_kernels(r);
+}
 
 }  // namespace onyx::cuda
