@@ -25,6 +25,9 @@ inline constexpr const char* kProvider = "cuda";
 
 // One registration function per kernel family (kernels/cuda/<family>.cpp).
 void register_memcpy_kernels(KernelRegistry& r);
+void register_matmul_kernels(KernelRegistry& r);
+void register_conv_kernels(KernelRegistry& r);
+void register_pool_kernels(KernelRegistry& r);
 void register_all_cuda_kernels(KernelRegistry& r);
 
 }  // namespace onyx::cuda

@@ -4,6 +4,11 @@
 
 namespace onyx::cuda {
 
-void register_all_cuda_kernels(KernelRegistry& r) { register_memcpy_kernels(r); }
+void register_all_cuda_kernels(KernelRegistry& r) {
+  register_memcpy_kernels(r);
+  register_matmul_kernels(r);
+  register_conv_kernels(r);
+  register_pool_kernels(r);
+}
 
 }  // namespace onyx::cuda
