@@ -29,6 +29,9 @@ void register_reduce_kernels(KernelRegistry& r);         // reduce.cpp
 void register_softmax_kernels(KernelRegistry& r);        // softmax.cpp
 void register_normalization_kernels(KernelRegistry& r);  // normalization.cpp
 void register_attention_kernels(KernelRegistry& r);      // attention.cpp
+void register_matmul_kernels(KernelRegistry& r);         // matmul.cpp
+void register_conv_kernels(KernelRegistry& r);           // conv.cpp
+void register_pool_kernels(KernelRegistry& r);           // pool.cpp
 void register_all_cuda_kernels(KernelRegistry& r);
 
 }  // namespace onyx::cuda

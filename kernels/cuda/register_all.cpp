@@ -10,6 +10,9 @@ void register_all_cuda_kernels(KernelRegistry& r) {
   register_softmax_kernels(r);
   register_normalization_kernels(r);
   register_attention_kernels(r);
+  register_matmul_kernels(r);
+  register_conv_kernels(r);
+  register_pool_kernels(r);
 }
 
 }  // namespace onyx::cuda
