@@ -18,6 +18,18 @@
 
 namespace onyx {
 
+std::vector<std::string> available_providers() {
+  std::vector<std::string> names;
+  for (const std::string& n : built_provider_names()) {
+    try {
+      make_provider(n, 0);
+      names.push_back(n);
+    } catch (const Error&) {  // built, but no device here
+    }
+  }
+  return names;
+}
+
 OptLevel opt_level_from_name(const std::string& name) {
   if (name == "none" || name == "0") return OptLevel::None;
   if (name == "basic" || name == "1") return OptLevel::Basic;

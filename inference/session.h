@@ -104,6 +104,10 @@ struct RunOptions {
   bool outputs_on_device = false;
 };
 
+/// The execution providers usable in this process, in priority order: "cuda" when this build
+/// has it and the machine a CUDA device, then "cpu".
+std::vector<std::string> available_providers();
+
 using NamedTensors = std::map<std::string, Tensor>;
 using NamedValues = std::map<std::string, Datum>;
 

@@ -17,11 +17,15 @@ import warnings
 from . import _onyx
 
 CPU_PROVIDER = "CPUExecutionProvider"
+CUDA_PROVIDER = "CUDAExecutionProvider"
+_NATIVE_NAMES = {CUDA_PROVIDER: "cuda", CPU_PROVIDER: "cpu"}
 
 
 def get_available_providers():
-    """The execution providers this build has (ONNX Runtime's function of that name)."""
-    return [CPU_PROVIDER]
+    """The execution providers usable here (ONNX Runtime's function of that name):
+    CUDAExecutionProvider when this build has it and the machine a CUDA device, then CPU."""
+    native = _onyx._available_providers()
+    return [name for name, n in _NATIVE_NAMES.items() if n in native]
 
 
 def get_device():
@@ -148,8 +152,9 @@ def _select_providers(providers, provider_options):
             continue
         names.append(name)
         options.append(dict(opts))
-    if not names:
-        names, options = [CPU_PROVIDER], [{}]
+    if CPU_PROVIDER not in names:  # the fallback of every session, as in ONNX Runtime
+        names.append(CPU_PROVIDER)
+        options.append({})
     return names, options
 
 
@@ -161,7 +166,11 @@ class InferenceSession:
                  **kwargs):
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
         self._providers, self._provider_options = _select_providers(providers, provider_options)
-        self._sess = _onyx._Session(path_or_bytes, **self._sess_options._onyx_kwargs())
+        device_id = next((int(o.get("device_id", 0)) for n, o in
+                          zip(self._providers, self._provider_options) if n == CUDA_PROVIDER), 0)
+        self._sess = _onyx._Session(path_or_bytes, **self._sess_options._onyx_kwargs(),
+                                    providers=[_NATIVE_NAMES[n] for n in self._providers],
+                                    device_id=device_id)
         if self._sess_options.optimized_model_filepath:
             self._sess.save_optimized_model(str(self._sess_options.optimized_model_filepath))
         self._inputs = [NodeArg(*io) for io in self._sess.inputs()]

@@ -86,12 +86,14 @@ nb::list run(const Session& s, std::optional<std::vector<std::string>> output_na
 }  // namespace
 
 void bind_inference(nb::module_& m) {
+  m.def("_available_providers", &available_providers,
+        "The providers usable here, in priority order ('cuda' only with a CUDA device).");
   nb::class_<Session>(m, "_Session", "onyx::Session; onyx.InferenceSession wraps it.")
       .def(
           "__init__",
           [](Session* self, nb::handle model, int threads, const std::string& opt_level,
              bool profiling, const std::string& profile_path, const std::string& log_level,
-             const std::string& precision) {
+             const std::string& precision, const std::vector<std::string>& providers, int device_id) {
             std::unique_ptr<Model> loaded = load_model_arg(model);
             SessionOptions options;
             options.intra_op_threads = threads;
@@ -100,12 +102,14 @@ void bind_inference(nb::module_& m) {
             options.profile_path = profile_path;
             options.log_level = log_level;
             options.precision = parse_precision(precision);
+            options.providers = providers;
+            options.device_id = device_id;
             nb::gil_scoped_release unlocked;
             new (self) Session(std::move(loaded), options);
           },
           "model"_a, nb::kw_only(), "threads"_a = 0, "opt_level"_a = "all",
           "profiling"_a = false, "profile_path"_a = "onyx_profile.json", "log_level"_a = "warn",
-          "precision"_a = "fp32")
+          "precision"_a = "fp32", "providers"_a = std::vector<std::string>{"cpu"}, "device_id"_a = 0)
       .def("run", &run, "output_names"_a.none(), "input_feed"_a, "seed"_a = nb::none(),
            "Runs the model; returns the outputs (all when output_names is None or empty) as "
            "numpy arrays viewing onyx's buffers.")
