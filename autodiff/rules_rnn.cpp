@@ -1,5 +1,5 @@
-// Gradient rules: RNN, GRU and LSTM. The rule re-expresses the node in plain ops as the CPU
-// kernel computes it (kernels/cpu/rnn.cpp): one MatMul projects every step's input, a Loop over
+// Gradient rules: RNN, GRU and LSTM. The rule re-expresses the node in plain ops as the CPU kernel
+// computes it (the CPU provider's rnn.cpp): one MatMul projects every step's input, a Loop over
 // time runs one cell step per iteration (sequence_lens masks finished rows: their state holds,
 // their Y rows are 0), ReverseSequence serves the reverse direction, and Split/Concat/Transpose
 // handle directions and layouts. It then differentiates that expansion, so the recurrence's

@@ -581,9 +581,9 @@ void grid_sample(Ctx& c) {
 
 // Spatial output sizes of a Conv, ConvTranspose or windowed pool when X's spatial sizes, the
 // kernel and the attributes are static: the same arithmetic as the CPU kernels' geometry
-// (kernels/cpu/conv_ref.cpp, pool.cpp). The gradient rules then write static pads and crops
-// instead of computing them at run time (and ConvTranspose gradients no longer transpose past
-// X's extent). Sizes stay unknown when anything is dynamic or inconsistent; the kernel reports
+// (the CPU provider's conv_ref.cpp and pool.cpp). The gradient rules then write static pads and
+// crops instead of computing them at run time (and ConvTranspose gradients no longer transpose
+// past X's extent). Sizes stay unknown when anything is dynamic or inconsistent; the kernel reports
 // those at run time.
 std::optional<std::vector<int64_t>> window_spatial(const Ctx& c, const SymShape& x) {
   const Node& n = c.node;

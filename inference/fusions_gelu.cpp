@@ -10,8 +10,8 @@
 //   x2 = Mul(x, x)                       cdf = Mul(Add(Erf(Mul(x, 1/sqrt2)), 1), 0.5)
 //   pdf = Mul(Exp(Mul(x2, -0.5)), 1/sqrt(2 pi))
 //   dX = Mul(dY, Add(cdf, Mul(x, pdf)))
-// -> ai.onyx GeluGrad(dY, x) (kernels/cpu/gelu_grad.cpp), one pass instead of ten. The match
-// starts at each outer Mul and checks every edge; every intermediate must be read inside.
+// -> ai.onyx GeluGrad(dY, x) (the CPU provider's gelu_grad.cpp), one pass instead of ten. The
+// match starts at each outer Mul and checks every edge; every intermediate must be read inside.
 #include <cmath>
 #include <numbers>
 #include <optional>

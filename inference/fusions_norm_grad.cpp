@@ -1,7 +1,7 @@
 // Training-graph fusion: the input gradient of a training-mode BatchNormalization, which the
 // gradient rule (autodiff/rules_norm.cpp, batch_norm_grad) writes as plain ONNX nodes so the
 // training graph stays portable, becomes one ai.onyx BatchNormTrainingGrad
-// (kernels/cpu/batch_norm_grad.cpp): three passes over the activation instead of a dozen.
+// (the CPU provider's batch_norm_grad.cpp): three passes over the activation instead of a dozen.
 //
 // The rule's nodes, [N, C, S] views of X and dY, reductions over axes {0, 2} with keepdims:
 //   x3 = Reshape(X, [0, 0, -1])            dy3 = Reshape(dY, [0, 0, -1])

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/optimizer_math.h"
+#include "kernels/optimizer_kernels.h"
 #include "optimizers/fused_optimizer.h"
 
 namespace onyx::optim {
@@ -17,16 +17,16 @@ class Adam final : public FusedOptimizer {
       : FusedOptimizer(config, std::move(segments), {"m", "v"}), decoupled_(decoupled) {}
 
  protected:
-  void update(float* p, const float* g, double lr, int threads) override {
+  void update(Tensor& p, const Tensor& g, double lr, int threads) override {
     const OptimizerConfig& c = config_;
     const double t = static_cast<double>(steps_taken());
     const double bc1 = 1.0 - std::pow(c.beta1, t), bc2 = 1.0 - std::pow(c.beta2, t);
     // Per segment: its rate (parameter groups scale it) and its weight decay.
-    std::vector<cpu::AdamCoeffs<float>> coeffs(segments_.size());
+    std::vector<optimizer_kernels::AdamCoeffs> coeffs(segments_.size());
     for (size_t i = 0; i < segments_.size(); ++i) {
       const double seg_lr = lr * segments_[i].lr_scale;
       const double wd = segment_weight_decay(segments_[i], c.weight_decay);
-      cpu::AdamCoeffs<float>& k = coeffs[i];
+      optimizer_kernels::AdamCoeffs& k = coeffs[i];
       k.beta1 = static_cast<float>(c.beta1);
       k.beta2 = static_cast<float>(c.beta2);
       k.eps = static_cast<float>(c.eps);
@@ -36,12 +36,7 @@ class Adam final : public FusedOptimizer {
       k.l2 = decoupled_ ? 0.0f : static_cast<float>(wd);
       k.pre = decoupled_ ? static_cast<float>(1.0 - seg_lr * wd) : 1.0f;
     }
-    float *m = buffer(0), *v = buffer(1);
-    plan_.for_each_piece(threads, [&](const Piece& pc, int64_t) {
-      const int64_t b = pc.begin;
-      cpu::adam_update<float>(p + b, g + b, m + b, v + b, p + b, m + b, v + b, pc.end - b,
-                              coeffs[pc.segment]);
-    });
+    optimizer_kernels::adam(plan_.view(), coeffs, p, g, buffer(0), buffer(1), threads);
   }
 
  private:

@@ -7,7 +7,8 @@
 
 namespace onyx::optim {
 
-BlockPlan::BlockPlan(const std::vector<ParamSegment>& segments, int64_t block_elems) {
+BlockPlan::BlockPlan(const std::vector<ParamSegment>& segments, int64_t block_elems)
+    : segments_(static_cast<int64_t>(segments.size())) {
   ONYX_CHECK(block_elems > 0, "[optimizer] block size should be positive but is {}", block_elems);
   for (const ParamSegment& s : segments)
     ONYX_CHECK(s.offset >= 0 && s.size >= 0,

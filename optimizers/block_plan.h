@@ -1,22 +1,20 @@
 // How fused optimizer passes split the parameter segments into work: segments are cut into
-// pieces packed into fixed-size blocks, and blocks run in parallel. The cut depends only on the
-// segments, never on the thread count, so per-piece partial sums (LAMB norms) reduce in the
-// same order and results are identical for any number of threads.
+// pieces packed into fixed-size blocks, and the optimizer kernels run blocks in parallel. The
+// cut depends only on the segments, never on the thread count, so per-piece partial sums (LAMB
+// norms) reduce in the same order and results are identical for any number of threads.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "kernels/parallel.h"
+#include "kernels/optimizer_kernels.h"
 #include "optimizers/optimizer.h"
 
 namespace onyx::optim {
 
-/// A contiguous run of one segment's elements, [begin, end) in the flat buffer.
-struct Piece {
-  int segment = 0;  // index into the segments given to BlockPlan
-  int64_t begin = 0, end = 0;
-};
+/// A contiguous run of one segment's elements, [begin, end) in the flat buffer; `segment`
+/// indexes the segments given to BlockPlan.
+using Piece = optimizer_kernels::Piece;
 
 class BlockPlan {
  public:
@@ -27,18 +25,14 @@ class BlockPlan {
   /// One past the last element any segment covers: the length buffers must have.
   int64_t span() const { return span_; }
   const std::vector<Piece>& pieces() const { return pieces_; }
-
-  /// Calls fn(piece, piece_index) for every piece, blocks spread over `threads` threads.
-  template <typename F>
-  void for_each_piece(int threads, F&& fn) const {
-    const int64_t blocks = static_cast<int64_t>(block_start_.size()) - 1;
-    parallel_for(blocks, threads, 2, [&](int64_t b, int64_t e) {
-      for (int64_t p = block_start_[b]; p < block_start_[e]; ++p) fn(pieces_[p], p);
-    });
+  /// The plan as the optimizer kernels take it (a view: valid while this plan lives).
+  optimizer_kernels::PiecePlan view() const {
+    return {pieces_, block_start_, span_, segments_};
   }
 
  private:
   int64_t span_ = 0;
+  int64_t segments_ = 0;
   std::vector<Piece> pieces_;
   std::vector<int64_t> block_start_;  // pieces of block b: [block_start_[b], block_start_[b+1])
 };

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <initializer_list>
 
 #include "graph/error.h"
+#include "kernels/optimizer_kernels.h"
 
 namespace onyx::optim {
 
@@ -15,13 +16,24 @@ FusedOptimizer::FusedOptimizer(OptimizerConfig config, std::vector<ParamSegment>
     buffers_.emplace_back(name, Tensor::zeros(DataType::Float, {plan_.span()}));
 }
 
-void FusedOptimizer::step(float* params, const float* grads, double lr, int threads) {
+void FusedOptimizer::step(Tensor& params, const Tensor& grads, double lr, int threads) {
   ONYX_CHECK(std::isfinite(lr) && lr >= 0,
              "[optimizer] {} step: learning rate should be finite and >= 0 but is {}", config_.name,
              lr);
-  ONYX_CHECK(plan_.span() == 0 || (params && grads),
-             "[optimizer] {} step: params and grads should be non-null buffers of {} floats",
-             config_.name, plan_.span());
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&params, &grads})
+    ONYX_CHECK((t->dtype() == DataType::Float || !t->defined()) && t->numel() >= plan_.span(),
+               "[optimizer] {} step: params and grads should be float32 buffers of at least {} "
+               "elements but {} is {} {}",
+               config_.name, plan_.span(), t == &params ? "params" : "grads",
+               dtype_name(t->dtype()), shape_str(t->shape()));
+  ONYX_CHECK(params.device() == grads.device(),
+             "[optimizer] {} step: params are on {} but grads on {}", config_.name,
+             params.device().str(), grads.device().str());
+  const Device device = params.device();
+  optimizer_kernels::check_device(device, config_.name + " step");
+  // The state lives where the parameters do (moved there once, before the first update).
+  for (auto& [name, buf] : buffers_)
+    if (buf.device() != device) buf = optimizer_kernels::copy_to(buf, device);
   ++steps_;
   update(params, grads, lr, threads);
 }
@@ -29,7 +41,8 @@ void FusedOptimizer::step(float* params, const float* grads, double lr, int thre
 std::vector<std::pair<std::string, Tensor>> FusedOptimizer::state() const {
   std::vector<std::pair<std::string, Tensor>> out;
   out.emplace_back("step", Tensor::scalar<int64_t>(steps_));
-  for (const auto& [name, t] : buffers_) out.emplace_back(name, t.clone());
+  for (const auto& [name, t] : buffers_)
+    out.emplace_back(name, optimizer_kernels::copy_to(t, Device{}));  // host copies
   return out;
 }
 
@@ -63,9 +76,11 @@ void FusedOptimizer::load_state(const std::vector<std::pair<std::string, Tensor>
                "[optimizer] {} load_state: entry '{}' should be float [{}] but is {} {}",
                config_.name, name, buf.numel(), dtype_name(t->dtype()), shape_str(t->shape()));
   }
+  std::vector<Tensor> loaded;  // copied (where the state lives) before any is replaced
+  for (const auto& [name, buf] : buffers_)
+    loaded.push_back(optimizer_kernels::copy_to(*find(name), buf.device()).reshape({plan_.span()}));
   steps_ = steps;
-  for (auto& [name, buf] : buffers_)
-    if (buf.nbytes() > 0) std::memcpy(buf.raw(), find(name)->raw(), buf.nbytes());
+  for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].second = std::move(loaded[i]);
 }
 
 }  // namespace onyx::optim

@@ -1,12 +1,9 @@
 #include "optimizers/loss_scaler.h"
 
-#include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "graph/error.h"
-#include "kernels/cpu/optimizer_math.h"
-#include "kernels/parallel.h"
+#include "kernels/optimizer_kernels.h"
 
 namespace onyx::optim {
 
@@ -24,22 +21,10 @@ LossScaler::LossScaler(const LossScalerConfig& config) : cfg_(config) {
              cfg_.init_scale);
 }
 
-bool LossScaler::unscale(float* grads, int64_t n, double extra, int threads) const {
-  ONYX_CHECK(n >= 0 && (n == 0 || grads), "[loss scaler] unscale: expected a buffer of n >= 0 floats, "
-             "got n = {}", n);
+bool LossScaler::unscale(Tensor& grads, double extra, int threads) const {
   // GradScaler: inv_scale = scale.double().reciprocal().float(); ours folds `extra` in.
   const float mult = static_cast<float>(extra / static_cast<double>(scale_));
-  constexpr int64_t kBlock = 16384;
-  std::atomic<bool> found{false};
-  parallel_for((n + kBlock - 1) / kBlock, threads, 2, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) {
-      float* p = grads + k * kBlock;
-      int64_t len = std::min(n, (k + 1) * kBlock) - k * kBlock;
-      if (!cpu::all_finite(p, len)) found.store(true, std::memory_order_relaxed);
-      cpu::scale_in_place(p, len, mult);
-    }
-  });
-  return found.load();
+  return optimizer_kernels::unscale(grads, mult, threads);
 }
 
 void LossScaler::update(bool found_inf) {

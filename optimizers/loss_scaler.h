@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "graph/tensor.h"
+
 namespace onyx::optim {
 
 struct LossScalerConfig {
@@ -29,11 +31,11 @@ class LossScaler {
   int64_t growth_tracker() const { return tracker_; }
   const LossScalerConfig& config() const { return cfg_; }
 
-  /// Multiplies the n gradients by `extra` / scale() in one pass (float32 arithmetic, the
+  /// Multiplies the float32 gradients by `extra` / scale() in one pass (float32 arithmetic, the
   /// reciprocal taken in double as torch does) and returns true when any of them was NaN or
   /// infinite before: the step must then be skipped. `extra` folds in averaging (over
   /// micro-batches and ranks) so the gradients are read once.
-  bool unscale(float* grads, int64_t n, double extra, int threads) const;
+  bool unscale(Tensor& grads, double extra, int threads) const;
   /// torch._amp_update_scale_: after a step, with whether its gradients were non-finite.
   void update(bool found_inf);
 

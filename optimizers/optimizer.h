@@ -1,11 +1,13 @@
 // Fused optimizers over flat float32 parameter and gradient buffers: SGD (momentum, Nesterov,
 // weight decay), Adam, AdamW and LAMB, with PyTorch's semantics (LAMB as in the LAMB paper and
 // ONNX Runtime). One step is one parallel, vectorised pass over all parameters (LAMB: a pass
-// for the moments and per-parameter norms, then the update); the per-element math is
-// kernels/cpu/optimizer_math.h, shared with the ai.onnx.preview.training op kernels.
+// for the moments and per-parameter norms, then the update), run by the optimizer kernels of
+// the device the buffers live on (kernels/optimizer_kernels.h; the CPU's share their
+// per-element math with the ai.onnx.preview.training op kernels).
 //
 //   auto opt = make_optimizer({.name = "adamw", .weight_decay = 0.01}, buffer.segments());
-//   opt->step(params.data(), grads.data(), schedule.lr_at(opt->steps_taken(), 1e-3), threads);
+//   Tensor p = params.tensor(), g = grads.tensor();
+//   opt->step(p, g, schedule.lr_at(opt->steps_taken(), 1e-3), threads);
 #pragma once
 
 #include <cstdint>
@@ -48,11 +50,14 @@ struct OptimizerConfig {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  /// One update of params from grads with learning rate lr. Both buffers cover
-  /// [0, max(offset + size)) of the segments; elements outside every segment (alignment
-  /// padding) are left alone. threads = OpenMP threads. Results do not depend on threads.
-  virtual void step(float* params, const float* grads, double lr, int threads) = 0;
-  /// Optimizer state for checkpoints, as named tensors (copies): "step" (int64 scalar) and
+  /// One update of params from grads with learning rate lr, in place on params. Both are
+  /// float32 tensors on one device covering [0, max(offset + size)) of the segments; elements
+  /// outside every segment (alignment padding) are left alone. The state buffers live where
+  /// params do (moved there on the first step). threads = OpenMP threads (CPU). Results do not
+  /// depend on threads. onyx::Error for a rate that is negative or not finite, buffers of
+  /// another dtype or too short, or a device this build has no optimizer kernels for.
+  virtual void step(Tensor& params, const Tensor& grads, double lr, int threads) = 0;
+  /// Optimizer state for checkpoints, as named tensors (host copies): "step" (int64 scalar) and
   /// float32 buffers over the parameter span ("momentum" for sgd with momentum; "m", "v").
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
   /// Restores state(); onyx::Error naming the entry when a name is missing or unknown, or a

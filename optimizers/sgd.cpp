@@ -3,7 +3,7 @@
 // first step's buf is g', as in PyTorch.
 #include <vector>
 
-#include "kernels/cpu/optimizer_math.h"
+#include "kernels/optimizer_kernels.h"
 #include "optimizers/fused_optimizer.h"
 
 namespace onyx::optim {
@@ -17,28 +17,16 @@ class Sgd final : public FusedOptimizer {
                                            : std::vector<std::string>{}) {}
 
  protected:
-  void update(float* p, const float* g, double lr, int threads) override {
+  void update(Tensor& p, const Tensor& g, double lr, int threads) override {
     const OptimizerConfig& c = config_;
     // Per segment: its rate (parameter groups scale it) and its weight decay.
-    std::vector<cpu::MomentumCoeffs<float>> coeffs(segments_.size());
+    std::vector<optimizer_kernels::SgdCoeffs> coeffs(segments_.size());
     for (size_t i = 0; i < segments_.size(); ++i)
       coeffs[i] = {static_cast<float>(lr * segments_[i].lr_scale),
                    static_cast<float>(segment_weight_decay(segments_[i], c.weight_decay)),
-                   static_cast<float>(c.momentum), 1.0f, c.nesterov};
-    if (c.momentum <= 0) {
-      plan_.for_each_piece(threads, [&](const Piece& pc, int64_t) {
-        const int64_t b = pc.begin;
-        const auto& k = coeffs[pc.segment];
-        cpu::sgd_update<float>(p + b, g + b, p + b, pc.end - b, k.lr, k.l2);
-      });
-      return;
-    }
-    float* buf = buffer(0);
-    plan_.for_each_piece(threads, [&](const Piece& pc, int64_t) {
-      const int64_t b = pc.begin;
-      cpu::momentum_update<float>(p + b, g + b, buf + b, p + b, buf + b, pc.end - b,
-                                  coeffs[pc.segment]);
-    });
+                   static_cast<float>(c.momentum), c.nesterov};
+    optimizer_kernels::sgd(plan_.view(), coeffs, p, g, c.momentum > 0 ? &buffer(0) : nullptr,
+                           threads);
   }
 };
 

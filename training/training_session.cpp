@@ -322,7 +322,7 @@ struct TrainingSession::Impl {
   void take_gradient(size_t i, const Tensor& gr, bool first) {
     Tensor dst = gview(i);
     if (first) std::memcpy(dst.raw(), gr.raw(), gr.nbytes());
-    else optim::accumulate_grads(dst.data<float>(), gr.data<float>(), gr.numel(), threads);
+    else optim::accumulate_grads(dst, gr, threads);
   }
 
   StepResult step(const NamedTensors& batch) {
@@ -374,11 +374,13 @@ struct TrainingSession::Impl {
       for (size_t i = 0; i < tg.grads.size(); ++i) {
         const Tensor& gr = out.at(tg.grads[i]);
         // The fused copy writes only the gradient buffer, which the next step overwrites whole.
-        double ss = fused ? optim::copy_sum_squares(gview(i).data<float>(), gr.data<float>(), gr.numel(), threads)
-                          : 0.0;
+        double ss = 0.0;
+        if (fused) {
+          Tensor dst = gview(i);
+          ss = optim::copy_sum_squares(dst, gr, threads);
+        }
         sum_squares += ss;
-        bool finite = fused ? std::isfinite(ss)
-                            : scaler || !optim::has_non_finite(gr.data<float>(), gr.numel(), threads);
+        bool finite = fused ? std::isfinite(ss) : scaler || !optim::has_non_finite(gr, threads);
         ONYX_CHECK(finite, "[training] the gradient of '{}' has NaN or infinite values at step {}; no weights "
                    "were changed", tg.params[i], opt->steps_taken());
       }
@@ -413,11 +415,12 @@ struct TrainingSession::Impl {
     }
     ++micro;
     if (last) {
+      Tensor g = grads.tensor(), p = params.tensor();
       double scale = 1.0 / (static_cast<double>(cfg.accumulation_steps) * world);
       if (scaler) {
         // Unscale, average and look for inf/NaN in one pass; every rank decides alike.
         r.loss_scale = scaler->scale();
-        bool found_inf = scaler->unscale(grads.data(), grads.size(), scale, threads);
+        bool found_inf = scaler->unscale(g, scale, threads);
         if (cfg.communicator) found_inf = any_rank(found_inf);
         scaler->update(found_inf);
         if (found_inf) {
@@ -425,16 +428,16 @@ struct TrainingSession::Impl {
           return r;
         }
       } else if (scale != 1.0) {
-        optim::scale_grads(grads.data(), grads.size(), scale, threads);
+        optim::scale_grads(g, scale, threads);
       }
       if (fused) {
         r.grad_norm = std::sqrt(sum_squares);
-        optim::clip_to_norm(grads.data(), grads.size(), r.grad_norm, cfg.clip_norm, threads);
+        optim::clip_to_norm(g, r.grad_norm, cfg.clip_norm, threads);
       } else {
-        r.grad_norm = optim::clip_by_global_norm(grads.data(), grads.size(), cfg.clip_norm, threads);
+        r.grad_norm = optim::clip_by_global_norm(g, cfg.clip_norm, threads);
       }
       r.lr = cfg.schedule.lr_at(opt->steps_taken(), cfg.optimizer.lr);
-      opt->step(params.data(), grads.data(), r.lr, threads);
+      opt->step(p, g, r.lr, threads);
       r.stepped = true;
     }
     return r;

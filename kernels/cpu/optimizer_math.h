@@ -1,7 +1,8 @@
-// Per-element optimizer update math shared by the fused optimizers (optimizers/) and the
+// Per-element optimizer update math shared by the CPU optimizer kernels (optimizer_kernels.cpp,
+// which run the fused optimizers of optimizers/ through kernels/optimizer_kernels.h) and the
 // ai.onnx.preview.training op kernels (training_ops.cpp). Each function updates n contiguous
 // elements; callers split work into chunks with parallel_for. Outputs may alias inputs (the
-// same index is read before it is written), which is how optimizers/ updates in place.
+// same index is read before it is written), which is how the fused optimizers update in place.
 // Scalar coefficients are precomputed once per step (in double) and passed in as T.
 #pragma once
 

@@ -44,7 +44,8 @@ TEST(LossScaler, ReplaysTorchGradScalerDecisions) {
       if (kind == "i") g[1] = INFINITY;
       if (kind == "n") g[2] = NAN;
       for (float& x : g) x *= scaler.scale();  // the backward of sum(p * c) * scale
-      bool found_inf = scaler.unscale(g, 4, 1.0, 2);
+      Tensor gt = Tensor::wrap(DataType::Float, {4}, g);
+      bool found_inf = scaler.unscale(gt, 1.0, 2);
       ASSERT_EQ(found_inf, torch_skipped);
       if (!found_inf) {
         for (int i = 0; i < 4; ++i) EXPECT_EQ(g[i], static_cast<float>(i + 1));
@@ -64,10 +65,11 @@ TEST(LossScaler, ReplaysTorchGradScalerDecisions) {
 TEST(LossScaler, UnscaleFoldsInAveragingAndReadsEachGradientOnce) {
   optim::LossScaler scaler({.init_scale = 1024.0});
   std::vector<float> g(100000, 1024.0f * 3.0f);
-  EXPECT_FALSE(scaler.unscale(g.data(), static_cast<int64_t>(g.size()), 0.25, 2));
+  Tensor gt = Tensor::wrap(DataType::Float, {static_cast<int64_t>(g.size())}, g.data());
+  EXPECT_FALSE(scaler.unscale(gt, 0.25, 2));
   for (float x : g) ASSERT_EQ(x, 0.75f);
   g[77777] = -INFINITY;
-  EXPECT_TRUE(scaler.unscale(g.data(), static_cast<int64_t>(g.size()), 1.0, 2));
+  EXPECT_TRUE(scaler.unscale(gt, 1.0, 2));
 }
 
 TEST(LossScaler, RefusesWhatTorchRefuses) {

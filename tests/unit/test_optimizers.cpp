@@ -7,9 +7,12 @@
 #include <numbers>
 #include <random>
 
+#include "graph/error.h"
+#include "kernels/optimizer_kernels.h"
 #include "optimizers/flat_buffer.h"
 #include "optimizers/grad_accumulate.h"
 #include "optimizers/grad_clip.h"
+#include "optimizers/loss_scaler.h"
 #include "optimizers/lr_schedule.h"
 #include "optimizers/optimizer.h"
 
@@ -36,6 +39,10 @@ std::vector<float> random_floats(int64_t n, uint32_t seed, float lo = -1.f, floa
   for (float& x : v) x = d(rng);
   return v;
 }
+
+/// A float32 tensor over caller-owned floats (zero copy).
+Tensor wrap(float* p, int64_t n) { return Tensor::wrap(DataType::Float, {n}, p); }
+Tensor wrap(std::vector<float>& v) { return wrap(v.data(), static_cast<int64_t>(v.size())); }
 
 /// Fills the segments of `buf` with random values (padding stays 0).
 void fill_segments(float* buf, const std::vector<ParamSegment>& segs, uint32_t seed) {
@@ -106,7 +113,8 @@ void check_against_reference(const OptimizerConfig& config, bool zero_b7 = false
   for (int s = 0; s < 4; ++s) {
     std::vector<float> grads(n, 0.f);
     fill_segments(grads.data(), segs, 100 + 10 * s);
-    opt->step(params.data(), grads.data(), rates[s], 2);
+    Tensor p = params.tensor();
+    opt->step(p, wrap(grads), rates[s], 2);
     ref.step(grads, rates[s]);
     ASSERT_EQ(opt->steps_taken(), s + 1);
     int bad = 0;
@@ -156,7 +164,8 @@ TEST(OptimConfig, NameIsCaseInsensitive) {
   auto opt = make_optimizer({.name = "AdamW"}, {{"x", 0, 3, true}});
   EXPECT_EQ(opt->config().name, "adamw");
   float p[3] = {1, 2, 3}, g[3] = {1, 1, 1};
-  opt->step(p, g, 0.1, 1);
+  Tensor pt = wrap(p, 3);
+  opt->step(pt, wrap(g, 3), 0.1, 1);
   // First Adam step moves each element by lr * g / (|g| + eps) after decoupled decay (wd 0).
   EXPECT_NEAR(p[0], 0.9, 1e-6);
   EXPECT_NEAR(p[2], 2.9, 1e-6);
@@ -191,9 +200,12 @@ TEST(OptimConfig, BadConfigsThrow) {
   expect_error([&] { make_optimizer({.name = "sgd"}, {{"a", 0, -1, true}}); }, "'a'");
   auto opt = make_optimizer({.name = "sgd"}, segs);
   float p[4] = {}, g[4] = {};
-  expect_error([&] { opt->step(p, g, -0.1, 1); }, "learning rate");
-  expect_error([&] { opt->step(p, g, std::nan(""), 1); }, "learning rate");
-  expect_error([&] { opt->step(nullptr, g, 0.1, 1); }, "non-null");
+  Tensor pt = wrap(p, 4), short_p = wrap(p, 3), ints = Tensor::zeros(DataType::Int64, {4});
+  expect_error([&] { opt->step(pt, wrap(g, 4), -0.1, 1); }, "learning rate");
+  expect_error([&] { opt->step(pt, wrap(g, 4), std::nan(""), 1); }, "learning rate");
+  expect_error([&] { opt->step(short_p, wrap(g, 4), 0.1, 1); }, "at least 4 elements");
+  expect_error([&] { opt->step(pt, wrap(g, 3), 0.1, 1); }, "at least 4 elements");
+  expect_error([&] { opt->step(ints, wrap(g, 4), 0.1, 1); }, "float32");
   EXPECT_EQ(opt->steps_taken(), 0);
 }
 
@@ -210,17 +222,19 @@ TEST(OptimState, RoundTripContinuesBitIdentically) {
     auto a = make_optimizer(config, segs);
     for (int s = 0; s < 2; ++s) {
       fill_segments(g.data(), segs, 50 + s);
-      a->step(pa.data(), g.data(), config.lr, 2);
+      Tensor p = pa.tensor();
+      a->step(p, wrap(g), config.lr, 2);
     }
     // A fresh optimizer restored from a's state, on a copy of a's parameters.
     auto b = make_optimizer(config, segs);
     b->load_state(a->state());
     EXPECT_EQ(b->steps_taken(), 2);
     std::vector<float> pb(pa.data(), pa.data() + pa.size());
+    Tensor ta = pa.tensor(), tb = wrap(pb);
     for (int s = 0; s < 3; ++s) {
       fill_segments(g.data(), segs, 80 + s);
-      a->step(pa.data(), g.data(), config.lr, 2);
-      b->step(pb.data(), g.data(), config.lr, 3);
+      a->step(ta, wrap(g), config.lr, 2);
+      b->step(tb, wrap(g), config.lr, 3);
     }
     EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pb.size() * sizeof(float)), 0) << config.name;
     const auto sa = a->state(), sb = b->state();
@@ -280,7 +294,8 @@ TEST(OptimThreads, ResultsDoNotDependOnThreadCount) {
       auto opt = make_optimizer({.name = name, .momentum = 0.5, .weight_decay = 0.01}, segs);
       for (int s = 0; s < 3; ++s) {
         fill_segments(g.data(), segs, 30 + s);
-        opt->step(p.data(), g.data(), 1e-2, threads);
+        Tensor pt = p.tensor();
+        opt->step(pt, wrap(g), 1e-2, threads);
       }
       results.emplace_back(p.data(), p.data() + p.size());
     }
@@ -342,42 +357,44 @@ TEST(OptimClip, GlobalNormAndClipMatchFloat64) {
   double want = 0;
   for (float x : g) want += double(x) * double(x);
   want = std::sqrt(want);
-  EXPECT_NEAR(global_norm(g.data(), n, 2), want, 1e-12 * want);
-  EXPECT_EQ(global_norm(g.data(), n, 1), global_norm(g.data(), n, 3));
-  EXPECT_EQ(global_norm(g.data(), 0, 2), 0.0);
+  EXPECT_NEAR(global_norm(wrap(g), 2), want, 1e-12 * want);
+  EXPECT_EQ(global_norm(wrap(g), 1), global_norm(wrap(g), 3));
+  EXPECT_EQ(global_norm(wrap(g.data(), 0), 2), 0.0);
 
   // Above the limit: every element scaled by max / (norm + 1e-6), as PyTorch.
   const double max_norm = 10.0;
   std::vector<float> c = g;
-  EXPECT_NEAR(clip_by_global_norm(c.data(), n, max_norm, 2), want, 1e-12 * want);
+  Tensor ct = wrap(c);
+  EXPECT_NEAR(clip_by_global_norm(ct, max_norm, 2), want, 1e-12 * want);
   const double coef = max_norm / (want + 1e-6);
   for (int64_t i = 0; i < n; i += 997) EXPECT_NEAR(c[i], g[i] * coef, 1e-6 * std::fabs(g[i]));
-  EXPECT_NEAR(global_norm(c.data(), n, 2), max_norm, 1e-5);
+  EXPECT_NEAR(global_norm(ct, 2), max_norm, 1e-5);
 
   // Below the limit, or no limit: untouched.
-  c = g;
-  clip_by_global_norm(c.data(), n, 2 * want, 2);
+  std::copy(g.begin(), g.end(), c.begin());  // into the memory ct views
+  clip_by_global_norm(ct, 2 * want, 2);
   EXPECT_EQ(c, g);
-  clip_by_global_norm(c.data(), n, 0.0, 2);
+  clip_by_global_norm(ct, 0.0, 2);
   EXPECT_EQ(c, g);
 }
 
 TEST(OptimClip, NonFiniteDetection) {
   const int64_t n = 50000;
   std::vector<float> g = random_floats(n, 5);
-  EXPECT_FALSE(has_non_finite(g.data(), n, 2));
+  EXPECT_FALSE(has_non_finite(wrap(g), 2));
   g[n - 1] = std::numeric_limits<float>::infinity();
-  EXPECT_TRUE(has_non_finite(g.data(), n, 2));
+  EXPECT_TRUE(has_non_finite(wrap(g), 2));
   g[n - 1] = 0;
   g[20000] = std::nanf("");
-  EXPECT_TRUE(has_non_finite(g.data(), n, 2));
+  EXPECT_TRUE(has_non_finite(wrap(g), 2));
   // A NaN norm leaves the gradient alone for the caller to skip the step.
   std::vector<float> c = g;
-  EXPECT_TRUE(std::isnan(clip_by_global_norm(c.data(), n, 1.0, 2)));
+  Tensor ct = wrap(c);
+  EXPECT_TRUE(std::isnan(clip_by_global_norm(ct, 1.0, 2)));
   EXPECT_EQ(std::memcmp(c.data(), g.data(), n * sizeof(float)), 0);
   g[20000] = -std::numeric_limits<float>::max();
-  EXPECT_FALSE(has_non_finite(g.data(), n, 2));
-  expect_error([] { global_norm(nullptr, 5, 1); }, "global_norm");
+  EXPECT_FALSE(has_non_finite(wrap(g), 2));
+  expect_error([] { global_norm(Tensor::zeros(DataType::Int32, {5}), 1); }, "float32");
 }
 
 TEST(OptimAccumulate, AccumulateAndScaleMatchFloat64) {
@@ -386,12 +403,55 @@ TEST(OptimAccumulate, AccumulateAndScaleMatchFloat64) {
   std::vector<double> want(n, 0.0);
   for (uint32_t mb = 0; mb < 3; ++mb) {
     std::vector<float> g = random_floats(n, 40 + mb);
-    accumulate_grads(acc.data(), g.data(), n, 2);
+    Tensor at = wrap(acc);
+    accumulate_grads(at, wrap(g), 2);
     for (int64_t i = 0; i < n; ++i) want[i] += g[i];
   }
-  scale_grads(acc.data(), n, 1.0 / 3, 2);
+  Tensor at = wrap(acc);
+  scale_grads(at, 1.0 / 3, 2);
   for (int64_t i = 0; i < n; i += 101) EXPECT_NEAR(acc[i], want[i] / 3, 1e-6);
-  expect_error([] { accumulate_grads(nullptr, nullptr, 3, 1); }, "accumulate_grads");
+  std::vector<float> three(3);
+  expect_error([&] { accumulate_grads(at, wrap(three), 1); }, "70001 elements but g has 3");
+}
+
+/// Host memory tagged as cuda:0, so a dispatch that ignored the device would read it happily.
+Tensor cuda_tagged(std::vector<float>& v) {
+  return Tensor(DataType::Float, {static_cast<int64_t>(v.size())},
+                std::make_shared<Storage>(v.data(), v.size() * sizeof(float),
+                                          Device{DeviceType::CUDA, 0}, nullptr));
+}
+
+// The optimizer kernels dispatch on the buffers' device: until a CUDA implementation registers,
+// CUDA buffers are refused with a clear error before anything is read, written or counted.
+TEST(OptimDevice, CudaBuffersAreRefusedWithoutCudaOptimizerKernels) {
+  const std::string msg = "buffers on cuda:0: this build has no optimizer kernels for that device";
+  EXPECT_TRUE(optimizer_kernels::has_kernels(Device{}));
+  EXPECT_FALSE(optimizer_kernels::has_kernels(Device{DeviceType::CUDA, 0}));
+  std::vector<float> p(40, 1.f), g(40, 0.5f), host(40, 2.f);
+  const std::vector<float> p0 = p, g0 = g;
+  Tensor cp = cuda_tagged(p), cg = cuda_tagged(g), h = wrap(host);
+  const std::vector<ParamSegment> segs{{"x", 0, 20, true}, {"y", 32, 8, false}};
+  for (const char* name : {"sgd", "adamw", "lamb"}) {
+    auto opt = make_optimizer({.name = name, .momentum = 0.9}, segs);
+    expect_error([&] { opt->step(cp, cg, 0.1, 2); }, std::string(name) + " step: " + msg);
+    EXPECT_EQ(opt->steps_taken(), 0) << name;
+    for (const auto& [entry, t] : opt->state())
+      EXPECT_EQ(t.device().type, DeviceType::CPU) << name << " " << entry;
+  }
+  auto sgd = make_optimizer({.name = "sgd"}, segs);
+  expect_error([&] { sgd->step(h, cg, 0.1, 2); }, "params are on cpu but grads on cuda:0");
+  expect_error([&] { global_norm(cg, 2); }, msg);
+  expect_error([&] { clip_by_global_norm(cg, 1.0, 2); }, msg);
+  expect_error([&] { clip_to_norm(cg, 10.0, 1.0, 2); }, msg);
+  expect_error([&] { has_non_finite(cg, 2); }, msg);
+  expect_error([&] { copy_sum_squares(cp, cg, 2); }, msg);
+  expect_error([&] { accumulate_grads(cp, cg, 2); }, msg);
+  expect_error([&] { scale_grads(cg, 0.5, 2); }, msg);
+  expect_error([&] { LossScaler().unscale(cg, 1.0, 2); }, msg);
+  expect_error([&] { optimizer_kernels::sum_squares(cg, 1); }, "[optimizer] sum_squares: " + msg);
+  expect_error([&] { accumulate_grads(h, cg, 2); }, "g is on cuda:0 but acc is on cpu");
+  EXPECT_EQ(p, p0);
+  EXPECT_EQ(g, g0);
 }
 
 TEST(OptimFlatBuffer, AlignedViewsShareOneAllocation) {
