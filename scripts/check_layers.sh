@@ -13,4 +13,4 @@ if hits=$(grep -rnE '#include +"kernels/(cpu|cuda)/' --include='*.cpp' --include
   echo "$hits"
   exit 1
 fi
-echo "check_layers: sealed (${present[*]} include no kernels/cpu or kernels/cuda header)"
+echo "check_layers: sealed: no file under ${present[*]} includes a kernels/cpu or kernels/cuda header"
