@@ -25,6 +25,10 @@ inline constexpr const char* kProvider = "cuda";
 
 // One registration function per kernel family (kernels/cuda/<family>.cpp).
 void register_memcpy_kernels(KernelRegistry& r);
+void register_elementwise_kernels(KernelRegistry& r);
+void register_cast_kernels(KernelRegistry& r);
+void register_data_movement_kernels(KernelRegistry& r);
+void register_gather_scatter_kernels(KernelRegistry& r);
 void register_all_cuda_kernels(KernelRegistry& r);
 
 }  // namespace onyx::cuda

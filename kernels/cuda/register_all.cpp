@@ -4,6 +4,12 @@
 
 namespace onyx::cuda {
 
-void register_all_cuda_kernels(KernelRegistry& r) { register_memcpy_kernels(r); }
+void register_all_cuda_kernels(KernelRegistry& r) {
+  register_memcpy_kernels(r);
+  register_elementwise_kernels(r);
+  register_cast_kernels(r);
+  register_data_movement_kernels(r);
+  register_gather_scatter_kernels(r);
+}
 
 }  // namespace onyx::cuda
