@@ -32,6 +32,10 @@ void register_attention_kernels(KernelRegistry& r);      // attention.cpp
 void register_matmul_kernels(KernelRegistry& r);         // matmul.cpp
 void register_conv_kernels(KernelRegistry& r);           // conv.cpp
 void register_pool_kernels(KernelRegistry& r);           // pool.cpp
+void register_elementwise_kernels(KernelRegistry& r);    // elementwise.cpp
+void register_cast_kernels(KernelRegistry& r);           // cast.cpp
+void register_data_movement_kernels(KernelRegistry& r);  // data_movement.cpp
+void register_gather_scatter_kernels(KernelRegistry& r); // gather_scatter.cpp
 void register_all_cuda_kernels(KernelRegistry& r);
 
 }  // namespace onyx::cuda

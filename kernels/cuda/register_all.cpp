@@ -13,6 +13,10 @@ void register_all_cuda_kernels(KernelRegistry& r) {
   register_matmul_kernels(r);
   register_conv_kernels(r);
   register_pool_kernels(r);
+  register_elementwise_kernels(r);
+  register_cast_kernels(r);
+  register_data_movement_kernels(r);
+  register_gather_scatter_kernels(r);
 }
 
 }  // namespace onyx::cuda

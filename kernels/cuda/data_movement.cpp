@@ -1,0 +1,631 @@
+// CUDA data-movement kernels: Transpose, Concat, Split, Slice, Pad, Expand, Tile (copies on
+// the device, shapes and checks on the host as kernels/cpu/tensor_ops.cpp), and the views
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity (no copy, as kernels/cpu/shape_ops.cpp).
+// Shape-like operands (Reshape's shape, Slice's starts, Pad's pads and value, Split's split,
+// Expand's shape, Tile's repeats, Squeeze / Unsqueeze axes) are host inputs. Range stays on
+// the CPU. Device code: data_movement.cu.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+
+#include "graph/dispatch.h"
+#include "graph/saturate_cast.h"
+#include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/data_movement_launch.h"
+
+namespace onyx::cuda {
+namespace {
+
+int elem_bytes(const KernelContext& ctx, DataType t) {
+  ONYX_CHECK(t != DataType::String, "[{}] string tensors cannot be on a CUDA device", ctx.label());
+  return int(dtype_size(t));
+}
+
+int64_t normalize_axis(int64_t axis, int64_t rank, const std::string& who) {
+  ONYX_CHECK(axis >= -rank && axis < rank, "[{}] axis {} is out of range for rank {}", who, axis,
+             rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+int64_t dims_product(const Shape& shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end && i < shape.size(); ++i) p *= shape[i];
+  return p;
+}
+
+void check_launch() { ONYX_CUDA_CHECK(cudaGetLastError()); }
+
+/// Drops size-1 dims and merges neighbours contiguous in the source, so the copy's index math
+/// runs over as few (and as long) dimensions as possible.
+void coalesce(Shape& dims, std::vector<int64_t>& strides) {
+  Shape d;
+  std::vector<int64_t> s;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 1) continue;
+    if (!d.empty() && s.back() == strides[i] * dims[i]) {
+      d.back() *= dims[i];
+      s.back() = strides[i];
+    } else {
+      d.push_back(dims[i]);
+      s.push_back(strides[i]);
+    }
+  }
+  dims = std::move(d);
+  strides = std::move(s);
+}
+
+bool aligned(const void* p, int64_t w) { return reinterpret_cast<uintptr_t>(p) % uint64_t(w) == 0; }
+
+/// dst (contiguous, `dims`) = src (elements of `eb` bytes) read at element `strides`.
+void strided_copy(KernelContext& ctx, const void* src, void* dst, int eb, Shape dims,
+                  std::vector<int64_t> strides) {
+  const int64_t n = shape_numel(dims);
+  if (n == 0) return;
+  cudaStream_t s = stream_of(ctx);
+  coalesce(dims, strides);
+  if (dims.empty() || (dims.size() == 1 && strides[0] == 1)) {  // one contiguous block
+    ONYX_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * size_t(eb), cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  // Contiguous innermost rows move as the widest word that divides the row, every other
+  // stride and both pointers (an fp16 Slice of whole rows moves 16 bytes per access).
+  const size_t r = dims.size();
+  if (strides[r - 1] == 1) {
+    for (int w = 16; w > eb; w /= 2) {
+      bool ok = w % eb == 0 && (dims[r - 1] * eb) % w == 0 && aligned(src, w) && aligned(dst, w);
+      for (size_t d = 0; ok && d + 1 < r; ++d) ok = (strides[d] * eb) % w == 0;
+      if (!ok) continue;
+      const int k = w / eb;
+      dims[r - 1] /= k;
+      for (size_t d = 0; d + 1 < r; ++d) strides[d] /= k;
+      eb = w;
+      break;
+    }
+  }
+  ONYX_CHECK(r <= size_t(move::kMaxDims), "[{}] the copy needs {} dimensions; the CUDA kernel takes {}",
+             ctx.label(), r, move::kMaxDims);
+  move::StridedCopy c;
+  c.rank = int(r);
+  c.numel = shape_numel(dims);
+  int64_t span = 0;  // largest |offset| read
+  for (size_t d = 0; d < r; ++d) {
+    c.dims[d] = dims[d];
+    c.strides[d] = strides[d];
+    span += (strides[d] < 0 ? -strides[d] : strides[d]) * (dims[d] - 1);
+  }
+  c.index32 = c.numel <= INT32_MAX && span <= INT32_MAX;
+  move::launch_strided_copy(eb, src, dst, c, s);
+  check_launch();
+}
+
+// ---- Transpose ------------------------------------------------------------------------------
+
+class TransposeKernel final : public Kernel {
+ public:
+  explicit TransposeKernel(const KernelInfo& info)
+      : perm_(info.node.attr_ints("perm")), reverse_(!info.node.has_attr("perm")) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    const int eb = elem_bytes(ctx, x.dtype());
+    auto r = static_cast<size_t>(x.rank());
+    std::vector<int64_t> perm = perm_;
+    if (reverse_)
+      for (size_t i = r; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+    ONYX_CHECK(perm.size() == r, "[{}] attribute 'perm' {} does not match input shape {}",
+               ctx.label(), perm, shape_str(x.shape()));
+    std::vector<bool> seen(r, false);
+    Shape out;
+    for (int64_t& p : perm) {
+      p = normalize_axis(p, static_cast<int64_t>(r), ctx.label() + " attribute 'perm'");
+      ONYX_CHECK(!seen[static_cast<size_t>(p)], "[{}] attribute 'perm' {} repeats an axis",
+                 ctx.label(), perm_);
+      seen[static_cast<size_t>(p)] = true;
+      out.push_back(x.shape()[static_cast<size_t>(p)]);
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+    if (y.numel() == 0) return;
+    auto xs = contiguous_strides(x.shape());
+    Shape dims;
+    std::vector<int64_t> strides;
+    for (int64_t p : perm) {
+      dims.push_back(x.shape()[static_cast<size_t>(p)]);
+      strides.push_back(xs[static_cast<size_t>(p)]);
+    }
+    coalesce(dims, strides);
+    const size_t n = dims.size();
+    // The innermost source axis moves away from the end: tiles through shared memory keep
+    // both the reads and the writes coalesced. Narrow tiles (an NCHW -> NHWC of 3 channels)
+    // waste most of a tile's threads, so they take the strided copy.
+    if (n >= 2 && strides[n - 2] == 1 && strides[n - 1] != 1 && dims[n - 2] >= 8 && dims[n - 1] >= 8) {
+      move::Transpose2D t;
+      t.batch_rank = int(n - 2);
+      for (size_t d = 0; d + 2 < n; ++d) {
+        t.batch_dims[d] = dims[d];
+        t.batch_strides[d] = strides[d];
+        t.batch *= dims[d];
+      }
+      t.A = dims[n - 2];
+      t.B = dims[n - 1];
+      t.sb = strides[n - 1];
+      move::launch_transpose2d(eb, x.raw(), y.raw(), t, stream_of(ctx));
+      check_launch();
+      return;
+    }
+    strided_copy(ctx, x.raw(), y.raw(), eb, dims, strides);
+  }
+
+ private:
+  std::vector<int64_t> perm_;
+  bool reverse_;  // no perm attribute; an empty one given is a rank-0 input's perm
+};
+
+// ---- Expand, Tile ---------------------------------------------------------------------------
+
+void expand_compute(KernelContext& ctx) {
+  const Tensor& x = ctx.required_input(0);
+  const Tensor& s = ctx.required_input(1);
+  ONYX_CHECK(s.rank() == 1, "[{}] shape input should be 1-D but has shape {}", ctx.label(),
+             shape_str(s.shape()));
+  Shape want = s.to_int64_vector();
+  size_t r = std::max(want.size(), x.shape().size());
+  Shape out(r);
+  std::vector<int64_t> strides(r, 0), xs = contiguous_strides(x.shape());
+  for (size_t i = 0; i < r; ++i) {
+    size_t xo = r - x.shape().size(), wo = r - want.size();
+    int64_t xd = i >= xo ? x.shape()[i - xo] : 1, wd = i >= wo ? want[i - wo] : 1;
+    ONYX_CHECK(xd == wd || xd == 1 || wd == 1, "[{}] cannot expand shape {} to {}", ctx.label(),
+               shape_str(x.shape()), shape_str(want));
+    out[i] = xd == 1 ? wd : xd;
+    if (i >= xo && xd != 1) strides[i] = xs[i - xo];
+  }
+  Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+  strided_copy(ctx, x.raw(), y.raw(), elem_bytes(ctx, x.dtype()), out, strides);
+}
+
+/// Tile reads its output as (repeat, dim) pairs per axis: stride 0 over the repeats.
+void tile_compute(KernelContext& ctx) {
+  const Tensor& x = ctx.required_input(0);
+  const Tensor& rep = ctx.required_input(1);
+  auto reps = rep.to_int64_vector();
+  ONYX_CHECK(rep.rank() == 1 && static_cast<int64_t>(reps.size()) == x.rank(),
+             "[{}] repeats should be 1-D with {} values but has shape {}", ctx.label(), x.rank(),
+             shape_str(rep.shape()));
+  Shape out, dims;
+  std::vector<int64_t> strides, xs = contiguous_strides(x.shape());
+  for (size_t i = 0; i < reps.size(); ++i) {
+    ONYX_CHECK(reps[i] >= 0, "[{}] repeats {} has a negative value", ctx.label(), reps);
+    out.push_back(checked_dim_mul(x.shape()[i], reps[i], ctx.label()));
+    dims.insert(dims.end(), {reps[i], x.shape()[i]});
+    strides.insert(strides.end(), {0, xs[i]});
+  }
+  Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+  strided_copy(ctx, x.raw(), y.raw(), elem_bytes(ctx, x.dtype()), dims, strides);
+}
+
+// ---- Concat, Split --------------------------------------------------------------------------
+
+class ConcatKernel final : public Kernel {
+ public:
+  explicit ConcatKernel(const KernelInfo& info)
+      : axis_(info.opset < 4 ? info.node.attr_int("axis", 1)
+                             : info.node.require_attr("axis", Attribute::Type::Int).i) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& first = ctx.required_input(0);
+    int64_t r = first.rank();
+    ONYX_CHECK(r > 0, "[{}] inputs should have rank >= 1 but input 0 is a scalar", ctx.label());
+    auto a = static_cast<size_t>(normalize_axis(axis_, r, ctx.label()));
+    Shape out = first.shape();
+    out[a] = 0;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor& t = ctx.required_input(i);
+      bool ok = t.dtype() == first.dtype() && t.rank() == r;
+      for (size_t d = 0; ok && d < out.size(); ++d) ok = d == a || t.shape()[d] == out[d];
+      ONYX_CHECK(ok, "[{}] input {} is {}{} but input 0 is {}{} (only axis {} may differ)",
+                 ctx.label(), i, dtype_name(t.dtype()), shape_str(t.shape()),
+                 dtype_name(first.dtype()), shape_str(first.shape()), a);
+      out[a] += t.shape()[a];
+    }
+    const int64_t eb = elem_bytes(ctx, first.dtype());
+    Tensor& y = ctx.allocate_output(0, first.dtype(), out);
+    if (y.numel() == 0) return;
+    int64_t outer = dims_product(out, 0, a), inner = dims_product(out, a + 1, out.size());
+    int64_t pitch = out[a] * inner * eb, col = 0;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor& t = ctx.required_input(i);
+      int64_t bytes = t.shape()[a] * inner * eb;
+      move::launch_copy_rows(t.raw(), bytes, static_cast<char*>(y.raw()) + col, pitch, outer, bytes,
+                             stream_of(ctx));
+      check_launch();
+      col += bytes;
+    }
+  }
+
+ private:
+  int64_t axis_;
+};
+
+class SplitKernel final : public Kernel {
+ public:
+  explicit SplitKernel(const KernelInfo& info)
+      : axis_(info.node.attr_int("axis", 0)),
+        num_outputs_(info.node.attr_int("num_outputs", 0)),
+        uneven_(info.opset >= 18) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    auto a = static_cast<size_t>(normalize_axis(axis_, x.rank(), ctx.label()));
+    int64_t dim = x.shape()[a], n = ctx.num_outputs();
+    std::vector<int64_t> sizes;
+    if (const Tensor* s = ctx.input(1)) {
+      sizes = s->to_int64_vector();
+      int64_t sum = 0;  // each part within [0, dim], so the running sum cannot overflow
+      for (int64_t v : sizes) sum += v < 0 || v > dim ? dim + 1 : v;
+      ONYX_CHECK(static_cast<int64_t>(sizes.size()) == n && sum == dim,
+                 "[{}] split {} should have {} non-negative values summing to {} (axis {} of {})",
+                 ctx.label(), sizes, n, dim, a, shape_str(x.shape()));
+    } else {
+      ONYX_CHECK(num_outputs_ == 0 || num_outputs_ == n, "[{}] num_outputs is {} but node has {}",
+                 ctx.label(), num_outputs_, n);
+      int64_t chunk = uneven_ ? (dim + n - 1) / n : dim / n;
+      ONYX_CHECK(uneven_ || dim % n == 0, "[{}] axis {} of shape {} does not split into {} parts",
+                 ctx.label(), a, shape_str(x.shape()), n);
+      for (int64_t i = 0, left = dim; i < n; ++i, left -= chunk)
+        sizes.push_back(std::clamp<int64_t>(left, 0, chunk));
+    }
+    const int64_t eb = elem_bytes(ctx, x.dtype());
+    int64_t outer = dims_product(x.shape(), 0, a),
+            inner = dims_product(x.shape(), a + 1, x.shape().size());
+    int64_t col = 0;
+    for (int i = 0; i < n; ++i) {
+      Shape s = x.shape();
+      s[a] = sizes[static_cast<size_t>(i)];
+      int64_t bytes = s[a] * inner * eb;
+      if (ctx.output_wanted(i)) {
+        Tensor& y = ctx.allocate_output(i, x.dtype(), s);
+        if (y.numel() > 0) {
+          move::launch_copy_rows(static_cast<const char*>(x.raw()) + col, dim * inner * eb, y.raw(),
+                                 bytes, outer, bytes, stream_of(ctx));
+          check_launch();
+        }
+      }
+      col += bytes;
+    }
+  }
+
+ private:
+  int64_t axis_, num_outputs_;
+  bool uneven_;
+};
+
+// ---- Slice ----------------------------------------------------------------------------------
+
+void slice_compute(KernelContext& ctx) {
+  const Tensor& x = ctx.required_input(0);
+  auto starts = ctx.required_input(1).to_int64_vector();
+  auto ends = ctx.required_input(2).to_int64_vector();
+  int64_t r = x.rank();
+  std::vector<int64_t> axes, steps(starts.size(), 1);
+  if (const Tensor* t = ctx.input(3))
+    axes = t->to_int64_vector();
+  else
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (const Tensor* t = ctx.input(4)) steps = t->to_int64_vector();
+  ONYX_CHECK(
+      ends.size() == starts.size() && axes.size() == starts.size() && steps.size() == starts.size(),
+      "[{}] starts {}, ends {}, axes {} and steps {} should have the same length", ctx.label(),
+      starts, ends, axes, steps);
+  Shape out = x.shape();
+  auto xs = contiguous_strides(x.shape());
+  std::vector<int64_t> strides = xs;
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  int64_t base = 0;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    auto a = static_cast<size_t>(normalize_axis(axes[i], r, ctx.label()));
+    ONYX_CHECK(!seen[a], "[{}] axes {} repeats an axis", ctx.label(), axes);
+    seen[a] = true;
+    int64_t d = x.shape()[a], step = steps[i], s = starts[i], e = ends[i];
+    ONYX_CHECK(step != 0, "[{}] steps {} has a zero", ctx.label(), steps);
+    if (s < 0) s += d;
+    if (e < 0) e += d;
+    // Counted without forming step + span or -step; the stride only kept when two or more
+    // elements are taken (a step of 1e18 over one element must not overflow).
+    int64_t n;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      n = e > s ? 1 + (e - s - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      const int64_t back = step == std::numeric_limits<int64_t>::min()
+                               ? std::numeric_limits<int64_t>::max() : -step;
+      n = s > e ? 1 + (s - e - 1) / back : 0;
+    }
+    out[a] = n;
+    if (n > 0) base += s * xs[a];
+    strides[a] = n > 1 ? xs[a] * step : 0;
+  }
+  const int eb = elem_bytes(ctx, x.dtype());
+  Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+  if (y.numel() == 0) return;
+  strided_copy(ctx, static_cast<const char*>(x.raw()) + base * eb, y.raw(), eb, out, strides);
+}
+
+// ---- Pad ------------------------------------------------------------------------------------
+
+class PadKernel final : public Kernel {
+ public:
+  explicit PadKernel(const KernelInfo& info) {
+    std::string m = info.node.attr_string("mode", "constant");
+    if (m == "constant")
+      mode_ = move::PadMode::Constant;
+    else if (m == "reflect")
+      mode_ = move::PadMode::Reflect;
+    else if (m == "edge")
+      mode_ = move::PadMode::Edge;
+    else if (m == "wrap" && info.opset >= 19)
+      mode_ = move::PadMode::Wrap;
+    else
+      ONYX_THROW("[{}] unknown mode '{}' at opset {}", info.label(), m, info.opset);
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    const int eb = elem_bytes(ctx, x.dtype());
+    int64_t r = x.rank();
+    auto pads = ctx.required_input(1).to_int64_vector();
+    std::vector<int64_t> axes;
+    if (const Tensor* t = ctx.input(3))
+      axes = t->to_int64_vector();
+    else
+      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    auto na = axes.size();
+    ONYX_CHECK(pads.size() == 2 * na, "[{}] pads {} should have {} values (2 per axis)",
+               ctx.label(), pads, 2 * na);
+    std::vector<int64_t> before(static_cast<size_t>(r), 0), after(static_cast<size_t>(r), 0);
+    constexpr int64_t kMaxPad = int64_t{1} << 62;  // sizes and source indices stay in int64
+    for (int64_t p : pads)
+      ONYX_CHECK(p >= -kMaxPad && p <= kMaxPad, "[{}] pads {} should lie in [-2^62, 2^62]",
+                 ctx.label(), pads);
+    for (size_t i = 0; i < na; ++i) {
+      auto a = static_cast<size_t>(normalize_axis(axes[i], r, ctx.label()));
+      before[a] = pads[i];
+      after[a] = pads[i + na];
+    }
+    Shape out = x.shape();
+    for (size_t a = 0; a < out.size(); ++a) {
+      const int64_t d = x.shape()[a];
+      int64_t with_before = 0;
+      ONYX_CHECK(!__builtin_add_overflow(d, before[a], &with_before) &&
+                     !__builtin_add_overflow(with_before, after[a], &out[a]),
+                 "[{}] pads {} make axis {} of shape {} larger than int64", ctx.label(), pads, a,
+                 shape_str(x.shape()));
+      ONYX_CHECK(out[a] >= 0, "[{}] pads {} shrink axis {} of shape {} below zero", ctx.label(),
+                 pads, a, shape_str(x.shape()));
+      ONYX_CHECK(mode_ == move::PadMode::Constant || d > 0 || out[a] == 0,
+                 "[{}] cannot pad empty axis {} of shape {} in a non-constant mode", ctx.label(), a,
+                 shape_str(x.shape()));
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+    if (y.numel() == 0) return;
+    std::array<unsigned char, 16> value{};
+    pad_value(ctx, x.dtype(), value.data());
+    // Neighbouring unpadded axes merge (they read the source contiguously).
+    auto xs = contiguous_strides(x.shape());
+    move::PadDesc p;
+    p.numel = y.numel();
+    p.mode = mode_;
+    std::vector<std::array<int64_t, 4>> axes_desc;  // out, in, stride, before
+    for (size_t a = 0; a < out.size(); ++a) {
+      const bool plain = before[a] == 0 && after[a] == 0;
+      if (plain && out[a] == 1) continue;
+      if (plain && !axes_desc.empty() && axes_desc.back()[3] == 0 &&
+          axes_desc.back()[0] == axes_desc.back()[1]) {
+        axes_desc.back()[0] *= out[a];
+        axes_desc.back()[1] *= out[a];
+        axes_desc.back()[2] = xs[a];
+        continue;
+      }
+      axes_desc.push_back({out[a], x.shape()[a], xs[a], before[a]});
+    }
+    ONYX_CHECK(axes_desc.size() <= size_t(move::kMaxPadDims),
+               "[{}] padding {} axes; the CUDA kernel takes {}", ctx.label(), axes_desc.size(),
+               move::kMaxPadDims);
+    p.rank = int(axes_desc.size());
+    for (size_t d = 0; d < axes_desc.size(); ++d) {
+      p.out_dims[d] = axes_desc[d][0];
+      p.in_dims[d] = axes_desc[d][1];
+      p.in_strides[d] = axes_desc[d][2];
+      p.before[d] = axes_desc[d][3];
+    }
+    move::launch_pad(eb, x.raw(), y.raw(), p, value.data(), stream_of(ctx));
+    check_launch();
+  }
+
+ private:
+  /// Constant mode's fill as the data's bytes: input 2 (a host input), zero when absent; an
+  /// old-opset value of another dtype converted (saturating) to the data's.
+  void pad_value(const KernelContext& ctx, DataType dt, unsigned char* out) const {
+    const Tensor* v = ctx.input(2);
+    if (!v || v->numel() == 0) return;
+    ONYX_CHECK(v->numel() == 1, "[{}] constant_value should be a scalar but has shape {}",
+               ctx.label(), shape_str(v->shape()));
+    if (v->dtype() == dt) {
+      std::memcpy(out, v->raw(), dtype_size(dt));
+      return;
+    }
+    double d = v->to_double_vector()[0];
+    dispatch<NumericTypes>(dt, ctx.label(), [&]<typename U>() {
+      U u = U(saturate_cast<acc_t<U>>(d));  // 1e30 or NaN on integer data
+      std::memcpy(out, &u, sizeof(U));
+    });
+  }
+
+  move::PadMode mode_ = move::PadMode::Constant;
+};
+
+// ---- views ----------------------------------------------------------------------------------
+
+/// The shape input of Reshape resolved against the data's shape (0 copies, -1 infers).
+Shape reshape_target(const KernelContext& ctx, const Shape& in, const Tensor& shape_t,
+                     bool allowzero) {
+  ONYX_CHECK(shape_t.rank() == 1, "[{}] shape input should be 1-D but has shape {}", ctx.label(),
+             shape_str(shape_t.shape()));
+  Shape out = shape_t.to_int64_vector();
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0 && !allowzero) {
+      ONYX_CHECK(i < in.size(), "[{}] shape {} copies dim {} from input shape {}", ctx.label(),
+                 shape_str(out), i, shape_str(in));
+      out[i] = in[i];
+    }
+    if (out[i] == -1) {
+      ONYX_CHECK(infer < 0, "[{}] shape {} has more than one -1", ctx.label(), shape_str(out));
+      infer = static_cast<int64_t>(i);
+      continue;
+    }
+    ONYX_CHECK(out[i] >= 0, "[{}] shape {} has a negative dim", ctx.label(), shape_str(out));
+    ONYX_CHECK(!__builtin_mul_overflow(known, out[i], &known),
+               "[{}] shape {} has more elements than int64 holds", ctx.label(), shape_str(out));
+  }
+  int64_t numel = shape_numel(in);
+  if (infer >= 0) {
+    ONYX_CHECK(known != 0 && numel % known == 0, "[{}] cannot reshape {} to {}", ctx.label(),
+               shape_str(in), shape_str(out));
+    out[infer] = numel / known;
+  }
+  ONYX_CHECK(shape_numel(out) == numel, "[{}] cannot reshape {} ({} elements) to {}", ctx.label(),
+             shape_str(in), numel, shape_str(out));
+  return out;
+}
+
+class ReshapeKernel final : public Kernel {
+ public:
+  explicit ReshapeKernel(const KernelInfo& info)
+      : allowzero_(info.opset >= 14 && info.node.attr_int("allowzero", 0) != 0) {
+    if (info.opset < 5) {  // Reshape-1 takes the shape as an attribute
+      auto s = info.node.attr_ints("shape");
+      shape_attr_ = Tensor::from_vector<int64_t>({static_cast<int64_t>(s.size())}, s);
+    }
+  }
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    const Tensor& shape = shape_attr_.defined() ? shape_attr_ : ctx.required_input(1);
+    ctx.set_output(0, Datum(x.reshape(reshape_target(ctx, x.shape(), shape, allowzero_))));
+  }
+
+ private:
+  bool allowzero_;
+  Tensor shape_attr_;
+};
+
+class FlattenKernel final : public Kernel {
+ public:
+  explicit FlattenKernel(const KernelInfo& info) : axis_(info.node.attr_int("axis", 1)) {}
+  void compute(KernelContext& ctx) const override {
+    const Tensor& x = ctx.required_input(0);
+    int64_t r = x.rank();
+    ONYX_CHECK(axis_ >= -r && axis_ <= r, "[{}] axis {} is out of range for input shape {}",
+               ctx.label(), axis_, shape_str(x.shape()));
+    auto a = static_cast<size_t>(axis_ < 0 ? axis_ + r : axis_);
+    Shape s{dims_product(x.shape(), 0, a), dims_product(x.shape(), a, x.shape().size())};
+    ctx.set_output(0, Datum(x.reshape(s)));
+  }
+
+ private:
+  int64_t axis_;
+};
+
+/// Normalised, duplicate-free axes against `rank`.
+std::vector<bool> axes_mask(const KernelContext& ctx, const Tensor& axes, int64_t rank) {
+  std::vector<bool> mask(static_cast<size_t>(rank), false);
+  for (int64_t a : axes.to_int64_vector()) {
+    auto n = static_cast<size_t>(normalize_axis(a, rank, ctx.label()));
+    ONYX_CHECK(!mask[n], "[{}] axis {} appears twice in axes", ctx.label(), a);
+    mask[n] = true;
+  }
+  return mask;
+}
+
+void squeeze_compute(KernelContext& ctx) {
+  const Tensor& x = ctx.required_input(0);
+  const Tensor* axes = ctx.input(1);
+  Shape out;
+  if (!axes) {
+    for (int64_t d : x.shape())
+      if (d != 1) out.push_back(d);
+  } else {
+    auto mask = axes_mask(ctx, *axes, x.rank());
+    for (size_t i = 0; i < mask.size(); ++i) {
+      ONYX_CHECK(!mask[i] || x.shape()[i] == 1, "[{}] cannot squeeze axis {} of size {} (shape {})",
+                 ctx.label(), i, x.shape()[i], shape_str(x.shape()));
+      if (!mask[i]) out.push_back(x.shape()[i]);
+    }
+  }
+  ctx.set_output(0, Datum(x.reshape(out)));
+}
+
+void unsqueeze_compute(KernelContext& ctx) {
+  const Tensor& x = ctx.required_input(0);
+  const Tensor& axes = ctx.required_input(1);
+  auto mask = axes_mask(ctx, axes, x.rank() + axes.numel());
+  Shape out;
+  size_t next = 0;
+  for (bool inserted : mask) out.push_back(inserted ? 1 : x.shape()[next++]);
+  ctx.set_output(0, Datum(x.reshape(out)));
+}
+
+void identity_compute(KernelContext& ctx) {
+  const Datum* d = ctx.input_datum(0);
+  ctx.set_output(0, d ? *d : Datum());
+}
+
+/// all_types() without strings, plus complex: what the data-movement ops take since opset 13.
+std::vector<DataType> device_movable_types() {
+  std::vector<DataType> out;
+  for (DataType t : all_types())
+    if (t != DataType::String) out.push_back(t);
+  out.insert(out.end(), {DataType::Complex64, DataType::Complex128});
+  return out;
+}
+
+/// device_movable_types() plus float8, float4 and the sub-byte ints (one per byte).
+std::vector<DataType> device_stored_types() {
+  return device_movable_types() +
+         std::vector<DataType>{DataType::Float8E4M3FN, DataType::Float8E4M3FNUZ,
+                               DataType::Float8E5M2,   DataType::Float8E5M2FNUZ,
+                               DataType::Float8E8M0,   DataType::Float4E2M1,
+                               DataType::UInt4,        DataType::Int4,
+                               DataType::UInt2,        DataType::Int2};
+}
+
+}  // namespace
+
+void register_data_movement_kernels(KernelRegistry& r) {
+  auto add = [&r](const char* op, int since, std::vector<DataType> types, KernelFactory f,
+                  std::vector<int> host_inputs = {}) {
+    r.add({.op_type = op, .domain = "", .since = since, .provider = kProvider, .type_input = 0,
+           .types = std::move(types), .create = std::move(f), .host_inputs = std::move(host_inputs)});
+  };
+  auto any = device_stored_types(), classic = device_movable_types();
+  add("Transpose", 1, any, make_factory<TransposeKernel>());
+  add("Expand", 8, classic, function_factory(expand_compute), {1});
+  add("Tile", 6, classic, function_factory(tile_compute), {1});
+  add("Concat", 1, classic, make_factory<ConcatKernel>());
+  add("Split", 1, classic, make_factory<SplitKernel>(), {1});
+  add("Slice", 1, classic, function_factory(slice_compute), {1, 2, 3, 4});
+  add("Pad", 1, any, make_factory<PadKernel>(), {1, 2, 3});
+  add("Reshape", 1, any, make_factory<ReshapeKernel>(), {1});
+  add("Flatten", 1, any, make_factory<FlattenKernel>());
+  add("Squeeze", 1, any, function_factory(squeeze_compute), {1});
+  add("Unsqueeze", 1, any, function_factory(unsqueeze_compute), {1});
+  add("Identity", 1, any, function_factory(identity_compute));
+}
+
+}  // namespace onyx::cuda
