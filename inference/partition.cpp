@@ -80,7 +80,8 @@ class Partitioner {
     int idx = p_.cpu_index();
     if (!on_cpu)
       for (int i = 0; i < p_.cpu_index(); ++i)
-        if (const KernelDef* d = find_kernel_def(n, model_, *p_.providers[i], nullptr, /*typed=*/true)) {
+        if (const KernelDef* d = find_kernel_def(n, model_, *p_.providers[i], nullptr, /*typed=*/true);
+            d && accepts(*d, n)) {
           idx = i;
           def_[&n] = d;
           break;
@@ -90,6 +91,18 @@ class Partitioner {
       if (!shape_computation) p_.fallback.insert(&n);
     }
     p_.provider_of[&n] = idx;
+  }
+
+  /// A device kernel may refuse a node its registration matched (an attribute it does not
+  /// cover, such as Cast to string): built here once, NotImplemented sends the node to the CPU.
+  bool accepts(const KernelDef& d, const Node& n) const {
+    try {
+      d.create(KernelInfo{n, model_.opset(n.domain), g_});
+      return true;
+    } catch (const NotImplemented& e) {
+      spdlog::info("partition: {} stays on the CPU: {}", n.label(), e.what());
+      return false;
+    }
   }
 
   /// Where v's bytes are: the producer's device, the host for graph inputs, initializers and

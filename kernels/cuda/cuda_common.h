@@ -36,6 +36,7 @@ void register_elementwise_kernels(KernelRegistry& r);    // elementwise.cpp
 void register_cast_kernels(KernelRegistry& r);           // cast.cpp
 void register_data_movement_kernels(KernelRegistry& r);  // data_movement.cpp
 void register_gather_scatter_kernels(KernelRegistry& r); // gather_scatter.cpp
+void register_fill_kernels(KernelRegistry& r);           // fill.cpp
 void register_all_cuda_kernels(KernelRegistry& r);
 
 }  // namespace onyx::cuda

@@ -17,6 +17,7 @@ void register_all_cuda_kernels(KernelRegistry& r) {
   register_cast_kernels(r);
   register_data_movement_kernels(r);
   register_gather_scatter_kernels(r);
+  register_fill_kernels(r);
 }
 
 }  // namespace onyx::cuda
