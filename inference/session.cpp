@@ -10,6 +10,7 @@
 #include "graph/canonicalize.h"
 #include "graph/onnx_io.h"
 #include "inference/run_allocator.h"
+#include "kernels/arena.h"
 #include "inference/executor.h"
 #include "inference/optimizer.h"
 #include "inference/partition.h"
@@ -247,6 +248,12 @@ struct Session::Impl {
     if (stats) {
       *stats = RunStats{run_alloc->peak_bytes(), rc.nodes_run, ms};
       stats->device_peak_bytes = devices.device_peak_bytes();
+      for (const auto& p : providers)
+        if (const auto* arena = dynamic_cast<const Arena*>(p->allocator().get());
+            arena && p->device().type != DeviceType::CPU) {
+          stats->device_reserved_bytes += arena->reserved_bytes();
+          stats->device_cached_bytes += arena->reserved_bytes() - arena->in_use_bytes();
+        }
     }
     if (rc.profile)
       profiler.add_run(std::move(rc.events), run_alloc->peak_bytes(), ms,

@@ -83,6 +83,10 @@ struct RunStats {
   size_t nodes_run = 0;
   double wall_ms = 0;
   size_t device_peak_bytes = 0;  // the same as peak_bytes in device memory (non-CPU providers)
+  /// The devices' caching arenas after the run: bytes held from the device, and the part of
+  /// them cached but not in use (free blocks kept for reuse: the arenas' slack).
+  size_t device_reserved_bytes = 0;
+  size_t device_cached_bytes = 0;
 };
 
 /// Per-run settings.

@@ -185,6 +185,10 @@ TEST(Partition, NodesGoToTheFirstProviderWithAKernelAndCopiesAreNodes) {
   EXPECT_EQ(last_provider->copies.load(), 3);  // + the output's copy to the host
   EXPECT_GE(last_provider->syncs.load(), 1);
   EXPECT_GT(stats.device_peak_bytes, 0u);
+  // The weights and the run's blocks came from the device arena; what the run freed is cached.
+  EXPECT_GE(stats.device_reserved_bytes, stats.device_peak_bytes);
+  EXPECT_GT(stats.device_cached_bytes, 0u);
+  EXPECT_LE(stats.device_cached_bytes, stats.device_reserved_bytes);
 }
 
 TEST(Partition, AKernelHandedHostMemoryFails) {
