@@ -20,6 +20,12 @@ inline void check(cudaError_t rc, const char* call) {
 /// The stream this run's kernels on the CUDA provider queue on.
 inline cudaStream_t stream_of(const KernelContext& ctx) { return static_cast<cudaStream_t>(ctx.stream()); }
 
+/// Bytes per element of a tensor bound for the device (strings never are).
+inline int elem_bytes(const KernelContext& ctx, DataType t) {
+  ONYX_CHECK(t != DataType::String, "[{}] string tensors cannot be on a CUDA device", ctx.label());
+  return int(dtype_size(t));
+}
+
 /// The provider's registry name.
 inline constexpr const char* kProvider = "cuda";
 

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/gather_scatter_launch.h"
+#include "kernels/shape_util.h"
 
 namespace onyx::cuda {
 namespace {
@@ -38,29 +39,6 @@ std::optional<GsType> gs_type(DataType t) {
     case DataType::Bool: return GsType::Bool;
     default: return std::nullopt;
   }
-}
-
-int elem_bytes(const KernelContext& ctx, DataType t) {
-  ONYX_CHECK(t != DataType::String, "[{}] string tensors cannot be on a CUDA device", ctx.label());
-  return int(dtype_size(t));
-}
-
-int64_t normalize_axis(int64_t axis, int64_t rank, const std::string& who) {
-  ONYX_CHECK(axis >= -rank && axis < rank, "[{}] axis {} is out of range for rank {}", who, axis,
-             rank);
-  return axis < 0 ? axis + rank : axis;
-}
-
-std::vector<int64_t> contiguous_strides(const Shape& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
-  return s;
-}
-
-int64_t dims_product(const Shape& shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end && i < shape.size(); ++i) p *= shape[i];
-  return p;
 }
 
 bool aligned(const void* p, int64_t w) { return reinterpret_cast<uintptr_t>(p) % uint64_t(w) == 0; }

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/shape_util.h"
 #include "kernels/cuda/reduce_launch.h"
 
 namespace onyx::cuda {
@@ -43,12 +44,6 @@ std::vector<DataType> dtypes_where(Pred pred) {
 
 const Tensor* opt_input(const KernelContext& ctx, int i) {
   return i < ctx.num_inputs() ? ctx.input(i) : nullptr;
-}
-
-int64_t normalize_axis(int64_t axis, int64_t rank, const std::string& who) {
-  ONYX_CHECK(axis >= -rank && axis < rank, "[{}] axis {} is out of range for an input of rank {}", who, axis,
-             rank);
-  return axis < 0 ? axis + rank : axis;
 }
 
 /// Folds `shape` with its reduced axes into the layout the device code walks: size-1 axes
