@@ -56,7 +56,7 @@ class StepContext final : public KernelContext {
   Tensor& allocate_output(int i, DataType dtype, const Shape& shape) override {
     Datum& d = out_slot(i);
     const bool host = i < static_cast<int>(step_.host_outputs.size()) && step_.host_outputs[i];
-    d = Datum(Tensor::empty(dtype, shape, host ? rc_.allocator : memory()));
+    d = Datum(Tensor::empty(dtype, shape, host ? host_memory() : memory()));
     return d.tensor;
   }
   void set_output(int i, Datum value) override { out_slot(i) = std::move(value); }
@@ -81,6 +81,10 @@ class StepContext final : public KernelContext {
   RunContext& rc_;
   std::vector<Datum> discard_;
 
+  const std::shared_ptr<Allocator>& host_memory() const {
+    const auto& h = rc_.provider_host_allocators;
+    return step_.provider < static_cast<int>(h.size()) && h[step_.provider] ? h[step_.provider] : rc_.allocator;
+  }
   const std::shared_ptr<Allocator>& memory() const {
     return step_.provider < static_cast<int>(rc_.provider_allocators.size())
                ? rc_.provider_allocators[step_.provider]

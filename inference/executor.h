@@ -72,6 +72,9 @@ struct RunContext {
   /// stream). Empty: every provider uses `allocator` and has no resources (CPU only).
   std::vector<std::shared_ptr<Allocator>> provider_allocators;
   std::vector<RunResources*> resources;
+  /// Per provider: where its kernels' host outputs go (ExecutionProvider::host_allocator), or
+  /// nullptr for `allocator`.
+  std::vector<std::shared_ptr<Allocator>> provider_host_allocators;
   int threads = 1;
   bool profile = false;
   std::chrono::steady_clock::time_point epoch;

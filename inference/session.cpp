@@ -54,6 +54,11 @@ class RunDevices {
       resources_.push_back(p->begin_run());
       rc.provider_allocators.push_back(allocs_.back());
       rc.resources.push_back(resources_.back().get());
+      // Host outputs (copies to the host) in the provider's host memory, counted with the
+      // run's host bytes.
+      auto pinned = p->host_allocator();
+      host_allocs_.push_back(pinned ? std::make_shared<RunAllocator>(pinned) : nullptr);
+      rc.provider_host_allocators.push_back(host_allocs_.back());
     }
   }
   ~RunDevices() {
@@ -61,6 +66,12 @@ class RunDevices {
       finish();
     } catch (...) {  // a run that already failed keeps its first error
     }
+  }
+  /// Host memory for a copy out of device `d` (page-locked where its provider has it).
+  std::shared_ptr<Allocator> host_memory_for(Device d, std::shared_ptr<Allocator> fallback) const {
+    for (size_t i = 0; i < host_allocs_.size(); ++i)
+      if (providers_[i]->device() == d && host_allocs_[i]) return host_allocs_[i];
+    return fallback;
   }
   RunResources* resources_of(Device d) const {
     for (size_t i = 0; i < resources_.size(); ++i)
@@ -85,6 +96,7 @@ class RunDevices {
   const std::vector<std::shared_ptr<ExecutionProvider>>& providers_;
   std::vector<std::shared_ptr<RunAllocator>> allocs_;
   std::vector<std::unique_ptr<RunResources>> resources_;
+  std::vector<std::shared_ptr<RunAllocator>> host_allocs_;
   bool finished_ = false;
 };
 
@@ -239,7 +251,8 @@ struct Session::Impl {
     if (!ro.outputs_on_device)
       for (auto& [name, d] : result)
         if (d.is_tensor() && d.tensor.device().type != DeviceType::CPU) {
-          Tensor host = Tensor::empty(d.tensor.dtype(), d.tensor.shape(), run_alloc);
+          Tensor host = Tensor::empty(d.tensor.dtype(), d.tensor.shape(),
+                                      devices.host_memory_for(d.tensor.device(), run_alloc));
           provider_for(d.tensor.device())->copy(d.tensor, host, devices.resources_of(d.tensor.device()));
           d = Datum(std::move(host));
         }

@@ -41,6 +41,9 @@ class ExecutionProvider {
   virtual std::shared_ptr<Allocator> allocator() const = 0;
   virtual const KernelRegistry& registry() const = 0;
   virtual LayoutPreferences layout_preferences() const { return {}; }
+  /// Host memory for what this provider's kernels write to the host (copies to the host):
+  /// page-locked on CUDA, so the transfers run as DMA; nullptr: ordinary host memory.
+  virtual std::shared_ptr<Allocator> host_allocator() const { return nullptr; }
   /// Per-run state (a stream); the executor hands it to this provider's kernels.
   virtual std::unique_ptr<RunResources> begin_run() const { return std::make_unique<RunResources>(); }
   /// Copies src's bytes into dst (same dtype and element count; non-string). Each is in host

@@ -1,6 +1,6 @@
 // The CUDA provider: device memory from a caching arena over cudaMalloc (no cudaMalloc or
 // cudaFree in steady state), one stream per run, copies between host and device, and the
-// CUDA kernels. Convolutions stay NCHW (cuDNN's own choice of algorithm does the rest).
+// CUDA kernels; copies to the host land in page-locked memory (a second arena). Convolutions stay NCHW (cuDNN's own choice of algorithm does the rest).
 #include <cuda_runtime_api.h>
 
 #include <mutex>
@@ -34,6 +34,20 @@ class CudaDeviceAllocator final : public Allocator {
 
  private:
   int device_;
+};
+
+/// Page-locked host memory (cudaHostAlloc): copies to and from it run as DMA, asynchronously.
+class CudaPinnedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocPortable) != cudaSuccess) {
+      cudaGetLastError();
+      throw std::bad_alloc();
+    }
+    return p;
+  }
+  void deallocate(void* ptr, size_t) override { cudaFreeHost(ptr); }
 };
 
 /// A run's stream, taken from the provider's pool and given back when the run ends, so
@@ -72,6 +86,7 @@ class CudaProvider final : public ExecutionProvider,
   Device device() const override { return {DeviceType::CUDA, device_}; }
   std::shared_ptr<Allocator> allocator() const override { return arena_; }
   const KernelRegistry& registry() const override { return cuda_kernel_registry(); }
+  std::shared_ptr<Allocator> host_allocator() const override { return pinned_; }
 
   std::unique_ptr<RunResources> begin_run() const override {
     ONYX_CUDA_CHECK(cudaSetDevice(device_));
@@ -108,6 +123,7 @@ class CudaProvider final : public ExecutionProvider,
  private:
   int device_;
   std::shared_ptr<Arena> arena_;
+  std::shared_ptr<Arena> pinned_ = std::make_shared<Arena>(std::make_shared<CudaPinnedAllocator>());
   mutable std::mutex mu_;
   mutable std::vector<cudaStream_t> streams_;
 };

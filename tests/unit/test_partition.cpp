@@ -34,6 +34,16 @@ class TestDeviceMemory final : public Allocator {
   std::atomic<int> allocations{0};
 };
 
+class CountingHostMemory final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    ++allocations;
+    return cpu_allocator()->allocate(bytes);
+  }
+  void deallocate(void* p, size_t bytes) override { cpu_allocator()->deallocate(p, bytes); }
+  std::atomic<int> allocations{0};
+};
+
 /// A CPU kernel that first checks that every input it reads as data is in test-device memory.
 class DeviceOnlyKernel final : public Kernel {
  public:
@@ -102,11 +112,14 @@ class TestProvider final : public ExecutionProvider {
     return r;
   }
   std::unique_ptr<RunResources> begin_run() const override { return std::make_unique<TestRun>(syncs); }
+  std::shared_ptr<Allocator> host_allocator() const override { return host_memory; }
   void copy(const Tensor& src, Tensor& dst, RunResources*) const override {
     ++copies;
     if (src.nbytes()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
   }
   std::shared_ptr<TestDeviceMemory> memory = std::make_shared<TestDeviceMemory>();
+  /// Where copies to the host land (CUDA's is page-locked): counted to see it used.
+  std::shared_ptr<CountingHostMemory> host_memory = std::make_shared<CountingHostMemory>();
   mutable std::atomic<int> copies{0}, syncs{0};
 
  private:
@@ -183,6 +196,8 @@ TEST(Partition, NodesGoToTheFirstProviderWithAKernelAndCopiesAreNodes) {
   EXPECT_EQ(out.at("y").device(), Device{});  // back on the host by default
   EXPECT_EQ(values(out.at("y")), values(cpu.run({{"x", x}}).at("y")));
   EXPECT_EQ(last_provider->copies.load(), 3);  // + the output's copy to the host
+  // Relu's output copied back for Softmax, and the output y: in the provider's host memory.
+  EXPECT_EQ(last_provider->host_memory->allocations.load(), 2);
   EXPECT_GE(last_provider->syncs.load(), 1);
   EXPECT_GT(stats.device_peak_bytes, 0u);
   // The weights and the run's blocks came from the device arena; what the run freed is cached.
