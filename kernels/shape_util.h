@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/error.h"
@@ -28,5 +29,9 @@ inline std::vector<int64_t> contiguous_strides(const Shape& shape) {
   for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
   return s;
 }
+
+/// numpy broadcast of `shapes`; onyx::Error starting with "[who]" naming the shapes when
+/// they do not broadcast.
+Shape broadcast_shapes(std::string_view who, const std::vector<Shape>& shapes);
 
 }  // namespace onyx

@@ -7,6 +7,8 @@
 //   });
 #pragma once
 
+#include "kernels/shape_util.h"
+
 #include <array>
 #include <cstdint>
 #include <string_view>
@@ -17,9 +19,7 @@
 
 namespace onyx::cpu {
 
-/// numpy broadcast of `shapes`; onyx::Error starting with "[who]" naming the shapes
-/// when two dimensions differ and neither is 1.
-Shape broadcast_shapes(std::string_view who, const std::vector<Shape>& shapes);
+using onyx::broadcast_shapes;  // kernels/shape_util.h, every provider's
 
 /// How inputs map onto a broadcast output: dimensions of size 1 dropped and neighbours
 /// merged where every input is contiguous across them, so same-shape operands become one

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/shape_util.h"
 #include "kernels/cuda/elementwise_launch.h"
 
 namespace onyx::cuda {
@@ -53,31 +54,6 @@ DType ew_type(const KernelContext& ctx, DataType t, bool ok_for_op) {
 void check_launch() { ONYX_CUDA_CHECK(cudaGetLastError()); }
 
 // ---- broadcasting ---------------------------------------------------------------------------
-
-/// numpy broadcast of `shapes` (the CPU kernels' rule and message).
-Shape broadcast_shapes(const std::string& who, const std::vector<Shape>& shapes) {
-  size_t rank = 0;
-  for (const Shape& s : shapes) rank = std::max(rank, s.size());
-  Shape out(rank, 1);
-  for (const Shape& s : shapes) {
-    size_t off = rank - s.size();
-    for (size_t i = 0; i < s.size(); ++i) {
-      int64_t& o = out[off + i];
-      if (s[i] == o || s[i] == 1) continue;
-      if (o == 1) {
-        o = s[i];
-        continue;
-      }
-      std::vector<std::string> all;
-      for (const Shape& t : shapes) all.push_back(shape_str(t));
-      ONYX_THROW(
-          "[{}] input shapes {} cannot be broadcast together (dimension {} from the end "
-          "is {} in one and {} in another)",
-          who, fmt::join(all, ", "), rank - off - i, o, s[i]);
-    }
-  }
-  return out;
-}
 
 /// The device descriptor of reading `ins` (at most 3) broadcast to `out`: size-1 output
 /// dimensions dropped, neighbours merged where every input is contiguous across them.
