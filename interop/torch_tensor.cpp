@@ -66,6 +66,8 @@ c10::Device torch_device(const Device& d) {
     case DeviceType::CUDA:
       ONYX_THROW("[onyx::torch] an onyx tensor on {} cannot be shared with torch: the CUDA "
                  "provider is not built", d.str());
+    case DeviceType::Test:
+      break;  // the partitioner's test device has no torch counterpart
   }
   ONYX_THROW("[onyx::torch] unknown onyx device type {}", static_cast<int>(d.type));
 }
