@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "kernels/cpu/reduce_plan.h"
+#include "kernels/reduce_axes.h"
 #include "graph/dispatch.h"
 
 namespace onyx::cpu {
@@ -10,33 +11,23 @@ namespace {
 
 class ArgReduceKernel final : public Kernel {
  public:
-  ArgReduceKernel(const KernelInfo& info, bool is_max)
-      : is_max_(is_max),
-        axis_(info.node.attr_int("axis", 0)),
-        keepdims_(info.node.attr_int("keepdims", 1) != 0),
-        select_last_(info.node.attr_int("select_last_index", 0) != 0) {}
+  ArgReduceKernel(const KernelInfo& info, bool is_max) : is_max_(is_max), attrs_(info) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
-    ONYX_CHECK(x.rank() >= 1, "[{}] input should have rank >= 1 but is a scalar", ctx.label());
-    const int64_t axis = normalize_axis(axis_, x.rank(), ctx.label());
+    int64_t axis = 0;
+    const Shape out_shape = arg_reduce_shape(ctx, attrs_, x.shape(), axis);
     const AxisSplit s = split_at_axis(x.shape(), axis);
-    Shape out_shape = x.shape();
-    if (keepdims_) out_shape[axis] = 1;
-    else out_shape.erase(out_shape.begin() + axis);
-    ONYX_CHECK(s.axis > 0 || s.outer * s.inner == 0,
-               "[{}] cannot take the index of an extreme along axis {} of size 0 (input shape {})",
-               ctx.label(), axis, shape_str(x.shape()));
     Tensor& y = ctx.allocate_output(0, DataType::Int64, out_shape);
     if (y.numel() == 0) return;
     dispatch<NumericTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
       const T* src = x.data<T>();
       int64_t* dst = y.data<int64_t>();
       if (is_max_) {
-        if (select_last_) run<T, true, true>(src, dst, s, ctx.threads());
+        if (attrs_.select_last) run<T, true, true>(src, dst, s, ctx.threads());
         else run<T, true, false>(src, dst, s, ctx.threads());
       } else {
-        if (select_last_) run<T, false, true>(src, dst, s, ctx.threads());
+        if (attrs_.select_last) run<T, false, true>(src, dst, s, ctx.threads());
         else run<T, false, false>(src, dst, s, ctx.threads());
       }
     });
@@ -131,9 +122,7 @@ class ArgReduceKernel final : public Kernel {
   }
 
   bool is_max_;
-  int64_t axis_;
-  bool keepdims_;
-  bool select_last_;
+  ArgReduceAttrs attrs_;
 };
 
 }  // namespace

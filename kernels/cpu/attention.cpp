@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/attention_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/small_gemm.h"
@@ -15,11 +16,6 @@
 
 namespace onyx::cpu {
 namespace {
-
-/// Input i, or nullptr when omitted or beyond the node's inputs.
-const Tensor* opt_input(const KernelContext& ctx, int i) {
-  return i < ctx.num_inputs() ? ctx.input(i) : nullptr;
-}
 
 /// x rounded to T's precision and back, as the reference does when it stores a T value.
 template <typename T, typename A>
@@ -38,12 +34,6 @@ struct HeadView {
     return {heads * seq * dim, seq * dim, dim};
   }
   int64_t at(int64_t b, int64_t h, int64_t s) const { return b * batch + h * head + s * row; }
-};
-
-/// Everything about one call's shapes.
-struct AttnGeom {
-  bool three_d = false;
-  int64_t B = 0, Hq = 0, Hk = 0, Sq = 0, Snew = 0, P = 0, Skv = 0, Dq = 0, Dv = 0;
 };
 
 /// In-place softmax of a row in precision P, as the reference computes it: a row whose
@@ -70,26 +60,7 @@ void softmax_row(A* x, int64_t n) {
 
 class AttentionKernel final : public Kernel {
  public:
-  explicit AttentionKernel(const KernelInfo& info)
-      : is_causal_(info.node.attr_int("is_causal", 0) != 0),
-        q_heads_(info.node.attr_int("q_num_heads", 0)),
-        kv_heads_(info.node.attr_int("kv_num_heads", 0)),
-        mode_(info.node.attr_int("qk_matmul_output_mode", 0)),
-        has_scale_(info.node.has_attr("scale")),
-        scale_(info.node.attr_float("scale", 0.f)),
-        softcap_(info.node.attr_float("softcap", 0.f)),
-        softmax_dt_(static_cast<DataType>(info.node.attr_int("softmax_precision", 0))),
-        left_(info.opset >= 25 ? info.node.attr_int("left_window_size", -1) : -1),
-        right_(info.opset >= 25 ? info.node.attr_int("right_window_size", -1) : -1) {
-    ONYX_CHECK(mode_ >= 0 && mode_ <= 3, "[{}] qk_matmul_output_mode should be 0..3 but is {}",
-               info.label(), mode_);
-    ONYX_CHECK(softmax_dt_ == DataType::Undefined || is_float(softmax_dt_),
-               "[{}] softmax_precision should be a float type but is {}", info.label(),
-               static_cast<int>(softmax_dt_));
-    ONYX_CHECK(left_ >= -1 && right_ >= -1,
-               "[{}] window sizes should be -1 or >= 0 but are {} and {}", info.label(), left_,
-               right_);
-  }
+  explicit AttentionKernel(const KernelInfo& info) : attrs_(info) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& q = ctx.required_input(0);
@@ -99,8 +70,7 @@ class AttentionKernel final : public Kernel {
     const Tensor* past_k = opt_input(ctx, 4);
     const Tensor* past_v = opt_input(ctx, 5);
     const Tensor* nonpad = opt_input(ctx, 6);
-    const AttnGeom g = geometry(ctx, q, k, v, past_k, past_v);
-    check_extras(ctx, g, q.dtype(), mask, nonpad, past_k);
+    const AttnGeom g = attention_geometry(ctx, attrs_);
 
     const Shape present_k_shape{g.B, g.Hk, g.Skv, g.Dq}, present_v_shape{g.B, g.Hk, g.Skv, g.Dv};
     Tensor pk = ctx.num_outputs() > 1 && ctx.output_wanted(1)
@@ -123,88 +93,6 @@ class AttentionKernel final : public Kernel {
   }
 
  private:
-  AttnGeom geometry(const KernelContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
-                    const Tensor* past_k, const Tensor* past_v) const {
-    const std::string who = ctx.label();
-    ONYX_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(),
-               "[{}] Q, K and V should have one dtype but are {}, {} and {}", who,
-               dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
-    ONYX_CHECK((q.rank() == 3 || q.rank() == 4) && k.rank() == q.rank() && v.rank() == q.rank(),
-               "[{}] Q, K and V should all be 3-D or all 4-D but have shapes {}, {} and {}", who,
-               shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-    AttnGeom g;
-    g.three_d = q.rank() == 3;
-    g.B = q.dim(0);
-    ONYX_CHECK(k.dim(0) == g.B && v.dim(0) == g.B,
-               "[{}] Q, K and V should have one batch size but have shapes {}, {} and {}", who,
-               shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-    int64_t dk = 0;
-    if (g.three_d) {
-      ONYX_CHECK(q_heads_ > 0 && kv_heads_ > 0,
-                 "[{}] 3-D inputs need q_num_heads and kv_num_heads attributes (found {} and {})",
-                 who, q_heads_, kv_heads_);
-      ONYX_CHECK(q.dim(2) % q_heads_ == 0 && k.dim(2) % kv_heads_ == 0 && v.dim(2) % kv_heads_ == 0,
-                 "[{}] hidden sizes of Q {}, K {} and V {} should divide by q_num_heads {} and "
-                 "kv_num_heads {}",
-                 who, q.dim(2), k.dim(2), v.dim(2), q_heads_, kv_heads_);
-      g.Hq = q_heads_, g.Hk = kv_heads_, g.Sq = q.dim(1), g.Snew = k.dim(1);
-      g.Dq = q.dim(2) / q_heads_, dk = k.dim(2) / kv_heads_, g.Dv = v.dim(2) / kv_heads_;
-      ONYX_CHECK(v.dim(1) == g.Snew,
-                 "[{}] K and V should have one sequence length but have {} and {}", who,
-                 shape_str(k.shape()), shape_str(v.shape()));
-    } else {
-      g.Hq = q.dim(1), g.Hk = k.dim(1), g.Sq = q.dim(2), g.Snew = k.dim(2);
-      g.Dq = q.dim(3), dk = k.dim(3), g.Dv = v.dim(3);
-      ONYX_CHECK(v.dim(1) == g.Hk && v.dim(2) == g.Snew,
-                 "[{}] K {} and V {} should have the same heads and sequence length", who,
-                 shape_str(k.shape()), shape_str(v.shape()));
-    }
-    ONYX_CHECK(dk == g.Dq, "[{}] Q and K should have one head size but have {} and {}", who, g.Dq,
-               dk);
-    ONYX_CHECK(g.Hk > 0 && g.Hq % g.Hk == 0,
-               "[{}] q heads ({}) should be a multiple of kv heads ({})", who, g.Hq, g.Hk);
-    ONYX_CHECK((past_k == nullptr) == (past_v == nullptr),
-               "[{}] past_key and past_value should be given together", who);
-    if (past_k) {
-      ONYX_CHECK(past_k->dtype() == q.dtype() && past_v->dtype() == q.dtype(),
-                 "[{}] past_key/past_value should be {} but are {} and {}", who,
-                 dtype_name(q.dtype()), dtype_name(past_k->dtype()), dtype_name(past_v->dtype()));
-      ONYX_CHECK(
-          past_k->rank() == 4 && past_v->rank() == 4 && past_k->dim(0) == g.B &&
-              past_k->dim(1) == g.Hk && past_k->dim(3) == g.Dq && past_v->dim(0) == g.B &&
-              past_v->dim(1) == g.Hk && past_v->dim(2) == past_k->dim(2) && past_v->dim(3) == g.Dv,
-          "[{}] past_key {} and past_value {} should be [{}, {}, P, {}] and [{}, {}, P, {}]", who,
-          shape_str(past_k->shape()), shape_str(past_v->shape()), g.B, g.Hk, g.Dq, g.B, g.Hk, g.Dv);
-      g.P = past_k->dim(2);
-    }
-    g.Skv = g.P + g.Snew;
-    return g;
-  }
-
-  void check_extras(const KernelContext& ctx, const AttnGeom& g, DataType dt, const Tensor* mask,
-                    const Tensor* nonpad, const Tensor* past_k) const {
-    const std::string who = ctx.label();
-    if (mask) {
-      ONYX_CHECK(mask->dtype() == DataType::Bool || is_float(mask->dtype()),
-                 "[{}] attn_mask should be bool or a float type like Q ({}) but is {}", who,
-                 dtype_name(dt), dtype_name(mask->dtype()));
-      const Shape target{g.B, g.Hq, g.Sq, g.Skv};
-      bool ok = mask->rank() >= 1 && mask->rank() <= 4 && mask->dim(-1) <= g.Skv;
-      for (int64_t i = 2; ok && i <= mask->rank(); ++i) {
-        const int64_t d = mask->dim(-i);
-        ok = d == 1 || d == target[4 - i];
-      }
-      ONYX_CHECK(ok, "[{}] attn_mask {} does not broadcast to [{}, {}, {}, <= {}]", who,
-                 shape_str(mask->shape()), g.B, g.Hq, g.Sq, g.Skv);
-    }
-    if (nonpad) {
-      ONYX_CHECK(!past_k, "[{}] nonpad_kv_seqlen cannot be combined with past_key/past_value", who);
-      ONYX_CHECK(nonpad->dtype() == DataType::Int64 && nonpad->rank() == 1 && nonpad->dim(0) == g.B,
-                 "[{}] nonpad_kv_seqlen should be int64 [{}] but is {} {}", who, g.B,
-                 dtype_name(nonpad->dtype()), shape_str(nonpad->shape()));
-    }
-  }
-
   /// present = concat(past, new) along the sequence axis, in [B, Hk, Skv, D].
   template <typename T>
   static void concat_cache(const AttnGeom& g, const Tensor* past, const Tensor& cur, int64_t D,
@@ -254,15 +142,15 @@ class AttentionKernel final : public Kernel {
               }
           });
     }
-    const bool window = left_ >= 0 || right_ >= 0;
-    if (!is_causal_ && !window && !nonpad) return;
+    const bool window = attrs_.left >= 0 || attrs_.right >= 0;
+    if (!attrs_.is_causal && !window && !nonpad) return;
     const int64_t offset = nonpad && !has_past ? nonpad[b] - g.Sq : g.P;
     for (int64_t i = 0; i < g.Sq; ++i)
       for (int64_t j = 0; j < g.Skv; ++j) {
         const int64_t diff = i + offset - j;
-        bool allowed = !is_causal_ || diff >= 0;
-        if (left_ >= 0) allowed = allowed && diff <= left_;
-        if (right_ >= 0) allowed = allowed && -diff <= right_;
+        bool allowed = !attrs_.is_causal || diff >= 0;
+        if (attrs_.left >= 0) allowed = allowed && diff <= attrs_.left;
+        if (attrs_.right >= 0) allowed = allowed && -diff <= attrs_.right;
         if (nonpad) allowed = allowed && j < nonpad[b];
         if (!allowed) bias[i * g.Skv + j] += ninf;
       }
@@ -274,10 +162,10 @@ class AttentionKernel final : public Kernel {
            Tensor* qk_out) const {
     using A = acc_t<T>;
     const A ninf = -std::numeric_limits<A>::infinity();
-    const double scale = has_scale_ ? scale_ : 1.0 / std::sqrt(static_cast<double>(g.Dq));
+    const double scale = attrs_.has_scale ? attrs_.scale : 1.0 / std::sqrt(static_cast<double>(g.Dq));
     // Q and K are each scaled by sqrt(scale) (rounded to T), as in the function body.
     const A sq = static_cast<A>(static_cast<T>(std::sqrt(scale)));
-    const A cap = static_cast<A>(static_cast<T>(softcap_));
+    const A cap = static_cast<A>(static_cast<T>(attrs_.softcap));
     const T* q = qt.data<T>();
     const T* kp = pk.data<T>();
     const T* vp = pv.data<T>();
@@ -287,7 +175,7 @@ class AttentionKernel final : public Kernel {
     const HeadView qv = HeadView::of(g.three_d, g.Hq, g.Sq, g.Dq);
     const HeadView yv = HeadView::of(g.three_d, g.Hq, g.Sq, g.Dv);
     const int64_t rep = g.Hq / g.Hk;
-    const DataType sm_dt = softmax_dt_ == DataType::Undefined ? qt.dtype() : softmax_dt_;
+    const DataType sm_dt = attrs_.softmax_dt == DataType::Undefined ? qt.dtype() : attrs_.softmax_dt;
     dnnl_util::ThreadScope threads(1);
     parallel_for(g.B * g.Hq, ctx.threads(), 1, [&](int64_t t0, int64_t t1) {
       std::vector<A> qs(g.Sq * g.Dq), ks(g.Skv * g.Dq), vs(g.Skv * g.Dv), s(g.Sq * g.Skv),
@@ -301,14 +189,14 @@ class AttentionKernel final : public Kernel {
         for (int64_t i = 0; i < g.Skv * g.Dq; ++i) ks[i] = rnd<T>(static_cast<A>(kh[i]) * sq);
         gemm(true, g.Sq, g.Skv, g.Dq, qs.data(), g.Dq, ks.data(), g.Dq, A(0), s.data(), g.Skv);
         for (A& x : s) x = rnd<T>(x);
-        if (softcap_ > 0)
+        if (attrs_.softcap > 0)
           for (A& x : s) x = rnd<T>(rnd<T>(std::tanh(rnd<T>(x / cap))) * cap);
         fill_bias(g, b, h, mask, nonpad, has_past, bias.data());
         T* qk_blk = qk ? qk + t * g.Sq * g.Skv : nullptr;
-        if (qk_blk && mode_ <= 1)
+        if (qk_blk && attrs_.mode <= 1)
           for (int64_t i = 0; i < g.Sq * g.Skv; ++i) qk_blk[i] = static_cast<T>(s[i]);
         for (int64_t i = 0; i < g.Sq * g.Skv; ++i) s[i] = rnd<T>(s[i] + bias[i]);
-        if (qk_blk && mode_ == 2)
+        if (qk_blk && attrs_.mode == 2)
           for (int64_t i = 0; i < g.Sq * g.Skv; ++i) qk_blk[i] = static_cast<T>(s[i]);
         for (int64_t i = 0; i < g.Sq; ++i) {
           A* row = s.data() + i * g.Skv;
@@ -323,7 +211,7 @@ class AttentionKernel final : public Kernel {
           if (!nan && bmax == ninf) std::fill_n(row, g.Skv, A(0));
           for (int64_t j = 0; j < g.Skv; ++j) row[j] = rnd<T>(row[j]);
         }
-        if (qk_blk && mode_ == 3)
+        if (qk_blk && attrs_.mode == 3)
           for (int64_t i = 0; i < g.Sq * g.Skv; ++i) qk_blk[i] = static_cast<T>(s[i]);
         const T* vh = vp + (b * g.Hk + hk) * g.Skv * g.Dv;
         for (int64_t i = 0; i < g.Skv * g.Dv; ++i) vs[i] = static_cast<A>(vh[i]);
@@ -335,12 +223,7 @@ class AttentionKernel final : public Kernel {
     });
   }
 
-  bool is_causal_;
-  int64_t q_heads_, kv_heads_, mode_;
-  bool has_scale_;
-  float scale_, softcap_;
-  DataType softmax_dt_;
-  int64_t left_, right_;
+  AttentionAttrs attrs_;
 };
 
 class RotaryEmbeddingKernel final : public Kernel {

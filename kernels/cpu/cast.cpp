@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "graph/float8.h"
+#include "kernels/cast_attrs.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 
@@ -147,29 +148,6 @@ D from_text(const std::string& text, const std::string& who) {
 
 // ---- the kernel ------------------------------------------------------------------------
 
-DataType parse_to(const KernelInfo& info) {
-  const Attribute* a = info.node.attr("to");
-  ONYX_CHECK(a, "[{}] required attribute 'to' is missing", info.label());
-  if (a->type == Attribute::Type::String) {  // Cast-1 spells the type: "FLOAT", "INT64", ...
-    std::string s = a->s;
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return dtype_from_name(s);
-  }
-  ONYX_CHECK(a->type == Attribute::Type::Int && dtype_is_known(int32_t(a->i)),
-             "[{}] attribute 'to' must be a known data type number, found {}", info.label(),
-             a->type == Attribute::Type::Int ? std::to_string(a->i) : attr_type_name(a->type));
-  return DataType(a->i);
-}
-
-E8M0Round parse_round(const KernelInfo& info) {
-  std::string m = info.node.attr_string("round_mode", "up");
-  if (m == "up") return E8M0Round::Up;
-  if (m == "down") return E8M0Round::Down;
-  if (m == "nearest") return E8M0Round::Nearest;
-  ONYX_THROW("[{}] attribute round_mode must be 'up', 'down' or 'nearest', found '{}'",
-             info.label(), m);
-}
-
 bool is_sub_byte_int(DataType t) { return is_sub_byte(t) && t != DataType::Float4E2M1; }
 bool is_small_float(DataType t) { return is_float8(t) || t == DataType::Float8E8M0; }
 
@@ -178,9 +156,9 @@ class CastKernel final : public Kernel {
  public:
   explicit CastKernel(const KernelInfo& info)
       : like_(info.node.op_type == "CastLike"),
-        to_(like_ ? DataType::Undefined : parse_to(info)),
+        to_(like_ ? DataType::Undefined : parse_cast_to(info)),
         saturate_(info.node.attr_int("saturate", 1) != 0),
-        round_(parse_round(info)) {}
+        round_(parse_e8m0_round(info)) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);

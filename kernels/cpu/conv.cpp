@@ -31,17 +31,13 @@ class ConvKernel final : public Kernel {
     const Tensor& W = ctx.required_input(1);
     const Tensor* B = ctx.input(2);
     const Tensor* Z = op_ == ConvOp::FusedConv || op_ == ConvOp::ConvNchwc ? ctx.input(3) : nullptr;
-    ONYX_CHECK(W.dtype() == X.dtype(), "[{}] X and W must have one dtype, got {} and {}",
-               ctx.label(), dtype_name(X.dtype()), dtype_name(W.dtype()));
+    check_conv_weights(ctx, X, W);
     const bool x_blocked = block_ != 0 && X.rank() == 5;
     Shape xs = x_blocked ? logical_shape(ctx, X, W) : X.shape();
     const bool transpose = op_ == ConvOp::ConvTranspose;
     Geometry g =
         transpose ? conv_transpose_geometry(ctx, attrs_, xs, W) : conv_geometry(ctx, attrs_, xs, W);
-    ONYX_CHECK(!B || (B->rank() == 1 && B->dim(0) == g.M && B->dtype() == X.dtype()),
-               "[{}] B must be a 1-D {} tensor of {} values, got {} {}", ctx.label(),
-               dtype_name(X.dtype()), g.M, B ? dtype_name(B->dtype()) : "",
-               B ? shape_str(B->shape()) : "");
+    check_conv_bias(ctx, X, B, g.M);
     Shape out{g.N, g.M};
     // Y's channel block in memory: block_, or all M channels for channels-last.
     const int64_t y_block = block_ == 0 ? 0 : du::resolve_block(block_, g.M);
@@ -54,10 +50,7 @@ class ConvKernel final : public Kernel {
     }
     out.insert(out.end(), g.out.begin(), g.out.end());
     if (block_ != 0) out.push_back(y_block);
-    ONYX_CHECK(!Z || (Z->shape() == out && Z->dtype() == X.dtype()),
-               "[{}] Z must be a {} tensor of the output's shape {}, got {} {}", ctx.label(),
-               dtype_name(X.dtype()), shape_str(out), Z ? dtype_name(Z->dtype()) : "",
-               Z ? shape_str(Z->shape()) : "");
+    check_conv_residual(ctx, X, Z, out);
     Tensor& Y = ctx.allocate_output(0, X.dtype(), out);
     if (Y.numel() == 0) return;
     if (X.numel() == 0 || W.numel() == 0) {

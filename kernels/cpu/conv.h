@@ -11,40 +11,18 @@
 #include <optional>
 
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/window_geometry.h"
 
 namespace onyx::cpu {
 
-/// Attributes shared by Conv, ConvTranspose, FusedConv and ConvNchwc, parsed at session creation.
-struct ConvAttrs {
-  std::string auto_pad;
-  Shape kernel_shape, strides, dilations, pads, output_padding, output_shape;
-  int64_t group;
-  explicit ConvAttrs(const Node& n);
-};
-
-/// One run's geometry. Spatial vectors have `nsp` entries; pads may be negative only for
-/// ConvTranspose with output_shape.
-struct Geometry {
-  int64_t N = 0, C = 0, M = 0, G = 1;  // batch, input channels, output channels, groups
-  Shape in, out, k, stride, dil, pad_l, pad_r;
-  size_t nsp() const { return in.size(); }
-  bool pads_nonnegative() const;
-};
-
-/// Checks X (given by its logical [N, C, spatial...] shape) against W and computes the output
-/// geometry of a convolution or a transposed convolution.
-Geometry conv_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x, const Tensor& W);
-Geometry conv_transpose_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x,
-                                 const Tensor& W);
+/// ConvAttrs, conv_geometry and conv_transpose_geometry are shared with the other providers
+/// (kernels/window_geometry.h).
+using Geometry = ConvGeometry;
 
 /// The activation a FusedConv applies after bias and Z: com.microsoft's `activation` string
 /// with `activation_params` (alpha for LeakyRelu; min, max for Clip; alpha, beta for HardSigmoid).
-struct Activation {
-  enum class Kind { None, Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSigmoid };
-  Kind kind = Kind::None;
-  float alpha = 0, beta = 0;
-  /// From the node's attributes; onyx::Error naming the node for an unknown name or a wrong
-  /// parameter count.
+struct Activation : ConvActivationParams {
+  /// parse_conv_activation (kernels/window_geometry.h).
   static Activation from_node(const Node& n);
   /// The activation as oneDNN eltwise post-ops.
   void append_to(dnnl::post_ops& po) const;

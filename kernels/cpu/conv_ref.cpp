@@ -1,5 +1,4 @@
-// Convolution geometry (ONNX's pads, auto_pad, output_shape rules), the fused activation, and
-// our own direct loops: double, and shapes oneDNN cannot express (negative pads).
+// The fused activation and our own direct convolution loops: double, and shapes oneDNN cannot express (negative pads).
 #include <algorithm>
 #include <limits>
 
@@ -13,43 +12,6 @@ namespace {
 
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-/// Checks X and W and fills what both ops share: spatial sizes, kernel, strides, dilations.
-Geometry base_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x, const Tensor& W,
-                       bool transpose) {
-  const int64_t rank = static_cast<int64_t>(x.size());
-  ONYX_CHECK(rank >= 3 && rank <= 5, "[{}] X must have rank 3, 4 or 5, got shape {}", ctx.label(),
-             shape_str(x));
-  ONYX_CHECK(W.rank() == rank, "[{}] W must have the rank of X ({}), got shape {}", ctx.label(),
-             rank, shape_str(W.shape()));
-  Geometry g;
-  size_t nsp = x.size() - 2;
-  g.N = x[0];
-  g.C = x[1];
-  g.G = a.group;
-  ONYX_CHECK(g.G >= 1 && g.C % g.G == 0, "[{}] group {} does not divide the {} input channels",
-             ctx.label(), g.G, g.C);
-  if (transpose) {
-    ONYX_CHECK(W.dim(0) == g.C, "[{}] W {} must have {} input channels in dim 0", ctx.label(),
-               shape_str(W.shape()), g.C);
-    g.M = W.dim(1) * g.G;
-  } else {
-    g.M = W.dim(0);
-    ONYX_CHECK(
-        W.dim(1) * g.G == g.C && g.M % g.G == 0,
-        "[{}] W {} does not fit X {} with group {}: expected [M, {}, ...] with M % group == 0",
-        ctx.label(), shape_str(W.shape()), shape_str(x), g.G, g.C / g.G);
-  }
-  g.in.assign(x.begin() + 2, x.end());
-  g.k.assign(W.shape().begin() + 2, W.shape().end());
-  ONYX_CHECK(a.kernel_shape.empty() || a.kernel_shape == g.k,
-             "[{}] kernel_shape {} differs from W's spatial dims {}", ctx.label(),
-             shape_str(a.kernel_shape), shape_str(g.k));
-  WindowSteps steps(ctx.label(), a.strides, a.dilations, a.pads, nsp);
-  g.stride = std::move(steps.stride);
-  g.dil = std::move(steps.dil);
-  return g;
-}
-
 /// [lo, hi) of positions p in [0, n_out) with p * s + off in [0, n_in).
 std::pair<int64_t, int64_t> valid_range(int64_t off, int64_t s, int64_t n_in, int64_t n_out) {
   int64_t lo = std::max<int64_t>(0, floor_div(-off + s - 1, s));
@@ -59,116 +21,9 @@ std::pair<int64_t, int64_t> valid_range(int64_t off, int64_t s, int64_t n_in, in
 
 }  // namespace
 
-ConvAttrs::ConvAttrs(const Node& n)
-    : auto_pad(n.attr_string("auto_pad", "NOTSET")),
-      kernel_shape(n.attr_ints("kernel_shape")),
-      strides(n.attr_ints("strides")),
-      dilations(n.attr_ints("dilations")),
-      pads(n.attr_ints("pads")),
-      output_padding(n.attr_ints("output_padding")),
-      output_shape(n.attr_ints("output_shape")),
-      group(n.attr_int("group", 1)) {}
-
-bool Geometry::pads_nonnegative() const {
-  auto ok = [](int64_t p) { return p >= 0; };
-  return std::all_of(pad_l.begin(), pad_l.end(), ok) && std::all_of(pad_r.begin(), pad_r.end(), ok);
-}
-
-Geometry conv_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x, const Tensor& W) {
-  Geometry g = base_geometry(ctx, a, x, W, false);
-  size_t nsp = g.nsp();
-  g.pad_l.assign(nsp, 0);
-  g.pad_r.assign(nsp, 0);
-  g.out.resize(nsp);
-  for (size_t i = 0; i < nsp; ++i) {
-    int64_t ek = (g.k[i] - 1) * g.dil[i] + 1;
-    if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
-      int64_t o = (g.in[i] + g.stride[i] - 1) / g.stride[i];
-      int64_t total = std::max<int64_t>(0, (o - 1) * g.stride[i] + ek - g.in[i]);
-      g.pad_l[i] = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      g.pad_r[i] = total - g.pad_l[i];
-    } else if (a.auto_pad != "VALID" && !a.pads.empty()) {
-      g.pad_l[i] = a.pads[i];
-      g.pad_r[i] = a.pads[i + nsp];
-    }
-    int64_t span = g.in[i] + g.pad_l[i] + g.pad_r[i] - ek;
-    ONYX_CHECK(span >= 0, "[{}] kernel {} (dilated) is larger than the padded input {}",
-               ctx.label(), shape_str(g.k), shape_str(x));
-    g.out[i] = span / g.stride[i] + 1;
-  }
-  return g;
-}
-
-Geometry conv_transpose_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x,
-                                 const Tensor& W) {
-  Geometry g = base_geometry(ctx, a, x, W, true);
-  size_t nsp = g.nsp();
-  Shape opad = a.output_padding.empty() ? Shape(nsp, 0) : a.output_padding;
-  Shape oshape = a.output_shape;
-  if (oshape.size() == nsp + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
-  ONYX_CHECK(opad.size() == nsp && (oshape.empty() || oshape.size() == nsp),
-             "[{}] output_padding {} or output_shape {} do not fit {} spatial dims", ctx.label(),
-             shape_str(a.output_padding), shape_str(a.output_shape), nsp);
-  g.pad_l.assign(nsp, 0);
-  g.pad_r.assign(nsp, 0);
-  g.out.resize(nsp);
-  bool same = a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER";
-  for (size_t i = 0; i < nsp; ++i) {
-    int64_t full = g.stride[i] * (g.in[i] - 1) + opad[i] + (g.k[i] - 1) * g.dil[i] + 1;
-    if (!a.pads.empty() && a.auto_pad != "VALID") {
-      g.pad_l[i] = a.pads[i];
-      g.pad_r[i] = a.pads[i + nsp];
-      g.out[i] = oshape.empty() ? full - g.pad_l[i] - g.pad_r[i] : oshape[i];
-    } else if (same || !oshape.empty()) {
-      g.out[i] = oshape.empty() ? g.in[i] * g.stride[i] : oshape[i];
-      int64_t total = full - g.out[i];
-      int64_t half = floor_div(total, 2);
-      g.pad_l[i] = a.auto_pad == "SAME_UPPER" ? half : total - half;
-    } else {
-      g.out[i] = full;
-    }
-    g.pad_r[i] = full - g.out[i] - g.pad_l[i];
-    ONYX_CHECK(g.out[i] >= 0, "[{}] negative output size for X {} and W {}", ctx.label(),
-               shape_str(x), shape_str(W.shape()));
-  }
-  return g;
-}
-
 Activation Activation::from_node(const Node& n) {
   Activation a;
-  std::string name = n.attr_string("activation", "");
-  std::vector<float> p = n.attr_floats("activation_params");
-  auto params = [&](size_t count, std::initializer_list<float> defaults) {
-    ONYX_CHECK(p.empty() || p.size() == count,
-               "[{}] activation {} takes {} activation_params, got {}", n.label(), name, count,
-               p.size());
-    std::vector<float> v = p.empty() ? std::vector<float>(defaults) : p;
-    a.alpha = v[0];
-    if (count > 1) a.beta = v[1];
-  };
-  if (name.empty()) {
-    a.kind = Kind::None;
-  } else if (name == "Relu") {
-    a.kind = Kind::Relu;
-  } else if (name == "LeakyRelu") {
-    a.kind = Kind::LeakyRelu;
-    params(1, {0.01f});
-  } else if (name == "Sigmoid") {
-    a.kind = Kind::Sigmoid;
-  } else if (name == "Tanh") {
-    a.kind = Kind::Tanh;
-  } else if (name == "Clip") {
-    a.kind = Kind::Clip;
-    params(2, {std::numeric_limits<float>::lowest(), std::numeric_limits<float>::max()});
-  } else if (name == "HardSigmoid") {
-    a.kind = Kind::HardSigmoid;
-    params(2, {0.2f, 0.5f});
-  } else {
-    ONYX_THROW(
-        "[{}] activation '{}' is not supported (expected Relu, LeakyRelu, Sigmoid, Tanh, "
-        "Clip or HardSigmoid)",
-        n.label(), name);
-  }
+  static_cast<ConvActivationParams&>(a) = parse_conv_activation(n);
   return a;
 }
 

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/elementwise_checks.h"
 #include "kernels/cpu/move_util.h"
 #include "kernels/cpu/wrap_int.h"
 
@@ -156,12 +157,7 @@ struct BitwiseXor {
 };
 struct BitShift {  // shifting by the width or more gives 0
   bool left;
-  explicit BitShift(const KernelInfo& i) {
-    std::string d = i.node.require_attr("direction", Attribute::Type::String).s;
-    ONYX_CHECK(d == "LEFT" || d == "RIGHT",
-               "[{}] attribute direction must be 'LEFT' or 'RIGHT', found '{}'", i.label(), d);
-    left = d == "LEFT";
-  }
+  explicit BitShift(const KernelInfo& i) : left(parse_shift_left(i)) {}
   template <typename C>
   C operator()(C a, C b) const {
     if (b >= C(sizeof(C) * 8)) return C(0);
@@ -176,29 +172,6 @@ Op make_op(const KernelInfo& info) {
   else
     return Op{};
 }
-
-// Opset < 7 `broadcast=1, axis=k`: B's dimensions line up with A's starting at k.
-class LegacyBroadcast {
- public:
-  explicit LegacyBroadcast(const KernelInfo& info)
-      : on_(info.opset < 7 && info.node.attr_int("broadcast", 0) != 0 &&
-            info.node.has_attr("axis")),
-        axis_(info.node.attr_int("axis", 0)) {}
-  Tensor apply(const KernelContext& ctx, const Tensor& a, const Tensor& b) const {
-    if (!on_) return b;
-    int64_t axis = axis_ < 0 ? axis_ + a.rank() : axis_;
-    ONYX_CHECK(axis >= 0 && axis + b.rank() <= a.rank(),
-               "[{}] legacy broadcast axis {} does not fit B of shape {} into A of shape {}",
-               ctx.label(), axis_, shape_str(b.shape()), shape_str(a.shape()));
-    Shape s = b.shape();
-    s.resize(size_t(a.rank() - axis), 1);
-    return b.reshape(s);
-  }
-
- private:
-  bool on_;
-  int64_t axis_;
-};
 
 /// out = Op(a, b) with numpy broadcasting; the output is bool when Op returns bool.
 template <typename Op, typename Types, int64_t Grain = kCheapGrain>

@@ -12,6 +12,7 @@
 #include "graph/saturate_cast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/elementwise_checks.h"
 #include "kernels/cpu/simd/simd.h"
 #include "kernels/cpu/vmath.h"
 #include "kernels/cpu/wrap_int.h"
@@ -396,10 +397,7 @@ class FastGeluKernel final : public Kernel {
     }
     const Tensor& x = ctx.required_input(0);
     const int64_t n = bias->numel();
-    ONYX_CHECK(bias->dtype() == x.dtype() && bias->rank() == 1 && x.rank() >= 1 && x.dim(-1) == n,
-               "[{}] bias must be {} [{}] (X's last dim), found {} {}", ctx.label(),
-               dtype_name(x.dtype()), x.rank() >= 1 ? x.dim(-1) : 0, dtype_name(bias->dtype()),
-               shape_str(bias->shape()));
+    check_fast_gelu_bias(ctx, x, *bias);
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
     if (n == 0) return;
     const int64_t rows = x.numel() / n;
@@ -466,13 +464,7 @@ class ClipKernel final : public Kernel {
     const Tensor& x = ctx.required_input(0);
     const Tensor* lo = ctx.input(1);
     const Tensor* hi = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
-    for (const Tensor* b : {lo, hi}) {
-      if (!b) continue;
-      ONYX_CHECK(b->dtype() == x.dtype(), "[{}] min/max must have the input's dtype {}, found {}",
-                 ctx.label(), dtype_name(x.dtype()), dtype_name(b->dtype()));
-      ONYX_CHECK(b->numel() == 1, "[{}] min/max must be scalars, found shape {}", ctx.label(),
-                 shape_str(b->shape()));
-    }
+    check_clip_bounds(ctx, x, lo, hi);
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
     dispatch<NumericTypes>(x.dtype(), ctx.label(), [&]<typename T>() {
       using C = acc_t<T>;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/index_checks.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/move_util.h"
 #include "kernels/parallel.h"
@@ -62,17 +63,7 @@ class GatherKernel final : public Kernel {
   int64_t axis_;
 };
 
-enum class Reduction { None, Add, Mul, Max, Min };
-
-Reduction parse_reduction(const KernelInfo& info) {
-  std::string r = info.node.attr_string("reduction", "none");
-  if (r == "none") return Reduction::None;
-  if (r == "add" && info.opset >= 16) return Reduction::Add;
-  if (r == "mul" && info.opset >= 16) return Reduction::Mul;
-  if (r == "max" && info.opset >= 18) return Reduction::Max;
-  if (r == "min" && info.opset >= 18) return Reduction::Min;
-  ONYX_THROW("[{}] unknown reduction '{}' at opset {}", info.label(), r, info.opset);
-}
+using Reduction = ScatterReduction;
 
 template <typename T>
 void combine(T& d, const T& s, Reduction r) {
@@ -156,16 +147,6 @@ void walk(const Shape& shape, const std::vector<int64_t>& strides, size_t axis, 
   }
 }
 
-/// Shared checks of GatherElements / ScatterElements: same rank, index dims within data's.
-void check_element_indices(const KernelContext& ctx, const Tensor& x, const Tensor& ind) {
-  bool ok = ind.rank() == x.rank();
-  for (int64_t d = 0; ok && d < x.rank(); ++d)
-    ok = ind.shape()[static_cast<size_t>(d)] <= x.shape()[static_cast<size_t>(d)] ||
-         ind.numel() == 0;
-  ONYX_CHECK(ok, "[{}] indices shape {} should have data's rank and fit in data shape {}",
-             ctx.label(), shape_str(ind.shape()), shape_str(x.shape()));
-}
-
 class GatherElementsKernel final : public Kernel {
  public:
   explicit GatherElementsKernel(const KernelInfo& info) : axis_(info.node.attr_int("axis", 0)) {}
@@ -193,17 +174,14 @@ class GatherElementsKernel final : public Kernel {
 class ScatterElementsKernel final : public Kernel {
  public:
   explicit ScatterElementsKernel(const KernelInfo& info)
-      : axis_(info.node.attr_int("axis", 0)), red_(parse_reduction(info)) {}
+      : axis_(info.node.attr_int("axis", 0)), red_(parse_scatter_reduction(info)) {}
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     const Tensor& ind = ctx.required_input(1);
     const Tensor& upd = ctx.required_input(2);
     auto a = static_cast<size_t>(normalize_axis(axis_, x.rank(), ctx.label()));
     check_element_indices(ctx, x, ind);
-    ONYX_CHECK(upd.shape() == ind.shape() && upd.dtype() == x.dtype(),
-               "[{}] updates {}{} should match indices shape {} and data dtype {}", ctx.label(),
-               dtype_name(upd.dtype()), shape_str(upd.shape()), shape_str(ind.shape()),
-               dtype_name(x.dtype()));
+    check_element_updates(ctx, x, ind, upd);
     auto idx = checked_indices(ctx, ind, x.shape()[a], "indices");
     auto xs = contiguous_strides(x.shape());
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
@@ -227,12 +205,7 @@ class ScatterElementsKernel final : public Kernel {
 /// `batch` leading dims, whose offsets the caller adds).
 std::vector<int64_t> nd_offsets(const KernelContext& ctx, const Tensor& ind, const Shape& shape,
                                 size_t batch) {
-  ONYX_CHECK(ind.dtype() == DataType::Int64, "[{}] indices should be int64 but are {}", ctx.label(),
-             dtype_name(ind.dtype()));
-  ONYX_CHECK(ind.rank() >= 1, "[{}] indices should have rank >= 1", ctx.label());
-  auto k = static_cast<size_t>(ind.dim(-1));
-  ONYX_CHECK(k <= shape.size() - batch, "[{}] indices tuples of {} do not fit data shape {}",
-             ctx.label(), k, shape_str(shape));
+  const size_t k = nd_tuple_length(ctx, ind, shape, batch);
   auto strides =
       contiguous_strides(Shape(shape.begin() + static_cast<int64_t>(batch), shape.end()));
   const int64_t* v = ind.data<int64_t>();
@@ -288,18 +261,14 @@ class GatherNDKernel final : public Kernel {
 
 class ScatterNDKernel final : public Kernel {
  public:
-  explicit ScatterNDKernel(const KernelInfo& info) : red_(parse_reduction(info)) {}
+  explicit ScatterNDKernel(const KernelInfo& info) : red_(parse_scatter_reduction(info)) {}
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
     const Tensor& ind = ctx.required_input(1);
     const Tensor& upd = ctx.required_input(2);
     auto offs = nd_offsets(ctx, ind, x.shape(), 0);
     auto k = static_cast<size_t>(ind.dim(-1));
-    Shape want(ind.shape().begin(), ind.shape().end() - 1);
-    want.insert(want.end(), x.shape().begin() + static_cast<int64_t>(k), x.shape().end());
-    ONYX_CHECK(upd.shape() == want && upd.dtype() == x.dtype(),
-               "[{}] updates should be {}{} but are {}{}", ctx.label(), dtype_name(x.dtype()),
-               shape_str(want), dtype_name(upd.dtype()), shape_str(upd.shape()));
+    check_nd_updates(ctx, x, ind, k, upd);
     int64_t slice = dims_product(x.shape(), k, x.shape().size());
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
     dispatch_scatter(x.dtype(), red_, ctx.label(), [&]<typename T>() {

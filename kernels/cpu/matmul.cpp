@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/ref_gemm.h"
+#include "kernels/matmul_shape.h"
 #include "kernels/cpu/simd/simd.h"
 #include "graph/dispatch.h"
 #include "kernels/parallel.h"
@@ -23,42 +24,6 @@ using MatMulTypes =
 
 bool dnnl_float(DataType dt) {
   return dt == DataType::Float || dt == DataType::Float16 || dt == DataType::BFloat16;
-}
-
-/// Shapes of a MatMul after numpy's rules: 1-D operands promoted, batch dims broadcast.
-struct MatMulShape {
-  int64_t M = 1, N = 1, K = 1;
-  Shape batch;             // broadcast batch dims
-  Shape a_batch, b_batch;  // each padded to batch's rank
-  Shape out;               // the ONNX output shape
-};
-
-MatMulShape matmul_shape(const std::string& who, const Shape& a, const Shape& b) {
-  ONYX_CHECK(!a.empty() && !b.empty(), "[{}] MatMul inputs must have rank >= 1, got {} and {}", who,
-             shape_str(a), shape_str(b));
-  MatMulShape s;
-  Shape a2 = a.size() == 1 ? Shape{1, a[0]} : a;
-  Shape b2 = b.size() == 1 ? Shape{b[0], 1} : b;
-  s.M = a2[a2.size() - 2];
-  s.K = a2.back();
-  s.N = b2.back();
-  ONYX_CHECK(b2[b2.size() - 2] == s.K, "[{}] MatMul inner dims differ: A {} and B {}", who,
-             shape_str(a), shape_str(b));
-  size_t r = std::max(a2.size(), b2.size()) - 2;
-  s.a_batch.assign(r, 1);
-  s.b_batch.assign(r, 1);
-  std::copy(a2.begin(), a2.end() - 2, s.a_batch.end() - (a2.size() - 2));
-  std::copy(b2.begin(), b2.end() - 2, s.b_batch.end() - (b2.size() - 2));
-  for (size_t i = 0; i < r; ++i) {
-    int64_t x = s.a_batch[i], y = s.b_batch[i];
-    ONYX_CHECK(x == y || x == 1 || y == 1, "[{}] MatMul batch dims do not broadcast: A {} and B {}",
-               who, shape_str(a), shape_str(b));
-    s.batch.push_back(x == 1 ? y : x);
-  }
-  s.out = s.batch;
-  if (a.size() > 1) s.out.push_back(s.M);
-  if (b.size() > 1) s.out.push_back(s.N);
-  return s;
 }
 
 /// Offset (in matrices) of batch `idx` of an operand with dims `dims` broadcast to `batch`.
@@ -213,24 +178,7 @@ Shape operand_strides(const Shape& physical, bool trans) {
   return st;
 }
 
-/// The logical shape of an operand: the last two dims swapped when `trans` (rank >= 2).
-Shape logical_shape(Shape s, bool trans) {
-  if (trans && s.size() >= 2) std::swap(s[s.size() - 1], s[s.size() - 2]);
-  return s;
-}
-
-/// What ai.onyx FusedMatMulBias applies to each product element after adding the bias.
-enum class Activation { None, Relu, Gelu, GeluTanh };
-
-Activation parse_activation(const KernelInfo& info) {
-  const std::string a = info.node.attr_string("activation", "none");
-  if (a == "none") return Activation::None;
-  if (a == "relu") return Activation::Relu;
-  if (a == "gelu") return Activation::Gelu;
-  if (a == "gelu_tanh") return Activation::GeluTanh;
-  ONYX_THROW("[{}] attribute activation must be 'none', 'relu', 'gelu' or 'gelu_tanh', found '{}'",
-             info.label(), a);
-}
+using Activation = MatMulActivation;
 
 template <typename Acc>
 Acc activate(Acc v, Activation act) {
@@ -273,48 +221,26 @@ void add_bias_activate(const Tensor& bias, Tensor& Y, int64_t n, Activation act,
 class MatMulKernel final : public Kernel {
  public:
   explicit MatMulKernel(const KernelInfo& info)
-      : alpha_(info.node.attr_float("alpha", 1.0f)),
-        trans_a_(info.node.attr_int("transA", 0) != 0),
-        trans_b_(info.node.attr_int("transB", 0) != 0),
-        const_b_(info.constant_input(1) != nullptr),
-        bias_(info.node.op_type == "FusedMatMulBias"),
-        act_(bias_ ? parse_activation(info) : Activation::None) {
-    for (const char* a : {"transBatchA", "transBatchB"})
-      if (info.node.attr_int(a, 0) != 0)
-        throw NotImplemented(fmt::format("[{}] {} = 1 is not supported", info.label(), a));
-    ONYX_CHECK(!bias_ || (alpha_ == 1.0f && !trans_a_),
-               "[{}] FusedMatMulBias takes neither alpha nor transA, found alpha {} and transA {}",
-               info.label(), alpha_, trans_a_ ? 1 : 0);
-  }
+      : attrs_(info), const_b_(info.constant_input(1) != nullptr) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& A = ctx.required_input(0);
     const Tensor& B = ctx.required_input(1);
-    ONYX_CHECK(A.dtype() == B.dtype(), "[{}] A and B must have one dtype, got {} and {}",
-               ctx.label(), dtype_name(A.dtype()), dtype_name(B.dtype()));
-    const bool ta = trans_a_ && A.rank() >= 2, tb = trans_b_ && B.rank() >= 2;
-    MatMulShape s = matmul_shape(ctx.label(), logical_shape(A.shape(), ta),
-                                 logical_shape(B.shape(), tb));
-    const Tensor* bias = bias_ ? &ctx.required_input(2) : nullptr;
-    if (bias) {
-      ONYX_CHECK(B.rank() == 2 && bias->dtype() == A.dtype() && bias->numel() == s.N &&
-                     bias->rank() >= 1 && bias->dim(-1) == s.N,
-                 "[{}] FusedMatMulBias expects a 2-D B and a bias of {} [{}] (or [1, .., {}]), "
-                 "found B {} and bias {} {}",
-                 ctx.label(), dtype_name(A.dtype()), s.N, s.N, shape_str(B.shape()),
-                 dtype_name(bias->dtype()), shape_str(bias->shape()));
-    }
+    bool ta = false, tb = false;
+    const MatMulShape s = matmul_run_shape(ctx, attrs_, ta, tb);
+    const Tensor* bias = attrs_.bias ? &ctx.required_input(2) : nullptr;
     Tensor& Y = ctx.allocate_output(0, A.dtype(), s.out);
     if (Y.numel() == 0) return;
     auto epilogue = [&] {
-      if (bias) add_bias_activate(*bias, Y, s.N, act_, ctx.threads());
+      if (bias) add_bias_activate(*bias, Y, s.N, attrs_.act, ctx.threads());
     };
     if (s.K == 0) {
       std::memset(Y.raw(), 0, Y.nbytes());
       epilogue();
       return;
     }
-    if (A.dtype() == DataType::Float && s.M == 1 && shape_numel(s.batch) == 1 && alpha_ == 1.0f) {
+    if (A.dtype() == DataType::Float && s.M == 1 && shape_numel(s.batch) == 1 &&
+        attrs_.alpha == 1.0f) {
       gemv_f32(s.K, s.N, A.data<float>(), B.data<float>(), tb, Y.data<float>(), ctx.threads());
       epilogue();
       return;
@@ -328,11 +254,12 @@ class MatMulKernel final : public Kernel {
     }
     dispatch<MatMulTypes>(A.dtype(), ctx.label(), [&]<typename T>() {
       ref_matmul<T>(s, A.data<T>(), B.data<T>(), Y.data<T>(), ctx.threads(), ta, tb);
-      if (alpha_ != 1.0f) {
+      if (attrs_.alpha != 1.0f) {
         T* y = Y.data<T>();
         const int64_t n = Y.numel();
         for (int64_t i = 0; i < n; ++i)
-          y[i] = static_cast<T>(static_cast<acc_t<T>>(alpha_) * static_cast<acc_t<T>>(y[i]));
+          y[i] = static_cast<T>(static_cast<acc_t<T>>(attrs_.alpha) *
+                                static_cast<acc_t<T>>(y[i]));
       }
     });
     epilogue();
@@ -340,7 +267,7 @@ class MatMulKernel final : public Kernel {
 
  private:
   /// oneDNN's matmul; false when it has none for these operands. `bias` (FusedMatMulBias) is
-  /// added, and act_ applied, inside the primitive when B is shared by every row
+  /// added, and attrs_.act applied, inside the primitive when B is shared by every row
   /// (`fused_epilogue` tells), else by the caller.
   bool run_dnnl(KernelContext& ctx, const MatMulShape& s, const Tensor& A, const Tensor& B,
                 const Tensor* bias, Tensor& Y, bool ta, bool tb, bool& fused_epilogue) const {
@@ -353,15 +280,15 @@ class MatMulKernel final : public Kernel {
     key.insert(key.end(), s.b_batch.begin(), s.b_batch.end());
     auto e = cache_.get(key, [&] {
       dnnl::primitive_attr attr = du::scratch_attr();
-      if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
+      if (attrs_.alpha != 1.0f) attr.set_output_scales(0, {attrs_.alpha});
       // B shared by every batch (and A not transposed): one [batch*M, K] x [K, N] product.
       if (shape_numel(s.b_batch) == 1 && !ta) {
         int64_t rows = shape_numel(s.a_batch) * s.M;
-        if (bias && act_ != Activation::None) {
+        if (bias && attrs_.act != Activation::None) {
           dnnl::post_ops ops;
           ops.append_eltwise(1.0f,
-                             act_ == Activation::Relu   ? dnnl::algorithm::eltwise_relu
-                             : act_ == Activation::Gelu ? dnnl::algorithm::eltwise_gelu_erf
+                             attrs_.act == Activation::Relu   ? dnnl::algorithm::eltwise_relu
+                             : attrs_.act == Activation::Gelu ? dnnl::algorithm::eltwise_gelu_erf
                                                         : dnnl::algorithm::eltwise_gelu_tanh,
                              0.0f, 0.0f);
           attr.set_post_ops(ops);
@@ -406,11 +333,8 @@ class MatMulKernel final : public Kernel {
     return true;
   }
 
-  float alpha_;
-  bool trans_a_, trans_b_;
+  MatMulAttrs attrs_;
   bool const_b_;  // B is an initializer: packed once per layout (packed_)
-  bool bias_;     // ai.onyx FusedMatMulBias: input 2 is a row bias, act_ follows
-  Activation act_;
   du::PrimitiveCache<MatMulEntry> cache_;
   PackedWeights packed_;
 };
@@ -430,25 +354,7 @@ class GemmKernel final : public Kernel {
     const Tensor& B = ctx.required_input(1);
     const Tensor* C = ctx.input(2);
     DataType dt = A.dtype();
-    ONYX_CHECK(A.rank() == 2 && B.rank() == 2, "[{}] Gemm expects 2-D A and B, got {} and {}",
-               ctx.label(), shape_str(A.shape()), shape_str(B.shape()));
-    ONYX_CHECK(B.dtype() == dt && (!C || C->dtype() == dt),
-               "[{}] A, B and C must have one dtype, got {}, {} and {}", ctx.label(),
-               dtype_name(dt), dtype_name(B.dtype()), C ? dtype_name(C->dtype()) : "none");
-    int64_t M = trans_a_ ? A.dim(1) : A.dim(0), K = trans_a_ ? A.dim(0) : A.dim(1);
-    int64_t Kb = trans_b_ ? B.dim(1) : B.dim(0), N = trans_b_ ? B.dim(0) : B.dim(1);
-    ONYX_CHECK(K == Kb, "[{}] Gemm inner dims differ: A {} (transA={}) and B {} (transB={})",
-               ctx.label(), shape_str(A.shape()), trans_a_, shape_str(B.shape()), trans_b_);
-    int64_t cm = 1, cn = 1;
-    if (C) {
-      ONYX_CHECK(C->rank() <= 2, "[{}] C must have rank <= 2, got {}", ctx.label(),
-                 shape_str(C->shape()));
-      cn = C->rank() >= 1 ? C->dim(-1) : 1;
-      cm = C->rank() == 2 ? C->dim(0) : 1;
-      ONYX_CHECK((cm == 1 || cm == M) && (cn == 1 || cn == N),
-                 "[{}] C of shape {} does not broadcast to [{}, {}]", ctx.label(),
-                 shape_str(C->shape()), M, N);
-    }
+    const auto [M, N, K, cm, cn] = gemm_shape(ctx, trans_a_, trans_b_);
     bool use_c = C && beta_ != 0.0f;
     Tensor& Y = ctx.allocate_output(0, dt, {M, N});
     if (Y.numel() == 0) return;

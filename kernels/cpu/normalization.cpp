@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/norm_attrs.h"
 #include "kernels/cpu/half_convert.h"
 #include "graph/dispatch.h"
 #include "kernels/parallel.h"
@@ -254,21 +255,14 @@ class GroupNormKernel final : public Kernel {
 /// LayerNormalization and RMSNormalization: each row of X.shape[axis:] is normalised.
 class RowNormKernel final : public Kernel {
  public:
-  RowNormKernel(const KernelInfo& info, bool rms)
-      : axis_(info.node.attr_int("axis", -1)),
-        eps_(info.node.attr_float("epsilon", 1e-5f)),
-        stash_(static_cast<DataType>(info.node.attr_int("stash_type", 1))),
-        rms_(rms) {}
+  RowNormKernel(const KernelInfo& info, bool rms) : attrs_(info, rms) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);
     const Tensor& scale_t = ctx.required_input(1);
-    const Tensor* bias_t = rms_ ? nullptr : ctx.input(2);
+    const Tensor* bias_t = attrs_.rms ? nullptr : ctx.input(2);
     int64_t r = X.rank();
-    int64_t axis = axis_ < 0 ? axis_ + r : axis_;
-    ONYX_CHECK(axis >= 0 && axis < std::max<int64_t>(r, 1),
-               "[{}] axis {} is out of range for X of shape {}", ctx.label(), axis_,
-               shape_str(X.shape()));
+    int64_t axis = attrs_.axis_of(ctx, X);
     ONYX_CHECK(is_float_dtype(X.dtype()), "[{}] X must be a float tensor, got {}", ctx.label(),
                dtype_name(X.dtype()));
     Shape inner_shape(X.shape().begin() + axis, X.shape().end());
@@ -278,11 +272,11 @@ class RowNormKernel final : public Kernel {
     Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
     Shape stat_shape(X.shape().begin(), X.shape().begin() + axis);
     stat_shape.resize(r, 1);
-    DataType sdt = is_float_dtype(stash_) ? stash_ : DataType::Float;
-    Tensor* mean_out = !rms_ && ctx.num_outputs() > 1 && ctx.output_wanted(1)
+    DataType sdt = is_float_dtype(attrs_.stash) ? attrs_.stash : DataType::Float;
+    Tensor* mean_out = !attrs_.rms && ctx.num_outputs() > 1 && ctx.output_wanted(1)
                            ? &ctx.allocate_output(1, sdt, stat_shape)
                            : nullptr;
-    Tensor* inv_out = !rms_ && ctx.num_outputs() > 2 && ctx.output_wanted(2)
+    Tensor* inv_out = !attrs_.rms && ctx.num_outputs() > 2 && ctx.output_wanted(2)
                           ? &ctx.allocate_output(2, sdt, stat_shape)
                           : nullptr;
     std::vector<double> means(outer), invs(outer);
@@ -297,12 +291,12 @@ class RowNormKernel final : public Kernel {
                        const T* xr = x + o * inner;
                        T* yr = y + o * inner;
                        double mean = 0, var = 0;
-                       if (rms_) {
+                       if (attrs_.rms) {
                          var = sum_double(xr, inner, true) / inner;
                        } else {
                          std::tie(mean, var) = moments(xr, inner);
                        }
-                       double inv = 1.0 / std::sqrt(var + eps_);
+                       double inv = 1.0 / std::sqrt(var + attrs_.epsilon);
                        means[o] = mean;
                        invs[o] = inv;
                        Acc m = static_cast<Acc>(mean), iv = static_cast<Acc>(inv);
@@ -332,10 +326,7 @@ class RowNormKernel final : public Kernel {
   }
 
  private:
-  int64_t axis_;
-  double eps_;
-  DataType stash_;
-  bool rms_;
+  RowNormAttrs attrs_;
 };
 
 /// LRN: y = x / (bias + alpha / size * sum of x^2 over `size` neighbouring channels)^beta.

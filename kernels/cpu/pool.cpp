@@ -24,81 +24,6 @@ namespace du = dnnl_util;
 
 enum class PoolKind { Max, Avg, Lp };
 
-struct PoolAttrs {
-  std::string auto_pad;
-  Shape kernel_shape, strides, dilations, pads;
-  bool ceil_mode, count_include_pad, column_major;
-  double p;
-  PoolAttrs(const KernelInfo& info, PoolKind kind)
-      : auto_pad(info.node.attr_string("auto_pad", "NOTSET")),
-        kernel_shape(info.node.attr_ints("kernel_shape")),
-        strides(info.node.attr_ints("strides")),
-        dilations(info.node.attr_ints("dilations")),
-        pads(info.node.attr_ints("pads")),
-        ceil_mode(info.node.attr_int("ceil_mode", 0) != 0),
-        count_include_pad(info.node.attr_int("count_include_pad", 0) != 0),
-        column_major(info.node.attr_int("storage_order", 0) != 0),
-        // LpPool-1 has a float p; later versions an int.
-        p(kind != PoolKind::Lp ? 0.0
-          : info.opset < 2     ? info.node.attr_float("p", 2.0f)
-                               : static_cast<double>(info.node.attr_int("p", 2))) {
-    ONYX_CHECK(!kernel_shape.empty(), "[{}] attribute kernel_shape is required", info.label());
-    // Bounds that keep the window arithmetic ((k - 1) * dilation, pads) inside int64.
-    check_attr_values(info.label(), "kernel_shape", kernel_shape, 1, INT32_MAX);
-    check_attr_values(info.label(), "strides", strides, 1, INT32_MAX);
-    check_attr_values(info.label(), "dilations", dilations, 1, INT32_MAX);
-    check_attr_values(info.label(), "pads", pads, 0, INT32_MAX);
-  }
-};
-
-struct PoolGeometry {
-  int64_t N = 0, C = 0;
-  Shape in, out, k, stride, dil, pad_l, pad_r;
-};
-
-
-/// Geometry for X of (logical) shape [N, C, spatial...].
-PoolGeometry pool_geometry(KernelContext& ctx, const PoolAttrs& a, const Shape& x) {
-  size_t nsp = a.kernel_shape.size();
-  ONYX_CHECK(x.size() == nsp + 2 && nsp >= 1 && nsp <= 3,
-             "[{}] X of shape {} does not fit kernel_shape {} (expected rank {})", ctx.label(),
-             shape_str(x), shape_str(a.kernel_shape), nsp + 2);
-  PoolGeometry g;
-  g.N = x[0];
-  g.C = x[1];
-  g.in.assign(x.begin() + 2, x.end());
-  g.k = a.kernel_shape;
-  WindowSteps steps(ctx.label(), a.strides, a.dilations, a.pads, nsp);
-  g.stride = std::move(steps.stride);
-  g.dil = std::move(steps.dil);
-  g.pad_l.assign(nsp, 0);
-  g.pad_r.assign(nsp, 0);
-  g.out.resize(nsp);
-  for (size_t i = 0; i < nsp; ++i) {
-    ONYX_CHECK(g.k[i] >= 1, "[{}] kernel_shape must be >= 1, got {}", ctx.label(),
-               shape_str(g.k));
-    int64_t ek = (g.k[i] - 1) * g.dil[i] + 1, s = g.stride[i];
-    if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
-      g.out[i] = (g.in[i] + s - 1) / s;
-      int64_t total = std::max<int64_t>(0, (g.out[i] - 1) * s + ek - g.in[i]);
-      g.pad_l[i] = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      g.pad_r[i] = total - g.pad_l[i];
-      continue;
-    }
-    if (a.auto_pad != "VALID" && !a.pads.empty()) {
-      g.pad_l[i] = a.pads[i];
-      g.pad_r[i] = a.pads[i + nsp];
-    }
-    int64_t span = g.in[i] + g.pad_l[i] + g.pad_r[i] - ek;
-    ONYX_CHECK(span >= 0, "[{}] kernel {} (dilated) is larger than the padded input {}",
-               ctx.label(), shape_str(g.k), shape_str(x));
-    g.out[i] = (a.ceil_mode ? (span + s - 1) / s : span / s) + 1;
-    // The last window must start inside the input or the left padding.
-    if (a.ceil_mode && (g.out[i] - 1) * s >= g.in[i] + g.pad_l[i]) --g.out[i];
-  }
-  return g;
-}
-
 /// [k0, k1): the taps k in [0, K) whose position base + k * D lies in [lo, hi). Window loops
 /// visit only these, so a kernel far larger than the input (kernel_shape 2^40 with SAME
 /// padding, legal ONNX) costs its in-input taps rather than 2^40 iterations.
@@ -386,7 +311,7 @@ using MaxPoolTypes = TypeList<float, double, float16, bfloat16, int8_t, uint8_t>
 class PoolKernel final : public Kernel {
  public:
   PoolKernel(const KernelInfo& info, PoolKind kind, bool blocked)
-      : attrs_(info, kind), kind_(kind), block_(blocked ? info.node.attr_int("block", 8) : 0) {
+      : attrs_(info, kind == PoolKind::Lp), kind_(kind), block_(blocked ? info.node.attr_int("block", 8) : 0) {
     ONYX_CHECK(!blocked || (du::is_layout_block(block_) && attrs_.kernel_shape.size() == 2),
                "[{}] expects a 2-D kernel_shape and block 8, 16 or -1 (channels-last), got {} and "
                "{}",

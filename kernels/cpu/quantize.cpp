@@ -434,11 +434,11 @@ void qlinear_matmul(KernelContext& ctx) {
 
 // ---- integer convolution ---------------------------------------------------------------
 
-struct ConvAttrs {
+struct IntConvAttrs {
   std::string auto_pad;
   std::vector<int64_t> dilations, pads, strides, kernel_shape;
   int64_t group = 1;
-  explicit ConvAttrs(const Node& n)
+  explicit IntConvAttrs(const Node& n)
       : auto_pad(n.attr_string("auto_pad", "NOTSET")),
         dilations(n.attr_ints("dilations")),
         pads(n.attr_ints("pads")),
@@ -459,7 +459,7 @@ struct ConvAttrs {
 
 /// Direct N-D convolution of int32 data: y[n, m, ...] = sum x[n, c, ...] * w[m, c/g, ...]
 /// (+ bias[m]); returns y and sets `out_shape`.
-std::vector<int32_t> conv_int32(KernelContext& ctx, const ConvAttrs& at, const Shape& xs,
+std::vector<int32_t> conv_int32(KernelContext& ctx, const IntConvAttrs& at, const Shape& xs,
                                 const std::vector<int32_t>& x, const Shape& ws,
                                 const std::vector<int32_t>& w, const std::vector<int32_t>* bias,
                                 Shape* out_shape) {
@@ -471,7 +471,7 @@ std::vector<int32_t> conv_int32(KernelContext& ctx, const ConvAttrs& at, const S
              ctx.label(), shape_str(ws), shape_str(xs), G);
   std::vector<int64_t> k(ws.begin() + 2, ws.end());
   // strides, dilations and pads of the wrong length for X's rank are errors, not reads past
-  // their ends (their values were checked in ConvAttrs).
+  // their ends (their values were checked in IntConvAttrs).
   WindowSteps steps(ctx.label(), at.strides, at.dilations, at.pads, static_cast<size_t>(r));
   ONYX_CHECK(at.kernel_shape.empty() || Shape(ws.begin() + 2, ws.end()) == at.kernel_shape,
              "[{}] attribute 'kernel_shape' holds [{}], not W's spatial dims {}", ctx.label(),
@@ -578,7 +578,7 @@ class ConvIntegerKernel final : public Kernel {
   }
 
  private:
-  ConvAttrs at_;
+  IntConvAttrs at_;
 };
 
 class QLinearConvKernel final : public Kernel {
@@ -618,7 +618,7 @@ class QLinearConvKernel final : public Kernel {
   }
 
  private:
-  ConvAttrs at_;
+  IntConvAttrs at_;
 };
 
 }  // namespace

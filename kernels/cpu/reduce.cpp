@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_plan.h"
+#include "kernels/reduce_axes.h"
 #include "graph/dispatch.h"
 
 namespace onyx::cpu {
@@ -116,38 +117,13 @@ struct LseSumOp {
 class ReduceKernel final : public Kernel {
  public:
   ReduceKernel(const KernelInfo& info, ReduceKind kind)
-      : kind_(kind),
-        keepdims_(info.node.attr_int("keepdims", 1) != 0),
-        noop_with_empty_axes_(info.node.attr_int("noop_with_empty_axes", 0) != 0) {}
+      : kind_(kind), attrs_(info) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
-    const int64_t rank = x.rank();
-    std::vector<bool> reduced(rank, false);
-    const Tensor* axes_t = ctx.input(1);
-    if (axes_t) {
-      ONYX_CHECK(axes_t->dtype() == DataType::Int64 && axes_t->rank() <= 1,
-                 "[{}] axes (input 1) should be a 1-D int64 tensor but is {} of shape {}",
-                 ctx.label(), dtype_name(axes_t->dtype()), shape_str(axes_t->shape()));
-    }
-    const std::vector<int64_t> axes = axes_t ? axes_t->to_int64_vector() : std::vector<int64_t>{};
-    if (axes.empty()) {
-      // No axes: reduce everything, or (noop_with_empty_axes) reduce over no axis at all.
-      if (!noop_with_empty_axes_) reduced.assign(rank, true);
-    }
-    for (int64_t a : axes) {
-      const int64_t ax = normalize_axis(a, rank, ctx.label());
-      ONYX_CHECK(!reduced[ax], "[{}] axes {} name axis {} twice", ctx.label(), fmt::join(axes, ","),
-                 ax);
-      reduced[ax] = true;
-    }
-    Shape out_shape;
-    for (int64_t i = 0; i < rank; ++i) {
-      if (!reduced[i]) out_shape.push_back(x.shape()[i]);
-      else if (keepdims_) out_shape.push_back(1);
-    }
-    Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
-    const ReducePlan plan = make_reduce_plan(x.shape(), reduced);
+    const ReducedAxes r = reduced_axes(ctx, attrs_, x.shape());
+    Tensor& y = ctx.allocate_output(0, x.dtype(), r.out);
+    const ReducePlan plan = make_reduce_plan(x.shape(), r.reduced);
     const int threads = ctx.threads();
 
     if (kind_ == ReduceKind::Max || kind_ == ReduceKind::Min) {
@@ -184,8 +160,7 @@ class ReduceKernel final : public Kernel {
   }
 
   ReduceKind kind_;
-  bool keepdims_;
-  bool noop_with_empty_axes_;
+  ReduceAttrs attrs_;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "graph/saturate_cast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/movement_plan.h"
 #include "kernels/slice_plan.h"
 #include "kernels/cpu/move_util.h"
 #include "kernels/parallel.h"
@@ -144,21 +145,8 @@ class TransposeKernel final : public Kernel {
       : perm_(info.node.attr_ints("perm")), reverse_(!info.node.has_attr("perm")) {}
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
-    auto r = static_cast<size_t>(x.rank());
-    std::vector<int64_t> perm = perm_;
-    if (reverse_)
-      for (size_t i = r; i-- > 0;) perm.push_back(static_cast<int64_t>(i));
-    ONYX_CHECK(perm.size() == r, "[{}] attribute 'perm' {} does not match input shape {}",
-               ctx.label(), perm, shape_str(x.shape()));
-    std::vector<bool> seen(r, false);
     Shape out;
-    for (int64_t& p : perm) {
-      p = normalize_axis(p, static_cast<int64_t>(r), ctx.label() + " attribute 'perm'");
-      ONYX_CHECK(!seen[static_cast<size_t>(p)], "[{}] attribute 'perm' {} repeats an axis",
-               ctx.label(), perm_);
-      seen[static_cast<size_t>(p)] = true;
-      out.push_back(x.shape()[static_cast<size_t>(p)]);
-    }
+    std::vector<int64_t> perm = transpose_perm(ctx.label(), perm_, reverse_, x.shape(), out);
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
       transpose_copy(x.data_as<T>(), y.data_as<T>(), x.shape(), perm, ctx.threads());
@@ -215,24 +203,10 @@ class SpaceDepthKernel final : public Kernel {
 
 void expand_compute(KernelContext& ctx) {
   const Tensor& x = ctx.required_input(0);
-  const Tensor& s = ctx.required_input(1);
-  ONYX_CHECK(s.rank() == 1, "[{}] shape input should be 1-D but has shape {}", ctx.label(),
-             shape_str(s.shape()));
-  Shape want = s.to_int64_vector();
-  size_t r = std::max(want.size(), x.shape().size());
-  Shape out(r);
-  std::vector<int64_t> strides(r, 0), xs = contiguous_strides(x.shape());
-  for (size_t i = 0; i < r; ++i) {
-    size_t xo = r - x.shape().size(), wo = r - want.size();
-    int64_t xd = i >= xo ? x.shape()[i - xo] : 1, wd = i >= wo ? want[i - wo] : 1;
-    ONYX_CHECK(xd == wd || xd == 1 || wd == 1, "[{}] cannot expand shape {} to {}", ctx.label(),
-               shape_str(x.shape()), shape_str(want));
-    out[i] = xd == 1 ? wd : xd;
-    if (i >= xo && xd != 1) strides[i] = xs[i - xo];
-  }
-  Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+  const ExpandPlan p = plan_expand(ctx, x.shape());
+  Tensor& y = ctx.allocate_output(0, x.dtype(), p.out);
   dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
-    strided_copy(x.data_as<T>(), y.data_as<T>(), out, strides, ctx.threads());
+    strided_copy(x.data_as<T>(), y.data_as<T>(), p.out, p.strides, ctx.threads());
   });
 }
 
@@ -287,16 +261,8 @@ void tile(const T* x, T* y, const Shape& in, const Shape& out, int threads) {
 
 void tile_compute(KernelContext& ctx) {
   const Tensor& x = ctx.required_input(0);
-  const Tensor& rep = ctx.required_input(1);
-  auto reps = rep.to_int64_vector();
-  ONYX_CHECK(rep.rank() == 1 && static_cast<int64_t>(reps.size()) == x.rank(),
-             "[{}] repeats should be 1-D with {} values but has shape {}", ctx.label(), x.rank(),
-             shape_str(rep.shape()));
   Shape out;
-  for (size_t i = 0; i < reps.size(); ++i) {
-    ONYX_CHECK(reps[i] >= 0, "[{}] repeats {} has a negative value", ctx.label(), reps);
-    out.push_back(checked_dim_mul(x.shape()[i], reps[i], ctx.label()));
-  }
+  tile_repeats(ctx, x.shape(), out);
   Tensor& y = ctx.allocate_output(0, x.dtype(), out);
   if (y.numel() == 0) return;
   dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
@@ -306,27 +272,14 @@ void tile_compute(KernelContext& ctx) {
 
 class ConcatKernel final : public Kernel {
  public:
-  explicit ConcatKernel(const KernelInfo& info)
-      : axis_(info.opset < 4 ? info.node.attr_int("axis", 1)
-                             : info.node.require_attr("axis", Attribute::Type::Int).i) {}
+  explicit ConcatKernel(const KernelInfo& info) : axis_(concat_axis_attr(info)) {}
   void compute(KernelContext& ctx) const override {
     const Tensor& first = ctx.required_input(0);
-    int64_t r = first.rank();
-    ONYX_CHECK(r > 0, "[{}] inputs should have rank >= 1 but input 0 is a scalar", ctx.label());
-    auto a = static_cast<size_t>(normalize_axis(axis_, r, ctx.label()));
-    Shape out = first.shape();
-    out[a] = 0;
-    for (int i = 0; i < ctx.num_inputs(); ++i) {
-      const Tensor& t = ctx.required_input(i);
-      bool ok = t.dtype() == first.dtype() && t.rank() == r;
-      for (size_t d = 0; ok && d < out.size(); ++d) ok = d == a || t.shape()[d] == out[d];
-      ONYX_CHECK(ok, "[{}] input {} is {}{} but input 0 is {}{} (only axis {} may differ)",
-                 ctx.label(), i, dtype_name(t.dtype()), shape_str(t.shape()),
-                 dtype_name(first.dtype()), shape_str(first.shape()), a);
-      out[a] += t.shape()[a];
-    }
+    const ConcatPlan p = plan_concat(ctx, axis_);
+    const Shape& out = p.out;
+    const size_t a = p.axis;
+    const int64_t outer = p.outer, inner = p.inner;
     Tensor& y = ctx.allocate_output(0, first.dtype(), out);
-    int64_t outer = dims_product(out, 0, a), inner = dims_product(out, a + 1, out.size());
     int64_t pitch = out[a] * inner, col = 0;
     dispatch_move(first.dtype(), ctx.label(), [&]<typename T>() {
       for (int i = 0; i < ctx.num_inputs(); ++i) {
@@ -344,33 +297,13 @@ class ConcatKernel final : public Kernel {
 
 class SplitKernel final : public Kernel {
  public:
-  explicit SplitKernel(const KernelInfo& info)
-      : axis_(info.node.attr_int("axis", 0)),
-        num_outputs_(info.node.attr_int("num_outputs", 0)),
-        uneven_(info.opset >= 18) {}
+  explicit SplitKernel(const KernelInfo& info) : attrs_(info) {}
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
-    auto a = static_cast<size_t>(normalize_axis(axis_, x.rank(), ctx.label()));
-    int64_t dim = x.shape()[a], n = ctx.num_outputs();
-    std::vector<int64_t> sizes;
-    if (const Tensor* s = ctx.input(1)) {
-      sizes = s->to_int64_vector();
-      int64_t sum = 0;  // each part within [0, dim], so the running sum cannot overflow
-      for (int64_t v : sizes) sum += v < 0 || v > dim ? dim + 1 : v;
-      ONYX_CHECK(static_cast<int64_t>(sizes.size()) == n && sum == dim,
-                 "[{}] split {} should have {} non-negative values summing to {} (axis {} of {})",
-                 ctx.label(), sizes, n, dim, a, shape_str(x.shape()));
-    } else {
-      ONYX_CHECK(num_outputs_ == 0 || num_outputs_ == n, "[{}] num_outputs is {} but node has {}",
-                 ctx.label(), num_outputs_, n);
-      int64_t chunk = uneven_ ? (dim + n - 1) / n : dim / n;
-      ONYX_CHECK(uneven_ || dim % n == 0, "[{}] axis {} of shape {} does not split into {} parts",
-                 ctx.label(), a, shape_str(x.shape()), n);
-      for (int64_t i = 0, left = dim; i < n; ++i, left -= chunk)
-        sizes.push_back(std::clamp<int64_t>(left, 0, chunk));
-    }
-    int64_t outer = dims_product(x.shape(), 0, a),
-            inner = dims_product(x.shape(), a + 1, x.shape().size());
+    const SplitPlan p = plan_split(ctx, attrs_, x.shape());
+    const size_t a = p.axis;
+    const int64_t dim = x.shape()[a], n = ctx.num_outputs(), outer = p.outer, inner = p.inner;
+    const std::vector<int64_t>& sizes = p.sizes;
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
       int64_t col = 0;
       for (int i = 0; i < n; ++i) {
@@ -388,8 +321,7 @@ class SplitKernel final : public Kernel {
   }
 
  private:
-  int64_t axis_, num_outputs_;
-  bool uneven_;
+  SplitAttrs attrs_;
 };
 
 void slice_compute(KernelContext& ctx) {
@@ -404,61 +336,16 @@ void slice_compute(KernelContext& ctx) {
   });
 }
 
-enum class PadMode { Constant, Reflect, Edge, Wrap };
-
 class PadKernel final : public Kernel {
  public:
-  explicit PadKernel(const KernelInfo& info) {
-    std::string m = info.node.attr_string("mode", "constant");
-    if (m == "constant")
-      mode_ = PadMode::Constant;
-    else if (m == "reflect")
-      mode_ = PadMode::Reflect;
-    else if (m == "edge")
-      mode_ = PadMode::Edge;
-    else if (m == "wrap" && info.opset >= 19)
-      mode_ = PadMode::Wrap;
-    else
-      ONYX_THROW("[{}] unknown mode '{}' at opset {}", info.label(), m, info.opset);
-  }
+  explicit PadKernel(const KernelInfo& info) : mode_(parse_pad_mode(info)) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
-    int64_t r = x.rank();
-    auto pads = ctx.required_input(1).to_int64_vector();
-    std::vector<int64_t> axes;
-    if (const Tensor* t = ctx.input(3))
-      axes = t->to_int64_vector();
-    else
-      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-    auto na = axes.size();
-    ONYX_CHECK(pads.size() == 2 * na, "[{}] pads {} should have {} values (2 per axis)",
-               ctx.label(), pads, 2 * na);
-    std::vector<int64_t> before(static_cast<size_t>(r), 0), after(static_cast<size_t>(r), 0);
-    // Pads are data: bounded so that sizes and source indices stay inside int64.
-    constexpr int64_t kMaxPad = int64_t{1} << 62;
-    for (int64_t p : pads)
-      ONYX_CHECK(p >= -kMaxPad && p <= kMaxPad, "[{}] pads {} should lie in [-2^62, 2^62]",
-                 ctx.label(), pads);
-    for (size_t i = 0; i < na; ++i) {
-      auto a = static_cast<size_t>(normalize_axis(axes[i], r, ctx.label()));
-      before[a] = pads[i];
-      after[a] = pads[i + na];
-    }
-    Shape out = x.shape();
-    for (size_t a = 0; a < out.size(); ++a) {
-      const int64_t d = x.shape()[a];
-      int64_t with_before = 0;
-      ONYX_CHECK(!__builtin_add_overflow(d, before[a], &with_before) &&
-                     !__builtin_add_overflow(with_before, after[a], &out[a]),
-                 "[{}] pads {} make axis {} of shape {} larger than int64", ctx.label(), pads, a,
-                 shape_str(x.shape()));
-      ONYX_CHECK(out[a] >= 0, "[{}] pads {} shrink axis {} of shape {} below zero", ctx.label(),
-                 pads, a, shape_str(x.shape()));
-      ONYX_CHECK(mode_ == PadMode::Constant || d > 0 || out[a] == 0,
-                 "[{}] cannot pad empty axis {} of shape {} in a non-constant mode", ctx.label(), a,
-                 shape_str(x.shape()));
-    }
+    const int64_t r = x.rank();
+    const PadPlan plan = plan_pad(ctx, x.shape(), mode_ == PadMode::Constant);
+    const Shape& out = plan.out;
+    const std::vector<int64_t>& before = plan.before;
     // The output is taken (and its size checked) before the index maps: an empty output with a
     // huge padded axis needs no map.
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);

@@ -9,13 +9,12 @@
 #include <cmath>
 #include <optional>
 
+#include "kernels/attention_geometry.h"
 #include "kernels/cuda/attention_launch.h"
 #include "kernels/cuda/cuda_common.h"
 
 namespace onyx::cuda {
 namespace {
-
-const Tensor* opt_input(const KernelContext& ctx, int i) { return i < ctx.num_inputs() ? ctx.input(i) : nullptr; }
 
 std::optional<attn::DType> attn_dtype(DataType t) {
   switch (t) {
@@ -53,30 +52,9 @@ attn::View head_view(const void* p, bool three_d, int64_t heads, int64_t seq, in
   return v;
 }
 
-struct AttnGeom {
-  bool three_d = false;
-  int64_t B = 0, Hq = 0, Hk = 0, Sq = 0, Snew = 0, P = 0, Skv = 0, Dq = 0, Dv = 0;
-};
-
 class AttentionKernel final : public Kernel {
  public:
-  explicit AttentionKernel(const KernelInfo& info)
-      : is_causal_(info.node.attr_int("is_causal", 0) != 0),
-        q_heads_(info.node.attr_int("q_num_heads", 0)),
-        kv_heads_(info.node.attr_int("kv_num_heads", 0)),
-        mode_(info.node.attr_int("qk_matmul_output_mode", 0)),
-        has_scale_(info.node.has_attr("scale")),
-        scale_(info.node.attr_float("scale", 0.f)),
-        softcap_(info.node.attr_float("softcap", 0.f)),
-        softmax_dt_(static_cast<DataType>(info.node.attr_int("softmax_precision", 0))),
-        left_(info.opset >= 25 ? info.node.attr_int("left_window_size", -1) : -1),
-        right_(info.opset >= 25 ? info.node.attr_int("right_window_size", -1) : -1) {
-    ONYX_CHECK(mode_ >= 0 && mode_ <= 3, "[{}] qk_matmul_output_mode should be 0..3 but is {}", info.label(), mode_);
-    ONYX_CHECK(softmax_dt_ == DataType::Undefined || is_float(softmax_dt_),
-               "[{}] softmax_precision should be a float type but is {}", info.label(), static_cast<int>(softmax_dt_));
-    ONYX_CHECK(left_ >= -1 && right_ >= -1, "[{}] window sizes should be -1 or >= 0 but are {} and {}", info.label(),
-               left_, right_);
-  }
+  explicit AttentionKernel(const KernelInfo& info) : attrs_(info) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& q = ctx.required_input(0);
@@ -86,8 +64,7 @@ class AttentionKernel final : public Kernel {
     const Tensor* past_k = opt_input(ctx, 4);
     const Tensor* past_v = opt_input(ctx, 5);
     const Tensor* nonpad = opt_input(ctx, 6);
-    const AttnGeom g = geometry(ctx, q, k, v, past_k, past_v);
-    check_extras(ctx, g, q.dtype(), mask, nonpad, past_k);
+    const AttnGeom g = attention_geometry(ctx, attrs_);
     const auto dt = attn_dtype(q.dtype());
     ONYX_CHECK(dt, "[{}] the CUDA kernel does not take {} input", ctx.label(), dtype_name(q.dtype()));
     // Grid axes: heads and batch ride on gridDim.y / z.
@@ -134,11 +111,11 @@ class AttentionKernel final : public Kernel {
       p.mask = mask->raw(), p.mask_t = mask_type(mask->dtype()), p.mask_len = lm;
     }
     p.nonpad = nonpad ? nonpad->data<int64_t>() : nullptr;
-    p.causal = is_causal_, p.left = left_, p.right = right_;
-    const double scale = has_scale_ ? scale_ : 1.0 / std::sqrt(static_cast<double>(g.Dq));
+    p.causal = attrs_.is_causal, p.left = attrs_.left, p.right = attrs_.right;
+    const double scale = attrs_.has_scale ? attrs_.scale : 1.0 / std::sqrt(static_cast<double>(g.Dq));
     p.q_scale = round_to(q.dtype(), std::sqrt(scale));
-    p.softcap = softcap_ > 0 ? round_to(q.dtype(), softcap_) : 0.f;
-    const DataType sm_dt = softmax_dt_ == DataType::Undefined ? q.dtype() : softmax_dt_;
+    p.softcap = attrs_.softcap > 0 ? round_to(q.dtype(), attrs_.softcap) : 0.f;
+    const DataType sm_dt = attrs_.softmax_dt == DataType::Undefined ? q.dtype() : attrs_.softmax_dt;
     p.sm_round = sm_dt == DataType::Float16    ? attn::Round::F16
                  : sm_dt == DataType::BFloat16 ? attn::Round::BF16
                                                : attn::Round::None;
@@ -164,94 +141,14 @@ class AttentionKernel final : public Kernel {
       Tensor& qk = ctx.allocate_output(3, q.dtype(), {g.B, g.Hq, g.Sq, g.Skv});
       if (qk.numel() > 0) {
         ONYX_CHECK(scores_fit, "[{}] head size {} is larger than the CUDA kernels take (12288)", ctx.label(), g.Dq);
-        attn::launch_scores(*dt, p, static_cast<int>(mode_), qk.raw(), s);
+        attn::launch_scores(*dt, p, static_cast<int>(attrs_.mode), qk.raw(), s);
         ONYX_CUDA_CHECK(cudaGetLastError());
       }
     }
   }
 
  private:
-  AttnGeom geometry(const KernelContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* past_k,
-                    const Tensor* past_v) const {
-    const std::string who = ctx.label();
-    ONYX_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(),
-               "[{}] Q, K and V should have one dtype but are {}, {} and {}", who, dtype_name(q.dtype()),
-               dtype_name(k.dtype()), dtype_name(v.dtype()));
-    ONYX_CHECK((q.rank() == 3 || q.rank() == 4) && k.rank() == q.rank() && v.rank() == q.rank(),
-               "[{}] Q, K and V should all be 3-D or all 4-D but have shapes {}, {} and {}", who, shape_str(q.shape()),
-               shape_str(k.shape()), shape_str(v.shape()));
-    AttnGeom g;
-    g.three_d = q.rank() == 3;
-    g.B = q.dim(0);
-    ONYX_CHECK(k.dim(0) == g.B && v.dim(0) == g.B,
-               "[{}] Q, K and V should have one batch size but have shapes {}, {} and {}", who, shape_str(q.shape()),
-               shape_str(k.shape()), shape_str(v.shape()));
-    int64_t dk = 0;
-    if (g.three_d) {
-      ONYX_CHECK(q_heads_ > 0 && kv_heads_ > 0,
-                 "[{}] 3-D inputs need q_num_heads and kv_num_heads attributes (found {} and {})", who, q_heads_,
-                 kv_heads_);
-      ONYX_CHECK(q.dim(2) % q_heads_ == 0 && k.dim(2) % kv_heads_ == 0 && v.dim(2) % kv_heads_ == 0,
-                 "[{}] hidden sizes of Q {}, K {} and V {} should divide by q_num_heads {} and kv_num_heads {}", who,
-                 q.dim(2), k.dim(2), v.dim(2), q_heads_, kv_heads_);
-      g.Hq = q_heads_, g.Hk = kv_heads_, g.Sq = q.dim(1), g.Snew = k.dim(1);
-      g.Dq = q.dim(2) / q_heads_, dk = k.dim(2) / kv_heads_, g.Dv = v.dim(2) / kv_heads_;
-      ONYX_CHECK(v.dim(1) == g.Snew, "[{}] K and V should have one sequence length but have {} and {}", who,
-                 shape_str(k.shape()), shape_str(v.shape()));
-    } else {
-      g.Hq = q.dim(1), g.Hk = k.dim(1), g.Sq = q.dim(2), g.Snew = k.dim(2);
-      g.Dq = q.dim(3), dk = k.dim(3), g.Dv = v.dim(3);
-      ONYX_CHECK(v.dim(1) == g.Hk && v.dim(2) == g.Snew, "[{}] K {} and V {} should have the same heads and sequence length",
-                 who, shape_str(k.shape()), shape_str(v.shape()));
-    }
-    ONYX_CHECK(dk == g.Dq, "[{}] Q and K should have one head size but have {} and {}", who, g.Dq, dk);
-    ONYX_CHECK(g.Hk > 0 && g.Hq % g.Hk == 0, "[{}] q heads ({}) should be a multiple of kv heads ({})", who, g.Hq, g.Hk);
-    ONYX_CHECK((past_k == nullptr) == (past_v == nullptr), "[{}] past_key and past_value should be given together", who);
-    if (past_k) {
-      ONYX_CHECK(past_k->dtype() == q.dtype() && past_v->dtype() == q.dtype(),
-                 "[{}] past_key/past_value should be {} but are {} and {}", who, dtype_name(q.dtype()),
-                 dtype_name(past_k->dtype()), dtype_name(past_v->dtype()));
-      ONYX_CHECK(past_k->rank() == 4 && past_v->rank() == 4 && past_k->dim(0) == g.B && past_k->dim(1) == g.Hk &&
-                     past_k->dim(3) == g.Dq && past_v->dim(0) == g.B && past_v->dim(1) == g.Hk &&
-                     past_v->dim(2) == past_k->dim(2) && past_v->dim(3) == g.Dv,
-                 "[{}] past_key {} and past_value {} should be [{}, {}, P, {}] and [{}, {}, P, {}]", who,
-                 shape_str(past_k->shape()), shape_str(past_v->shape()), g.B, g.Hk, g.Dq, g.B, g.Hk, g.Dv);
-      g.P = past_k->dim(2);
-    }
-    g.Skv = g.P + g.Snew;
-    return g;
-  }
-
-  void check_extras(const KernelContext& ctx, const AttnGeom& g, DataType dt, const Tensor* mask, const Tensor* nonpad,
-                    const Tensor* past_k) const {
-    const std::string who = ctx.label();
-    if (mask) {
-      ONYX_CHECK(mask->dtype() == DataType::Bool || is_float(mask->dtype()),
-                 "[{}] attn_mask should be bool or a float type like Q ({}) but is {}", who, dtype_name(dt),
-                 dtype_name(mask->dtype()));
-      const Shape target{g.B, g.Hq, g.Sq, g.Skv};
-      bool ok = mask->rank() >= 1 && mask->rank() <= 4 && mask->dim(-1) <= g.Skv;
-      for (int64_t i = 2; ok && i <= mask->rank(); ++i) {
-        const int64_t d = mask->dim(-i);
-        ok = d == 1 || d == target[4 - i];
-      }
-      ONYX_CHECK(ok, "[{}] attn_mask {} does not broadcast to [{}, {}, {}, <= {}]", who, shape_str(mask->shape()), g.B,
-                 g.Hq, g.Sq, g.Skv);
-    }
-    if (nonpad) {
-      ONYX_CHECK(!past_k, "[{}] nonpad_kv_seqlen cannot be combined with past_key/past_value", who);
-      ONYX_CHECK(nonpad->dtype() == DataType::Int64 && nonpad->rank() == 1 && nonpad->dim(0) == g.B,
-                 "[{}] nonpad_kv_seqlen should be int64 [{}] but is {} {}", who, g.B, dtype_name(nonpad->dtype()),
-                 shape_str(nonpad->shape()));
-    }
-  }
-
-  bool is_causal_;
-  int64_t q_heads_, kv_heads_, mode_;
-  bool has_scale_;
-  float scale_, softcap_;
-  DataType softmax_dt_;
-  int64_t left_, right_;
+  AttentionAttrs attrs_;
 };
 
 }  // namespace

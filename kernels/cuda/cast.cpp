@@ -8,6 +8,7 @@
 #include <cctype>
 #include <optional>
 
+#include "kernels/cast_attrs.h"
 #include "kernels/cuda/cast_launch.h"
 #include "kernels/cuda/cuda_common.h"
 
@@ -37,27 +38,14 @@ std::optional<CType> to_ctype(DataType t) {
   return std::nullopt;
 }
 
-DataType parse_to(const KernelInfo& info) {
-  const Attribute* a = info.node.attr("to");
-  ONYX_CHECK(a, "[{}] required attribute 'to' is missing", info.label());
-  if (a->type == Attribute::Type::String) {  // Cast-1 spells the type: "FLOAT", "INT64", ...
-    std::string s = a->s;
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return dtype_from_name(s);
-  }
-  ONYX_CHECK(a->type == Attribute::Type::Int && dtype_is_known(int32_t(a->i)),
-             "[{}] attribute 'to' must be a known data type number, found {}", info.label(),
-             a->type == Attribute::Type::Int ? std::to_string(a->i) : attr_type_name(a->type));
-  return DataType(a->i);
-}
-
+/// onyx::E8M0Round as the launcher's enum.
 cast::E8M0Round parse_round(const KernelInfo& info) {
-  std::string m = info.node.attr_string("round_mode", "up");
-  if (m == "up") return cast::E8M0Round::Up;
-  if (m == "down") return cast::E8M0Round::Down;
-  if (m == "nearest") return cast::E8M0Round::Nearest;
-  ONYX_THROW("[{}] attribute round_mode must be 'up', 'down' or 'nearest', found '{}'",
-             info.label(), m);
+  switch (parse_e8m0_round(info)) {
+    case E8M0Round::Down: return cast::E8M0Round::Down;
+    case E8M0Round::Nearest: return cast::E8M0Round::Nearest;
+    case E8M0Round::Up: break;
+  }
+  return cast::E8M0Round::Up;
 }
 
 /// Cast (target from `to`) and CastLike (target = input 1's dtype, read from its metadata).
@@ -65,7 +53,7 @@ class CastKernel final : public Kernel {
  public:
   explicit CastKernel(const KernelInfo& info)
       : like_(info.node.op_type == "CastLike"),
-        to_(like_ ? DataType::Undefined : parse_to(info)),
+        to_(like_ ? DataType::Undefined : parse_cast_to(info)),
         saturate_(info.node.attr_int("saturate", 1) != 0),
         round_(parse_round(info)) {
     if (!like_ && !to_ctype(to_))

@@ -2,7 +2,8 @@
 // pads and auto_pad, output_padding/output_shape) on cuDNN 9's legacy convolution API (still
 // present, deprecated, in cudnn_cnn.h: simpler than the graph API for plain NCHW work), for
 // float, float16 and bfloat16 (fp32 accumulation; cuDNN runs bfloat16 convolutions on sm_80 and
-// later) and double. Geometry, opset ranges and messages mirror kernels/cpu/conv*.cpp.
+// later) and double. The geometry is the CPU kernels' (kernels/window_geometry.h); opset ranges
+// and messages mirror kernels/cpu/conv*.cpp.
 //
 // ONNX pads may be asymmetric, cuDNN's are not: a convolution pads symmetrically by the smaller
 // side in cuDNN and copies X into a buffer padded by the difference first; a transposed one
@@ -27,6 +28,7 @@
 #include "kernels/cuda/conv_epilogue_launch.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/library_handles.h"
+#include "kernels/window_geometry.h"
 
 namespace onyx::cuda {
 namespace {
@@ -71,179 +73,24 @@ bool math_allowed(DataType dt, cudnnMathType_t m) {
   return true;
 }
 
-/// Strides and dilations over `nsp` spatial dims, 1 where absent (kernels/cpu/window.h).
-struct WindowSteps {
-  Shape stride, dil;
-  WindowSteps(const std::string& label, const Shape& strides, const Shape& dilations,
-              const Shape& pads, size_t nsp)
-      : stride(strides.empty() ? Shape(nsp, 1) : strides),
-        dil(dilations.empty() ? Shape(nsp, 1) : dilations) {
-    ONYX_CHECK(stride.size() == nsp && dil.size() == nsp && (pads.empty() || pads.size() == 2 * nsp),
-               "[{}] strides {}, dilations {} or pads {} do not fit {} spatial dims", label,
-               shape_str(strides), shape_str(dilations), shape_str(pads), nsp);
-    for (size_t i = 0; i < nsp; ++i)
-      ONYX_CHECK(stride[i] >= 1 && dil[i] >= 1, "[{}] strides and dilations must be >= 1", label);
-  }
-};
+using Geometry = ConvGeometry;  // kernels/window_geometry.h, shared with the CPU kernels
 
-struct ConvAttrs {
-  std::string auto_pad;
-  Shape kernel_shape, strides, dilations, pads, output_padding, output_shape;
-  int64_t group;
-  explicit ConvAttrs(const Node& n)
-      : auto_pad(n.attr_string("auto_pad", "NOTSET")),
-        kernel_shape(n.attr_ints("kernel_shape")),
-        strides(n.attr_ints("strides")),
-        dilations(n.attr_ints("dilations")),
-        pads(n.attr_ints("pads")),
-        output_padding(n.attr_ints("output_padding")),
-        output_shape(n.attr_ints("output_shape")),
-        group(n.attr_int("group", 1)) {}
-};
-
-/// One run's geometry (kernels/cpu/conv.h): spatial vectors have nsp() entries; pads may be
-/// negative only for ConvTranspose with output_shape.
-struct Geometry {
-  int64_t N = 0, C = 0, M = 0, G = 1;
-  Shape in, out, k, stride, dil, pad_l, pad_r;
-  size_t nsp() const { return in.size(); }
-};
-
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-Geometry base_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x, const Tensor& W,
-                       bool transpose) {
-  const int64_t rank = static_cast<int64_t>(x.size());
-  ONYX_CHECK(rank >= 3 && rank <= 5, "[{}] X must have rank 3, 4 or 5, got shape {}", ctx.label(),
-             shape_str(x));
-  ONYX_CHECK(W.rank() == rank, "[{}] W must have the rank of X ({}), got shape {}", ctx.label(),
-             rank, shape_str(W.shape()));
-  Geometry g;
-  size_t nsp = x.size() - 2;
-  g.N = x[0];
-  g.C = x[1];
-  g.G = a.group;
-  ONYX_CHECK(g.G >= 1 && g.C % g.G == 0, "[{}] group {} does not divide the {} input channels",
-             ctx.label(), g.G, g.C);
-  if (transpose) {
-    ONYX_CHECK(W.dim(0) == g.C, "[{}] W {} must have {} input channels in dim 0", ctx.label(),
-               shape_str(W.shape()), g.C);
-    g.M = W.dim(1) * g.G;
-  } else {
-    g.M = W.dim(0);
-    ONYX_CHECK(
-        W.dim(1) * g.G == g.C && g.M % g.G == 0,
-        "[{}] W {} does not fit X {} with group {}: expected [M, {}, ...] with M % group == 0",
-        ctx.label(), shape_str(W.shape()), shape_str(x), g.G, g.C / g.G);
-  }
-  g.in.assign(x.begin() + 2, x.end());
-  g.k.assign(W.shape().begin() + 2, W.shape().end());
-  ONYX_CHECK(a.kernel_shape.empty() || a.kernel_shape == g.k,
-             "[{}] kernel_shape {} differs from W's spatial dims {}", ctx.label(),
-             shape_str(a.kernel_shape), shape_str(g.k));
-  WindowSteps steps(ctx.label(), a.strides, a.dilations, a.pads, nsp);
-  g.stride = std::move(steps.stride);
-  g.dil = std::move(steps.dil);
-  return g;
-}
-
-Geometry conv_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x, const Tensor& W) {
-  Geometry g = base_geometry(ctx, a, x, W, false);
-  size_t nsp = g.nsp();
-  g.pad_l.assign(nsp, 0);
-  g.pad_r.assign(nsp, 0);
-  g.out.resize(nsp);
-  for (size_t i = 0; i < nsp; ++i) {
-    int64_t ek = (g.k[i] - 1) * g.dil[i] + 1;
-    if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
-      int64_t o = (g.in[i] + g.stride[i] - 1) / g.stride[i];
-      int64_t total = std::max<int64_t>(0, (o - 1) * g.stride[i] + ek - g.in[i]);
-      g.pad_l[i] = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      g.pad_r[i] = total - g.pad_l[i];
-    } else if (a.auto_pad != "VALID" && !a.pads.empty()) {
-      g.pad_l[i] = a.pads[i];
-      g.pad_r[i] = a.pads[i + nsp];
-    }
-    int64_t span = g.in[i] + g.pad_l[i] + g.pad_r[i] - ek;
-    ONYX_CHECK(span >= 0, "[{}] kernel {} (dilated) is larger than the padded input {}",
-               ctx.label(), shape_str(g.k), shape_str(x));
-    g.out[i] = span / g.stride[i] + 1;
-  }
-  return g;
-}
-
-Geometry conv_transpose_geometry(KernelContext& ctx, const ConvAttrs& a, const Shape& x,
-                                 const Tensor& W) {
-  Geometry g = base_geometry(ctx, a, x, W, true);
-  size_t nsp = g.nsp();
-  Shape opad = a.output_padding.empty() ? Shape(nsp, 0) : a.output_padding;
-  Shape oshape = a.output_shape;
-  if (oshape.size() == nsp + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
-  ONYX_CHECK(opad.size() == nsp && (oshape.empty() || oshape.size() == nsp),
-             "[{}] output_padding {} or output_shape {} do not fit {} spatial dims", ctx.label(),
-             shape_str(a.output_padding), shape_str(a.output_shape), nsp);
-  g.pad_l.assign(nsp, 0);
-  g.pad_r.assign(nsp, 0);
-  g.out.resize(nsp);
-  bool same = a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER";
-  for (size_t i = 0; i < nsp; ++i) {
-    int64_t full = g.stride[i] * (g.in[i] - 1) + opad[i] + (g.k[i] - 1) * g.dil[i] + 1;
-    if (!a.pads.empty() && a.auto_pad != "VALID") {
-      g.pad_l[i] = a.pads[i];
-      g.pad_r[i] = a.pads[i + nsp];
-      g.out[i] = oshape.empty() ? full - g.pad_l[i] - g.pad_r[i] : oshape[i];
-    } else if (same || !oshape.empty()) {
-      g.out[i] = oshape.empty() ? g.in[i] * g.stride[i] : oshape[i];
-      int64_t total = full - g.out[i];
-      int64_t half = floor_div(total, 2);
-      g.pad_l[i] = a.auto_pad == "SAME_UPPER" ? half : total - half;
-    } else {
-      g.out[i] = full;
-    }
-    g.pad_r[i] = full - g.out[i] - g.pad_l[i];
-    ONYX_CHECK(g.out[i] >= 0, "[{}] negative output size for X {} and W {}", ctx.label(),
-               shape_str(x), shape_str(W.shape()));
-  }
-  return g;
-}
-
-/// FusedConv's activation (kernels/cpu/conv_ref.cpp's Activation::from_node).
+/// FusedConv's activation (kernels/window_geometry.h) as the launcher's struct, whose
+/// enumerators are the same.
 Act parse_activation(const Node& n) {
+  using Shared = ConvActivationParams::Kind;
+  static_assert(int(Act::Kind::None) == int(Shared::None) &&
+                int(Act::Kind::Relu) == int(Shared::Relu) &&
+                int(Act::Kind::LeakyRelu) == int(Shared::LeakyRelu) &&
+                int(Act::Kind::Sigmoid) == int(Shared::Sigmoid) &&
+                int(Act::Kind::Tanh) == int(Shared::Tanh) &&
+                int(Act::Kind::Clip) == int(Shared::Clip) &&
+                int(Act::Kind::HardSigmoid) == int(Shared::HardSigmoid));
+  const ConvActivationParams p = parse_conv_activation(n);
   Act a;
-  std::string name = n.attr_string("activation", "");
-  std::vector<float> p = n.attr_floats("activation_params");
-  auto params = [&](size_t count, std::initializer_list<float> defaults) {
-    ONYX_CHECK(p.empty() || p.size() == count,
-               "[{}] activation {} takes {} activation_params, got {}", n.label(), name, count,
-               p.size());
-    std::vector<float> v = p.empty() ? std::vector<float>(defaults) : p;
-    a.alpha = v[0];
-    if (count > 1) a.beta = v[1];
-  };
-  using K = Act::Kind;
-  if (name.empty()) {
-    a.kind = K::None;
-  } else if (name == "Relu") {
-    a.kind = K::Relu;
-  } else if (name == "LeakyRelu") {
-    a.kind = K::LeakyRelu;
-    params(1, {0.01f});
-  } else if (name == "Sigmoid") {
-    a.kind = K::Sigmoid;
-  } else if (name == "Tanh") {
-    a.kind = K::Tanh;
-  } else if (name == "Clip") {
-    a.kind = K::Clip;
-    params(2, {std::numeric_limits<float>::lowest(), std::numeric_limits<float>::max()});
-  } else if (name == "HardSigmoid") {
-    a.kind = K::HardSigmoid;
-    params(2, {0.2f, 0.5f});
-  } else {
-    ONYX_THROW(
-        "[{}] activation '{}' is not supported (expected Relu, LeakyRelu, Sigmoid, Tanh, "
-        "Clip or HardSigmoid)",
-        n.label(), name);
-  }
+  a.kind = static_cast<Act::Kind>(p.kind);
+  a.alpha = p.alpha;
+  a.beta = p.beta;
   return a;
 }
 
@@ -451,21 +298,14 @@ class ConvKernel final : public Kernel {
     const Tensor& W = ctx.required_input(1);
     const Tensor* B = ctx.input(2);
     const Tensor* Z = op_ == ConvOp::FusedConv ? ctx.input(3) : nullptr;
-    ONYX_CHECK(W.dtype() == X.dtype(), "[{}] X and W must have one dtype, got {} and {}",
-               ctx.label(), dtype_name(X.dtype()), dtype_name(W.dtype()));
+    check_conv_weights(ctx, X, W);
     const bool transpose = op_ == ConvOp::ConvTranspose;
     const Geometry g = transpose ? conv_transpose_geometry(ctx, attrs_, X.shape(), W)
                                  : conv_geometry(ctx, attrs_, X.shape(), W);
-    ONYX_CHECK(!B || (B->rank() == 1 && B->dim(0) == g.M && B->dtype() == X.dtype()),
-               "[{}] B must be a 1-D {} tensor of {} values, got {} {}", ctx.label(),
-               dtype_name(X.dtype()), g.M, B ? dtype_name(B->dtype()) : "",
-               B ? shape_str(B->shape()) : "");
+    check_conv_bias(ctx, X, B, g.M);
     Shape out{g.N, g.M};
     out.insert(out.end(), g.out.begin(), g.out.end());
-    ONYX_CHECK(!Z || (Z->shape() == out && Z->dtype() == X.dtype()),
-               "[{}] Z must be a {} tensor of the output's shape {}, got {} {}", ctx.label(),
-               dtype_name(X.dtype()), shape_str(out), Z ? dtype_name(Z->dtype()) : "",
-               Z ? shape_str(Z->shape()) : "");
+    check_conv_residual(ctx, X, Z, out);
     Tensor& Y = ctx.allocate_output(0, X.dtype(), out);
     if (Y.numel() == 0) return;
     const DType dt = cv_dtype(X.dtype());

@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/shape_util.h"
 #include "kernels/cuda/elementwise_launch.h"
+#include "kernels/elementwise_checks.h"
 
 namespace onyx::cuda {
 namespace {
@@ -155,11 +156,7 @@ void fast_gelu_compute(KernelContext& ctx) {
   const Tensor* bias = ctx.input(1);
   if (!bias || !bias->defined()) return run_unary(ctx, UnaryOp::GeluTanh, {});
   const Tensor& x = ctx.required_input(0);
-  const int64_t n = bias->numel();
-  ONYX_CHECK(bias->dtype() == x.dtype() && bias->rank() == 1 && x.rank() >= 1 && x.dim(-1) == n,
-             "[{}] bias must be {} [{}] (X's last dim), found {} {}", ctx.label(),
-             dtype_name(x.dtype()), x.rank() >= 1 ? x.dim(-1) : 0, dtype_name(bias->dtype()),
-             shape_str(bias->shape()));
+  check_fast_gelu_bias(ctx, x, *bias);
   DType t = ew_type(ctx, x.dtype(), is_float(x.dtype()));
   Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
   if (x.numel() == 0) return;
@@ -195,13 +192,7 @@ void clip_compute(KernelContext& ctx) {
   const Tensor& x = ctx.required_input(0);
   const Tensor* lo = ctx.input(1);
   const Tensor* hi = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
-  for (const Tensor* b : {lo, hi}) {
-    if (!b) continue;
-    ONYX_CHECK(b->dtype() == x.dtype(), "[{}] min/max must have the input's dtype {}, found {}",
-               ctx.label(), dtype_name(x.dtype()), dtype_name(b->dtype()));
-    ONYX_CHECK(b->numel() == 1, "[{}] min/max must be scalars, found shape {}", ctx.label(),
-               shape_str(b->shape()));
-  }
+  check_clip_bounds(ctx, x, lo, hi);
   DType t = ew_type(ctx, x.dtype(), is_float(x.dtype()) || is_signed_int(x.dtype()) ||
                                         is_unsigned_int(x.dtype()));
   Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
@@ -213,36 +204,11 @@ void clip_compute(KernelContext& ctx) {
 
 // ---- binary ---------------------------------------------------------------------------------
 
-// Opset < 7 `broadcast=1, axis=k`: B's dimensions line up with A's starting at k.
-class LegacyBroadcast {
- public:
-  explicit LegacyBroadcast(const KernelInfo& info)
-      : on_(info.opset < 7 && info.node.attr_int("broadcast", 0) != 0 && info.node.has_attr("axis")),
-        axis_(info.node.attr_int("axis", 0)) {}
-  Tensor apply(const KernelContext& ctx, const Tensor& a, const Tensor& b) const {
-    if (!on_) return b;
-    int64_t axis = axis_ < 0 ? axis_ + a.rank() : axis_;
-    ONYX_CHECK(axis >= 0 && axis + b.rank() <= a.rank(),
-               "[{}] legacy broadcast axis {} does not fit B of shape {} into A of shape {}",
-               ctx.label(), axis_, shape_str(b.shape()), shape_str(a.shape()));
-    Shape s = b.shape();
-    s.resize(size_t(a.rank() - axis), 1);
-    return b.reshape(s);
-  }
-
- private:
-  bool on_;
-  int64_t axis_;
-};
-
 ew::BinaryParams binary_params(const KernelInfo& info, BinaryOp op) {
   ew::BinaryParams p;
   if (op == BinaryOp::Mod) p.fmod = info.node.attr_int("fmod", 0) != 0;
   if (op == BinaryOp::BitShift) {
-    std::string d = info.node.require_attr("direction", Attribute::Type::String).s;
-    ONYX_CHECK(d == "LEFT" || d == "RIGHT",
-               "[{}] attribute direction must be 'LEFT' or 'RIGHT', found '{}'", info.label(), d);
-    p.shift_left = d == "LEFT";
+    p.shift_left = parse_shift_left(info);
   }
   return p;
 }

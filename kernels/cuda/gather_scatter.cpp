@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/gather_scatter_launch.h"
+#include "kernels/index_checks.h"
 #include "kernels/shape_util.h"
 
 namespace onyx::cuda {
@@ -84,13 +85,14 @@ class ConstIndices {
 };
 
 Reduction parse_reduction(const KernelInfo& info) {
-  std::string r = info.node.attr_string("reduction", "none");
-  if (r == "none") return Reduction::None;
-  if (r == "add" && info.opset >= 16) return Reduction::Add;
-  if (r == "mul" && info.opset >= 16) return Reduction::Mul;
-  if (r == "max" && info.opset >= 18) return Reduction::Max;
-  if (r == "min" && info.opset >= 18) return Reduction::Min;
-  ONYX_THROW("[{}] unknown reduction '{}' at opset {}", info.label(), r, info.opset);
+  switch (parse_scatter_reduction(info)) {
+    case ScatterReduction::Add: return Reduction::Add;
+    case ScatterReduction::Mul: return Reduction::Mul;
+    case ScatterReduction::Max: return Reduction::Max;
+    case ScatterReduction::Min: return Reduction::Min;
+    case ScatterReduction::None: break;
+  }
+  return Reduction::None;
 }
 
 /// The reduction's compute type (numeric or bool; any dtype without a reduction).
@@ -136,14 +138,11 @@ class GatherKernel final : public Kernel {
 
 // ---- GatherElements, ScatterElements --------------------------------------------------------
 
-/// Shared checks of GatherElements / ScatterElements: same rank, index dims within data's.
-void check_element_indices(const KernelContext& ctx, const Tensor& x, const Tensor& ind) {
-  bool ok = ind.rank() == x.rank();
-  for (int64_t d = 0; ok && d < x.rank(); ++d)
-    ok = ind.shape()[static_cast<size_t>(d)] <= x.shape()[static_cast<size_t>(d)] ||
-         ind.numel() == 0;
-  ONYX_CHECK(ok, "[{}] indices shape {} should have data's rank and fit in data shape {}",
-             ctx.label(), shape_str(ind.shape()), shape_str(x.shape()));
+/// GatherElements / ScatterElements: the shared checks, an int32/int64 index dtype and a
+/// rank the kernel takes.
+void check_device_element_indices(const KernelContext& ctx, const Tensor& x,
+                                  const Tensor& ind) {
+  check_element_indices(ctx, x, ind);
   check_index_dtype(ctx, ind, "indices");
   ONYX_CHECK(ind.rank() <= gs::kMaxDims, "[{}] indices of rank {}: the CUDA kernel takes up to {}",
              ctx.label(), ind.rank(), gs::kMaxDims);
@@ -171,7 +170,7 @@ class GatherElementsKernel final : public Kernel {
     const Tensor& x = ctx.required_input(0);
     const Tensor& ind = ctx.required_input(1);
     auto a = static_cast<size_t>(normalize_axis(axis_, x.rank(), ctx.label()));
-    check_element_indices(ctx, x, ind);
+    check_device_element_indices(ctx, x, ind);
     consts_.check(ctx, x.shape()[a], "indices");
     const int eb = elem_bytes(ctx, x.dtype());
     Tensor& y = ctx.allocate_output(0, x.dtype(), ind.shape());
@@ -204,11 +203,8 @@ class ScatterElementsKernel final : public Kernel {
     const Tensor& ind = ctx.required_input(1);
     const Tensor& upd = ctx.required_input(2);
     auto a = static_cast<size_t>(normalize_axis(axis_, x.rank(), ctx.label()));
-    check_element_indices(ctx, x, ind);
-    ONYX_CHECK(upd.shape() == ind.shape() && upd.dtype() == x.dtype(),
-               "[{}] updates {}{} should match indices shape {} and data dtype {}", ctx.label(),
-               dtype_name(upd.dtype()), shape_str(upd.shape()), shape_str(ind.shape()),
-               dtype_name(x.dtype()));
+    check_device_element_indices(ctx, x, ind);
+    check_element_updates(ctx, x, ind, upd);
     consts_.check(ctx, x.shape()[a], "indices");
     const int eb = elem_bytes(ctx, x.dtype());
     const GsType t = scatter_type(ctx, x.dtype(), red_);
@@ -234,17 +230,8 @@ class ScatterNDKernel final : public Kernel {
     const Tensor& x = ctx.required_input(0);
     const Tensor& ind = ctx.required_input(1);
     const Tensor& upd = ctx.required_input(2);
-    ONYX_CHECK(ind.dtype() == DataType::Int64, "[{}] indices should be int64 but are {}",
-               ctx.label(), dtype_name(ind.dtype()));
-    ONYX_CHECK(ind.rank() >= 1, "[{}] indices should have rank >= 1", ctx.label());
-    auto k = static_cast<size_t>(ind.dim(-1));
-    ONYX_CHECK(k <= x.shape().size(), "[{}] indices tuples of {} do not fit data shape {}",
-               ctx.label(), k, shape_str(x.shape()));
-    Shape want(ind.shape().begin(), ind.shape().end() - 1);
-    want.insert(want.end(), x.shape().begin() + static_cast<int64_t>(k), x.shape().end());
-    ONYX_CHECK(upd.shape() == want && upd.dtype() == x.dtype(),
-               "[{}] updates should be {}{} but are {}{}", ctx.label(), dtype_name(x.dtype()),
-               shape_str(want), dtype_name(upd.dtype()), shape_str(upd.shape()));
+    const size_t k = nd_tuple_length(ctx, ind, x.shape(), 0);
+    check_nd_updates(ctx, x, ind, k, upd);
     ONYX_CHECK(k <= size_t(gs::kMaxDims), "[{}] index tuples of {}: the CUDA kernel takes up to {}",
                ctx.label(), k, gs::kMaxDims);
     const int eb = elem_bytes(ctx, x.dtype());

@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/library_handles.h"
 #include "kernels/cuda/matmul_launch.h"
+#include "kernels/matmul_shape.h"
 
 namespace onyx::cuda {
 namespace {
@@ -255,47 +256,6 @@ void check_int32(const std::string& who, std::initializer_list<int64_t> dims) {
           "[{}] a matrix dimension or batch of {} exceeds cuBLASLt's 32-bit limit", who, d));
 }
 
-/// Shapes of a MatMul after numpy's rules: 1-D operands promoted, batch dims broadcast.
-struct MatMulShape {
-  int64_t M = 1, N = 1, K = 1;
-  Shape batch;             // broadcast batch dims
-  Shape a_batch, b_batch;  // each padded to batch's rank
-  Shape out;               // the ONNX output shape
-};
-
-MatMulShape matmul_shape(const std::string& who, const Shape& a, const Shape& b) {
-  ONYX_CHECK(!a.empty() && !b.empty(), "[{}] MatMul inputs must have rank >= 1, got {} and {}", who,
-             shape_str(a), shape_str(b));
-  MatMulShape s;
-  Shape a2 = a.size() == 1 ? Shape{1, a[0]} : a;
-  Shape b2 = b.size() == 1 ? Shape{b[0], 1} : b;
-  s.M = a2[a2.size() - 2];
-  s.K = a2.back();
-  s.N = b2.back();
-  ONYX_CHECK(b2[b2.size() - 2] == s.K, "[{}] MatMul inner dims differ: A {} and B {}", who,
-             shape_str(a), shape_str(b));
-  size_t r = std::max(a2.size(), b2.size()) - 2;
-  s.a_batch.assign(r, 1);
-  s.b_batch.assign(r, 1);
-  std::copy(a2.begin(), a2.end() - 2, s.a_batch.end() - (a2.size() - 2));
-  std::copy(b2.begin(), b2.end() - 2, s.b_batch.end() - (b2.size() - 2));
-  for (size_t i = 0; i < r; ++i) {
-    int64_t x = s.a_batch[i], y = s.b_batch[i];
-    ONYX_CHECK(x == y || x == 1 || y == 1, "[{}] MatMul batch dims do not broadcast: A {} and B {}",
-               who, shape_str(a), shape_str(b));
-    s.batch.push_back(x == 1 ? y : x);
-  }
-  s.out = s.batch;
-  if (a.size() > 1) s.out.push_back(s.M);
-  if (b.size() > 1) s.out.push_back(s.N);
-  return s;
-}
-
-Shape logical_shape(Shape s, bool trans) {
-  if (trans && s.size() >= 2) std::swap(s[s.size() - 1], s[s.size() - 2]);
-  return s;
-}
-
 /// How a broadcast batched MatMul maps onto cuBLASLt: `p` (M, N, K, ta, tb, batch and strides)
 /// and the offsets of the calls that together cover the batch. A weight shared by every batch
 /// with A stored plainly folds the batch into M (one [batch*M, K] x [K, N] product). Otherwise
@@ -359,14 +319,14 @@ void plan_batches(const std::string& who, const MatMulShape& s, bool ta, bool tb
   }
 }
 
-Act parse_activation(const KernelInfo& info) {
-  const std::string a = info.node.attr_string("activation", "none");
-  if (a == "none") return Act::None;
-  if (a == "relu") return Act::Relu;
-  if (a == "gelu") return Act::Gelu;
-  if (a == "gelu_tanh") return Act::GeluTanh;
-  ONYX_THROW("[{}] attribute activation must be 'none', 'relu', 'gelu' or 'gelu_tanh', found '{}'",
-             info.label(), a);
+Act mm_act(MatMulActivation a) {
+  switch (a) {
+    case MatMulActivation::Relu: return Act::Relu;
+    case MatMulActivation::Gelu: return Act::Gelu;
+    case MatMulActivation::GeluTanh: return Act::GeluTanh;
+    case MatMulActivation::None: break;
+  }
+  return Act::None;
 }
 
 /// The cuBLASLt epilogue for a FusedMatMulBias activation. cuBLASLt's GELU is the tanh
@@ -384,37 +344,14 @@ cublasLtEpilogue_t bias_epilogue(Act act) {
 /// act(A x op(B) + bias) with B 2-D and bias [N] or [1, .., N].
 class MatMulKernel final : public Kernel {
  public:
-  explicit MatMulKernel(const KernelInfo& info)
-      : alpha_(info.node.attr_float("alpha", 1.0f)),
-        trans_a_(info.node.attr_int("transA", 0) != 0),
-        trans_b_(info.node.attr_int("transB", 0) != 0),
-        bias_(info.node.op_type == "FusedMatMulBias"),
-        act_(bias_ ? parse_activation(info) : Act::None) {
-    for (const char* a : {"transBatchA", "transBatchB"})
-      if (info.node.attr_int(a, 0) != 0)
-        throw NotImplemented(fmt::format("[{}] {} = 1 is not supported", info.label(), a));
-    ONYX_CHECK(!bias_ || (alpha_ == 1.0f && !trans_a_),
-               "[{}] FusedMatMulBias takes neither alpha nor transA, found alpha {} and transA {}",
-               info.label(), alpha_, trans_a_ ? 1 : 0);
-  }
+  explicit MatMulKernel(const KernelInfo& info) : attrs_(info), act_(mm_act(attrs_.act)) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& A = ctx.required_input(0);
     const Tensor& B = ctx.required_input(1);
-    ONYX_CHECK(A.dtype() == B.dtype(), "[{}] A and B must have one dtype, got {} and {}",
-               ctx.label(), dtype_name(A.dtype()), dtype_name(B.dtype()));
-    const bool ta = trans_a_ && A.rank() >= 2, tb = trans_b_ && B.rank() >= 2;
-    const MatMulShape s =
-        matmul_shape(ctx.label(), logical_shape(A.shape(), ta), logical_shape(B.shape(), tb));
-    const Tensor* bias = bias_ ? &ctx.required_input(2) : nullptr;
-    if (bias) {
-      ONYX_CHECK(B.rank() == 2 && bias->dtype() == A.dtype() && bias->numel() == s.N &&
-                     bias->rank() >= 1 && bias->dim(-1) == s.N,
-                 "[{}] FusedMatMulBias expects a 2-D B and a bias of {} [{}] (or [1, .., {}]), "
-                 "found B {} and bias {} {}",
-                 ctx.label(), dtype_name(A.dtype()), s.N, s.N, shape_str(B.shape()),
-                 dtype_name(bias->dtype()), shape_str(bias->shape()));
-    }
+    bool ta = false, tb = false;
+    const MatMulShape s = matmul_run_shape(ctx, attrs_, ta, tb);
+    const Tensor* bias = attrs_.bias ? &ctx.required_input(2) : nullptr;
     Tensor& Y = ctx.allocate_output(0, A.dtype(), s.out);
     if (Y.numel() == 0) return;
     const DType dt = mm_dtype(A.dtype());
@@ -437,7 +374,7 @@ class MatMulKernel final : public Kernel {
     const bool want_epilogue = bias && dt != DType::F64;
     if (want_epilogue) p.epilogue = bias_epilogue(act_);
     const bool fused = run_lt(ctx, cache_, p, calls, A.raw(), B.raw(), nullptr, Y.raw(),
-                              want_epilogue ? bias->raw() : nullptr, alpha_, 0.0);
+                              want_epilogue ? bias->raw() : nullptr, attrs_.alpha, 0.0);
     if (bias && (!want_epilogue || !fused)) {
       mm::launch_bias_act(Y.raw(), bias->raw(), rows, s.N, act_, dt, stream);
       ONYX_CUDA_CHECK(cudaGetLastError());
@@ -448,10 +385,8 @@ class MatMulKernel final : public Kernel {
   }
 
  private:
-  float alpha_;
-  bool trans_a_, trans_b_;
-  bool bias_;  // ai.onyx FusedMatMulBias: input 2 is a row bias, act_ follows
-  Act act_;
+  MatMulAttrs attrs_;
+  Act act_;  // attrs_.act for the launchers
   LtPlanCache cache_;
 };
 
@@ -471,25 +406,7 @@ class GemmKernel final : public Kernel {
     const Tensor& B = ctx.required_input(1);
     const Tensor* C = ctx.input(2);
     DataType dt = A.dtype();
-    ONYX_CHECK(A.rank() == 2 && B.rank() == 2, "[{}] Gemm expects 2-D A and B, got {} and {}",
-               ctx.label(), shape_str(A.shape()), shape_str(B.shape()));
-    ONYX_CHECK(B.dtype() == dt && (!C || C->dtype() == dt),
-               "[{}] A, B and C must have one dtype, got {}, {} and {}", ctx.label(),
-               dtype_name(dt), dtype_name(B.dtype()), C ? dtype_name(C->dtype()) : "none");
-    int64_t M = trans_a_ ? A.dim(1) : A.dim(0), K = trans_a_ ? A.dim(0) : A.dim(1);
-    int64_t Kb = trans_b_ ? B.dim(1) : B.dim(0), N = trans_b_ ? B.dim(0) : B.dim(1);
-    ONYX_CHECK(K == Kb, "[{}] Gemm inner dims differ: A {} (transA={}) and B {} (transB={})",
-               ctx.label(), shape_str(A.shape()), trans_a_, shape_str(B.shape()), trans_b_);
-    int64_t cm = 1, cn = 1;
-    if (C) {
-      ONYX_CHECK(C->rank() <= 2, "[{}] C must have rank <= 2, got {}", ctx.label(),
-                 shape_str(C->shape()));
-      cn = C->rank() >= 1 ? C->dim(-1) : 1;
-      cm = C->rank() == 2 ? C->dim(0) : 1;
-      ONYX_CHECK((cm == 1 || cm == M) && (cn == 1 || cn == N),
-                 "[{}] C of shape {} does not broadcast to [{}, {}]", ctx.label(),
-                 shape_str(C->shape()), M, N);
-    }
+    const auto [M, N, K, cm, cn] = gemm_shape(ctx, trans_a_, trans_b_);
     const bool use_c = C && beta_ != 0.0f;
     Tensor& Y = ctx.allocate_output(0, dt, {M, N});
     if (Y.numel() == 0) return;

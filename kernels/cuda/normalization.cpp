@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/normalization_launch.h"
+#include "kernels/norm_attrs.h"
 
 namespace onyx::cuda {
 namespace {
@@ -80,20 +81,14 @@ const void* expand_param(KernelContext& ctx, const Tensor& p, const Shape& targe
 /// LayerNormalization and RMSNormalization: each row of X.shape[axis:] is normalised.
 class RowNormKernel final : public Kernel {
  public:
-  RowNormKernel(const KernelInfo& info, bool rms)
-      : axis_(info.node.attr_int("axis", -1)),
-        eps_(info.node.attr_float("epsilon", 1e-5f)),
-        stash_(static_cast<DataType>(info.node.attr_int("stash_type", 1))),
-        rms_(rms) {}
+  RowNormKernel(const KernelInfo& info, bool rms) : attrs_(info, rms) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);
     const Tensor& scale_t = ctx.required_input(1);
-    const Tensor* bias_t = rms_ ? nullptr : opt_input(ctx, 2);
+    const Tensor* bias_t = attrs_.rms ? nullptr : opt_input(ctx, 2);
     const int64_t r = X.rank();
-    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
-    ONYX_CHECK(axis >= 0 && axis < std::max<int64_t>(r, 1), "[{}] axis {} is out of range for X of shape {}",
-               ctx.label(), axis_, shape_str(X.shape()));
+    const int64_t axis = attrs_.axis_of(ctx, X);
     const norm::DType dt = x_dtype(ctx, X);
     const Shape inner_shape(X.shape().begin() + std::min(axis, r), X.shape().end());
     const int64_t inner = shape_numel(inner_shape), outer = inner ? X.numel() / inner : 0;
@@ -108,21 +103,18 @@ class RowNormKernel final : public Kernel {
     Tensor& Y = ctx.allocate_output(0, X.dtype(), X.shape());
     Shape stat_shape(X.shape().begin(), X.shape().begin() + std::min(axis, r));
     stat_shape.resize(r, 1);
-    const DataType sdt = norm_dtype(stash_) ? stash_ : DataType::Float;
+    const DataType sdt = norm_dtype(attrs_.stash) ? attrs_.stash : DataType::Float;
     a.stat_t = *norm_dtype(sdt);
-    if (!rms_ && wanted(ctx, 1)) a.mean_out = ctx.allocate_output(1, sdt, stat_shape).raw();
-    if (!rms_ && wanted(ctx, 2)) a.inv_out = ctx.allocate_output(2, sdt, stat_shape).raw();
+    if (!attrs_.rms && wanted(ctx, 1)) a.mean_out = ctx.allocate_output(1, sdt, stat_shape).raw();
+    if (!attrs_.rms && wanted(ctx, 2)) a.inv_out = ctx.allocate_output(2, sdt, stat_shape).raw();
     if (outer == 0 || inner == 0) return;
-    a.x = X.raw(), a.y = Y.raw(), a.rows = outer, a.cols = inner, a.epsilon = eps_, a.rms = rms_;
+    a.x = X.raw(), a.y = Y.raw(), a.rows = outer, a.cols = inner, a.epsilon = attrs_.epsilon, a.rms = attrs_.rms;
     norm::launch_row_norm(dt, a, stream_of(ctx));
     ONYX_CUDA_CHECK(cudaGetLastError());
   }
 
  private:
-  int64_t axis_;
-  double eps_;
-  DataType stash_;
-  bool rms_;
+  RowNormAttrs attrs_;
 };
 
 /// com.microsoft SkipLayerNormalization: LayerNorm over the last axis of

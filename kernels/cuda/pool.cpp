@@ -4,12 +4,11 @@
 // windows, dilations and Indices would each need a way around it, while one direct kernel
 // follows the ONNX reference exactly, as the CPU kernel's own loops do. Pooling is memory-bound;
 // a thread per output reading its window from L1/L2 is what cuDNN's NCHW pooling does too.
-// Geometry, attributes, opset ranges and messages mirror kernels/cpu/pool.cpp.
-#include <algorithm>
-#include <climits>
-
+// Attributes and geometry are the CPU kernel's (kernels/window_geometry.h); opset ranges and
+// messages mirror kernels/cpu/pool.cpp.
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/pool_launch.h"
+#include "kernels/window_geometry.h"
 
 namespace onyx::cuda {
 namespace {
@@ -28,89 +27,25 @@ pooling::DType pool_dtype(DataType dt) {
   }
 }
 
-/// Every value of an INTS attribute in [lo, hi] (kernels/cpu/window.h).
-void check_attr_values(const std::string& label, const char* name, const Shape& v, int64_t lo,
-                       int64_t hi) {
-  for (int64_t x : v)
-    ONYX_CHECK(x >= lo && x <= hi, "[{}] attribute '{}' holds [{}]: {} is outside [{}, {}]", label,
-               name, fmt::join(v, ", "), x, lo, hi);
-}
-
-struct PoolAttrs {
-  std::string auto_pad;
-  Shape kernel_shape, strides, dilations, pads;
-  bool ceil_mode, count_include_pad, column_major;
-  double p;
-  PoolAttrs(const KernelInfo& info, Kind kind)
-      : auto_pad(info.node.attr_string("auto_pad", "NOTSET")),
-        kernel_shape(info.node.attr_ints("kernel_shape")),
-        strides(info.node.attr_ints("strides")),
-        dilations(info.node.attr_ints("dilations")),
-        pads(info.node.attr_ints("pads")),
-        ceil_mode(info.node.attr_int("ceil_mode", 0) != 0),
-        count_include_pad(info.node.attr_int("count_include_pad", 0) != 0),
-        column_major(info.node.attr_int("storage_order", 0) != 0),
-        // LpPool-1 has a float p; later versions an int.
-        p(kind != Kind::Lp    ? 0.0
-          : info.opset < 2    ? info.node.attr_float("p", 2.0f)
-                              : static_cast<double>(info.node.attr_int("p", 2))) {
-    ONYX_CHECK(!kernel_shape.empty(), "[{}] attribute kernel_shape is required", info.label());
-    // Bounds that keep the window arithmetic ((k - 1) * dilation, pads) inside int64.
-    check_attr_values(info.label(), "kernel_shape", kernel_shape, 1, INT32_MAX);
-    check_attr_values(info.label(), "strides", strides, 1, INT32_MAX);
-    check_attr_values(info.label(), "dilations", dilations, 1, INT32_MAX);
-    check_attr_values(info.label(), "pads", pads, 0, INT32_MAX);
-  }
-};
-
-/// The window of X (shape [N, C, spatial...]) as the CPU kernel computes it (pool_geometry),
-/// spatial vectors padded in front to three dims.
+/// The window of X (shape [N, C, spatial...]) as the CPU kernel computes it
+/// (kernels/window_geometry.h), spatial vectors padded in front to three dims.
 pooling::Window pool_window(KernelContext& ctx, const PoolAttrs& a, const Shape& x) {
-  const size_t nsp = a.kernel_shape.size();
-  ONYX_CHECK(x.size() == nsp + 2 && nsp >= 1 && nsp <= 3,
-             "[{}] X of shape {} does not fit kernel_shape {} (expected rank {})", ctx.label(),
-             shape_str(x), shape_str(a.kernel_shape), nsp + 2);
-  const Shape stride = a.strides.empty() ? Shape(nsp, 1) : a.strides;
-  const Shape dil = a.dilations.empty() ? Shape(nsp, 1) : a.dilations;
-  ONYX_CHECK(stride.size() == nsp && dil.size() == nsp && (a.pads.empty() || a.pads.size() == 2 * nsp),
-             "[{}] strides {}, dilations {} or pads {} do not fit {} spatial dims", ctx.label(),
-             shape_str(a.strides), shape_str(a.dilations), shape_str(a.pads), nsp);
+  const PoolGeometry g = pool_geometry(ctx, a, x);
   pooling::Window w;
   for (int d = 0; d < 3; ++d) {
     w.in[d] = w.out[d] = w.k[d] = w.stride[d] = w.dil[d] = 1;
     w.pad_l[d] = w.pad_r[d] = 0;
   }
-  const size_t lead = 3 - nsp;
+  const size_t nsp = g.in.size(), lead = 3 - nsp;
   for (size_t i = 0; i < nsp; ++i) {
     const size_t d = lead + i;
-    const int64_t in = x[i + 2], k = a.kernel_shape[i], s = stride[i];
-    ONYX_CHECK(s >= 1 && dil[i] >= 1, "[{}] strides and dilations must be >= 1", ctx.label());
-    const int64_t ek = (k - 1) * dil[i] + 1;
-    int64_t pl = 0, pr = 0, out;
-    if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
-      out = (in + s - 1) / s;
-      const int64_t total = std::max<int64_t>(0, (out - 1) * s + ek - in);
-      pl = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pr = total - pl;
-    } else {
-      if (a.auto_pad != "VALID" && !a.pads.empty()) {
-        pl = a.pads[i];
-        pr = a.pads[i + nsp];
-      }
-      const int64_t span = in + pl + pr - ek;
-      ONYX_CHECK(span >= 0, "[{}] kernel {} (dilated) is larger than the padded input {}",
-                 ctx.label(), shape_str(a.kernel_shape), shape_str(x));
-      out = (a.ceil_mode ? (span + s - 1) / s : span / s) + 1;
-      // The last window must start inside the input or the left padding.
-      if (a.ceil_mode && (out - 1) * s >= in + pl) --out;
-    }
-    w.in[d] = in;
-    w.out[d] = out;
-    w.k[d] = k;
-    w.stride[d] = s;
-    w.dil[d] = dil[i];
-    w.pad_l[d] = pl;
-    w.pad_r[d] = pr;
+    w.in[d] = g.in[i];
+    w.out[d] = g.out[i];
+    w.k[d] = g.k[i];
+    w.stride[d] = g.stride[i];
+    w.dil[d] = g.dil[i];
+    w.pad_l[d] = g.pad_l[i];
+    w.pad_r[d] = g.pad_r[i];
   }
   return w;
 }
@@ -118,7 +53,7 @@ pooling::Window pool_window(KernelContext& ctx, const PoolAttrs& a, const Shape&
 /// MaxPool (Indices computed when output 1 is wanted), AveragePool, LpPool.
 class PoolKernel final : public Kernel {
  public:
-  PoolKernel(const KernelInfo& info, Kind kind) : attrs_(info, kind), kind_(kind) {}
+  PoolKernel(const KernelInfo& info, Kind kind) : attrs_(info, kind == Kind::Lp), kind_(kind) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);

@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/shape_util.h"
 #include "kernels/cuda/reduce_launch.h"
+#include "kernels/reduce_axes.h"
 
 namespace onyx::cuda {
 namespace {
@@ -40,10 +41,6 @@ std::vector<DataType> dtypes_where(Pred pred) {
   for (DataType t : numeric_types() + std::vector<DataType>{DataType::Bool})
     if (auto d = red_dtype(t); d && pred(*d)) out.push_back(t);
   return out;
-}
-
-const Tensor* opt_input(const KernelContext& ctx, int i) {
-  return i < ctx.num_inputs() ? ctx.input(i) : nullptr;
 }
 
 /// Folds `shape` with its reduced axes into the layout the device code walks: size-1 axes
@@ -93,41 +90,17 @@ red::Geom make_geom(const Shape& shape, const std::vector<bool>& reduced, const 
 class ReduceKernel final : public Kernel {
  public:
   ReduceKernel(const KernelInfo& info, red::Op op)
-      : op_(op),
-        keepdims_(info.node.attr_int("keepdims", 1) != 0),
-        noop_with_empty_axes_(info.node.attr_int("noop_with_empty_axes", 0) != 0) {
-    if (info.node.has_attr("axes")) attr_axes_ = info.node.attr_ints("axes");
-  }
+      : op_(op), attrs_(info) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
-    const int64_t rank = x.rank();
-    std::vector<bool> reduced(rank, false);
-    const Tensor* axes_t = opt_input(ctx, 1);
-    if (axes_t) {
-      ONYX_CHECK(axes_t->dtype() == DataType::Int64 && axes_t->rank() <= 1,
-                 "[{}] axes (input 1) should be a 1-D int64 tensor but is {} of shape {}", ctx.label(),
-                 dtype_name(axes_t->dtype()), shape_str(axes_t->shape()));
-    }
-    const std::vector<int64_t> axes = axes_t ? axes_t->to_int64_vector() : attr_axes_.value_or(std::vector<int64_t>{});
-    // No axes: reduce everything, or (noop_with_empty_axes) reduce over no axis at all.
-    if (axes.empty() && !noop_with_empty_axes_) reduced.assign(rank, true);
-    for (int64_t a : axes) {
-      const int64_t ax = normalize_axis(a, rank, ctx.label());
-      ONYX_CHECK(!reduced[ax], "[{}] axes {} name axis {} twice", ctx.label(), fmt::join(axes, ","), ax);
-      reduced[ax] = true;
-    }
-    Shape out_shape;
-    for (int64_t i = 0; i < rank; ++i) {
-      if (!reduced[i]) out_shape.push_back(x.shape()[i]);
-      else if (keepdims_) out_shape.push_back(1);
-    }
-    Tensor& y = ctx.allocate_output(0, x.dtype(), out_shape);
+    const ReducedAxes r = reduced_axes(ctx, attrs_, x.shape());
+    Tensor& y = ctx.allocate_output(0, x.dtype(), r.out);
     if (y.numel() == 0) return;
     const auto dt = red_dtype(x.dtype());
     ONYX_CHECK(dt && red::reduce_supports(op_, *dt), "[{}] the CUDA kernel does not take {} input", ctx.label(),
                dtype_name(x.dtype()));
-    const red::Geom g = make_geom(x.shape(), reduced, ctx.label());
+    const red::Geom g = make_geom(x.shape(), r.reduced, ctx.label());
     const size_t bytes = red::reduce_scratch_bytes(op_, *dt, g);
     Tensor scratch = bytes ? ctx.scratch(DataType::UInt8, {static_cast<int64_t>(bytes)}) : Tensor();
     red::launch_reduce(op_, *dt, x.raw(), y.raw(), g, bytes ? scratch.raw() : nullptr, stream_of(ctx));
@@ -136,48 +109,34 @@ class ReduceKernel final : public Kernel {
 
  private:
   red::Op op_;
-  bool keepdims_;
-  bool noop_with_empty_axes_;
-  std::optional<std::vector<int64_t>> attr_axes_;
+  ReduceAttrs attrs_;
 };
 
 class ArgReduceKernel final : public Kernel {
  public:
-  ArgReduceKernel(const KernelInfo& info, bool is_max)
-      : is_max_(is_max),
-        axis_(info.node.attr_int("axis", 0)),
-        keepdims_(info.node.attr_int("keepdims", 1) != 0),
-        select_last_(info.node.attr_int("select_last_index", 0) != 0) {}
+  ArgReduceKernel(const KernelInfo& info, bool is_max) : is_max_(is_max), attrs_(info) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& x = ctx.required_input(0);
-    ONYX_CHECK(x.rank() >= 1, "[{}] input should have rank >= 1 but is a scalar", ctx.label());
-    const int64_t axis = normalize_axis(axis_, x.rank(), ctx.label());
+    int64_t axis = 0;
+    const Shape out_shape = arg_reduce_shape(ctx, attrs_, x.shape(), axis);
     int64_t outer = 1, inner = 1;
     for (int64_t i = 0; i < axis; ++i) outer *= x.shape()[i];
     for (int64_t i = axis + 1; i < x.rank(); ++i) inner *= x.shape()[i];
     const int64_t n = x.shape()[axis];
-    Shape out_shape = x.shape();
-    if (keepdims_) out_shape[axis] = 1;
-    else out_shape.erase(out_shape.begin() + axis);
-    ONYX_CHECK(n > 0 || outer * inner == 0,
-               "[{}] cannot take the index of an extreme along axis {} of size 0 (input shape {})", ctx.label(),
-               axis, shape_str(x.shape()));
     Tensor& y = ctx.allocate_output(0, DataType::Int64, out_shape);
     if (y.numel() == 0) return;
     const auto dt = red_dtype(x.dtype());
     ONYX_CHECK(dt && red::arg_supports(*dt), "[{}] the CUDA kernel does not take {} input", ctx.label(),
                dtype_name(x.dtype()));
-    red::launch_arg_reduce(is_max_, select_last_, *dt, x.raw(), y.data<int64_t>(), outer, n, inner,
+    red::launch_arg_reduce(is_max_, attrs_.select_last, *dt, x.raw(), y.data<int64_t>(), outer, n, inner,
                            stream_of(ctx));
     ONYX_CUDA_CHECK(cudaGetLastError());
   }
 
  private:
   bool is_max_;
-  int64_t axis_;
-  bool keepdims_;
-  bool select_last_;
+  ArgReduceAttrs attrs_;
 };
 
 }  // namespace

@@ -1,0 +1,31 @@
+// The host-side checks of the gather/scatter family (GatherElements, ScatterElements,
+// GatherND, ScatterND) and their reduction attribute, shared by every provider: each refuses
+// the same inputs with the same onyx::Error. Index *values* are checked where they are read
+// (on the CPU while walking them; on a device from initializers at creation).
+#pragma once
+
+#include "kernels/kernel.h"
+
+namespace onyx {
+
+/// ScatterElements / ScatterND `reduction` (add and mul since opset 16, max and min since 18).
+enum class ScatterReduction { None, Add, Mul, Max, Min };
+ScatterReduction parse_scatter_reduction(const KernelInfo& info);
+
+/// GatherElements / ScatterElements: indices of data's rank, each dim within data's.
+void check_element_indices(const KernelContext& ctx, const Tensor& x, const Tensor& ind);
+
+/// ScatterElements: updates of the indices' shape and the data's dtype.
+void check_element_updates(const KernelContext& ctx, const Tensor& x, const Tensor& ind,
+                           const Tensor& upd);
+
+/// GatherND / ScatterND: int64 indices of rank >= 1 whose tuples (the last dim, returned) fit
+/// the dims of `shape` after `batch` leading ones.
+size_t nd_tuple_length(const KernelContext& ctx, const Tensor& ind, const Shape& shape,
+                       size_t batch);
+
+/// ScatterND: updates of shape indices.shape[:-1] + data.shape[k:] and the data's dtype.
+void check_nd_updates(const KernelContext& ctx, const Tensor& x, const Tensor& ind, size_t k,
+                      const Tensor& upd);
+
+}  // namespace onyx
