@@ -20,24 +20,15 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/device_util.cuh"
 
 namespace onyx::cuda::attn {
 namespace {
 
-template <class A, class B> struct same_t { static constexpr bool value = false; };
-template <class A> struct same_t<A, A> { static constexpr bool value = true; };
-template <class A, class B> constexpr bool same = same_t<A, B>::value;
+// T is float, __half or __nv_bfloat16 (dispatch below): widen gives float, and every narrow<T>
+// here is handed a float.
+using dev::ceil_div, dev::narrow, dev::same, dev::warp_sum, dev::widen;
 
-template <class T> __device__ __forceinline__ float widen(T v) {
-  if constexpr (same<T, __half>) return __half2float(v);
-  else if constexpr (same<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return v;
-}
-template <class T> __device__ __forceinline__ T narrow(float v) {
-  if constexpr (same<T, __half>) return __float2half_rn(v);
-  else if constexpr (same<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
-  else return v;
-}
 /// x rounded to T's precision, as the CPU does where it stores a T value.
 template <class T> __device__ __forceinline__ float rnd(float x) {
   if constexpr (same<T, float>) return x;
@@ -50,11 +41,6 @@ __device__ __forceinline__ float round_to(Round r, float x) {
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
   return v;
 }
 
@@ -100,8 +86,6 @@ __device__ __forceinline__ float capped(const Params& p, float dot) {
   if (p.softcap > 0.f) s = rnd<T>(rnd<T>(tanhf(rnd<T>(s / p.softcap))) * p.softcap);
   return s;
 }
-
-constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- fused kernel ----
 

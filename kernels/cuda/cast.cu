@@ -12,13 +12,14 @@
 #include <cuda/std/type_traits>
 
 #include "kernels/cuda/cast_launch.h"
+#include "kernels/cuda/device_util.cuh"
 
 namespace onyx::cuda::cast {
 namespace {
 
 namespace cs = ::cuda::std;
 
-template <typename T> struct Tag { using type = T; };
+using dev::is_half, dev::map, dev::narrow, dev::Tag, dev::widen;
 
 /// Calls f(Tag<T>{}) for a plain dtype t.
 template <typename F>
@@ -41,22 +42,6 @@ void with_plain(CType t, F&& f) {
   }
 }
 
-template <typename T>
-constexpr bool kHalf = cs::is_same_v<T, __half> || cs::is_same_v<T, __nv_bfloat16>;
-
-template <typename T>
-__device__ __forceinline__ T widen(T v) { return v; }
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename D>
-__device__ __forceinline__ D from_float(float v) {
-  if constexpr (cs::is_same_v<D, __half>)
-    return __float2half_rn(v);
-  else
-    return __float2bfloat16_rn(v);
-}
-
 /// Double to integer without undefined behaviour (out of range gives x86's 0x80..0).
 template <typename D>
 __device__ __forceinline__ D float_to_int(double v) {
@@ -75,14 +60,14 @@ __device__ __forceinline__ D convert(S s) {
   } else if constexpr (cs::is_same_v<D, bool>) {
     return widen(s) != decltype(widen(s))(0);
   } else if constexpr (cs::is_same_v<S, bool>) {
-    if constexpr (kHalf<D>)
-      return from_float<D>(s ? 1.0f : 0.0f);
+    if constexpr (is_half<D>)
+      return narrow<D>(s ? 1.0f : 0.0f);
     else
       return D(s ? 1 : 0);
   } else if constexpr (cs::is_integral_v<D> && !cs::is_integral_v<S>) {
     return float_to_int<D>(double(widen(s)));
-  } else if constexpr (kHalf<D>) {
-    return from_float<D>(float(widen(s)));  // double and int64 round twice, as on the CPU
+  } else if constexpr (is_half<D>) {
+    return narrow<D>(float(widen(s)));  // double and int64 round twice, as on the CPU
   } else {
     return D(widen(s));
   }
@@ -223,26 +208,7 @@ struct SubByteDst {
   }
 };
 
-// ---- the kernel -----------------------------------------------------------------------------
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;
-
-unsigned grid_for(int64_t work) {
-  int64_t b = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : b > kMaxBlocks ? kMaxBlocks : b);
-}
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
-
-template <typename A, typename B>
-constexpr int vec_width() {
-  constexpr size_t m = sizeof(A) > sizeof(B) ? sizeof(A) : sizeof(B);
-  return m >= 16 ? 1 : int(16 / m);
-}
+// ---- the map (device_util.cuh's map_kernel) -------------------------------------------------
 
 template <typename Src, typename Dst>
 struct CastF {
@@ -253,37 +219,9 @@ struct CastF {
   }
 };
 
-/// y[i] = f(x[i]); with vec, 16-byte vectors first, the rest one by one.
-template <typename In, typename Out, typename F>
-__global__ void cast_kernel(const In* x, Out* y, int64_t n, bool vec, F f) {
-  constexpr int V = vec_width<In, Out>();
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  int64_t done = 0;
-  if (vec) {
-    const int64_t nv = n / V;
-    for (int64_t j = first; j < nv; j += stride) {
-      const Vec<In, V> a = reinterpret_cast<const Vec<In, V>*>(x)[j];
-      Vec<Out, V> b;
-#pragma unroll
-      for (int k = 0; k < V; ++k) b.v[k] = f(a.v[k]);
-      reinterpret_cast<Vec<Out, V>*>(y)[j] = b;
-    }
-    done = nv * V;
-  }
-  for (int64_t j = done + first; j < n; j += stride) y[j] = f(x[j]);
-}
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 template <typename Src, typename Dst>
 void run(Src src, Dst dst, const void* x, void* y, int64_t n, cudaStream_t s) {
-  using In = typename Src::storage;
-  using Out = typename Dst::storage;
-  constexpr int V = vec_width<In, Out>();
-  const bool vec = V > 1 && aligned16(x) && aligned16(y);
-  cast_kernel<<<grid_for(vec ? (n + V - 1) / V : n), kThreads, 0, s>>>(
-      static_cast<const In*>(x), static_cast<Out*>(y), n, vec, CastF<Src, Dst>{src, dst});
+  map<typename Src::storage, typename Dst::storage>(x, y, n, CastF<Src, Dst>{src, dst}, s);
 }
 
 /// Calls f(target) with the target kind of `to`.

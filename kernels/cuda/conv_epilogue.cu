@@ -7,24 +7,12 @@
 #include <cstdint>
 
 #include "kernels/cuda/conv_epilogue_launch.h"
+#include "kernels/cuda/device_util.cuh"
 
 namespace onyx::cuda::cv {
 namespace {
 
-constexpr int kThreads = 256;
-
-template <typename T> struct AccOf { using type = float; };
-template <> struct AccOf<double> { using type = double; };
-
-__device__ __forceinline__ float load(float v) { return v; }
-__device__ __forceinline__ double load(double v) { return v; }
-__device__ __forceinline__ float load(__half v) { return __half2float(v); }
-__device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-__device__ __forceinline__ void put(float& d, float v) { d = v; }
-__device__ __forceinline__ void put(double& d, double v) { d = v; }
-__device__ __forceinline__ void put(__half& d, float v) { d = __float2half_rn(v); }
-__device__ __forceinline__ void put(__nv_bfloat16& d, float v) { d = __float2bfloat16_rn(v); }
+using dev::acc_t, dev::grid_upto_64k, dev::kThreads, dev::put, dev::widen;
 
 /// The CPU kernel's activation (kernels/cpu/conv.h), comparisons written as std::min/max
 /// evaluate them, so NaN behaves alike.
@@ -53,12 +41,12 @@ __device__ __forceinline__ A activate(A x, const Act& act) {
 template <typename T, typename I>
 __global__ void epilogue_kernel(T* y, const T* bias, const T* z, I total, I inner, I channels,
                                 Act act) {
-  using A = typename AccOf<T>::type;
+  using A = acc_t<T>;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<I>(gridDim.x) * blockDim.x) {
-    A v = load(y[i]);
-    if (bias) v += load(bias[(i / inner) % channels]);
-    if (z) v += load(z[i]);
+    A v = widen(y[i]);
+    if (bias) v += widen(bias[(i / inner) % channels]);
+    if (z) v += widen(z[i]);
     put(y[i], activate<A>(v, act));
   }
 }
@@ -84,11 +72,6 @@ __global__ void window_copy_kernel(E* dst, const E* src, I total, Dims3 dd, Dims
   }
 }
 
-unsigned grid_for(int64_t total) {
-  int64_t blocks = (total + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65536 ? blocks : 65536);
-}
-
 template <typename T>
 void epilogue(void* y, const void* bias, const void* z, int64_t total, int64_t inner,
               int64_t channels, Act act, cudaStream_t s) {
@@ -96,11 +79,11 @@ void epilogue(void* y, const void* bias, const void* z, int64_t total, int64_t i
   const T* bp = static_cast<const T*>(bias);
   const T* zp = static_cast<const T*>(z);
   if (total <= INT32_MAX)
-    epilogue_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, s>>>(
+    epilogue_kernel<T, uint32_t><<<grid_upto_64k(total), kThreads, 0, s>>>(
         yp, bp, zp, static_cast<uint32_t>(total), static_cast<uint32_t>(inner),
         static_cast<uint32_t>(channels), act);
   else
-    epilogue_kernel<T, uint64_t><<<grid_for(total), kThreads, 0, s>>>(
+    epilogue_kernel<T, uint64_t><<<grid_upto_64k(total), kThreads, 0, s>>>(
         yp, bp, zp, static_cast<uint64_t>(total), static_cast<uint64_t>(inner),
         static_cast<uint64_t>(channels), act);
 }
@@ -111,10 +94,10 @@ void window_copy(void* dst, const void* src, int64_t total, Dims3 dd, Dims3 sd, 
   E* d = static_cast<E*>(dst);
   const E* sp = static_cast<const E*>(src);
   if (total <= INT32_MAX)
-    window_copy_kernel<E, uint32_t><<<grid_for(total), kThreads, 0, s>>>(
+    window_copy_kernel<E, uint32_t><<<grid_upto_64k(total), kThreads, 0, s>>>(
         d, sp, static_cast<uint32_t>(total), dd, sd, off);
   else
-    window_copy_kernel<E, uint64_t><<<grid_for(total), kThreads, 0, s>>>(
+    window_copy_kernel<E, uint64_t><<<grid_upto_64k(total), kThreads, 0, s>>>(
         d, sp, static_cast<uint64_t>(total), dd, sd, off);
 }
 

@@ -7,38 +7,12 @@
 #include <cstdint>
 
 #include "kernels/cuda/data_movement_launch.h"
+#include "kernels/cuda/device_util.cuh"
 
 namespace onyx::cuda::move {
 namespace {
 
-template <int Bytes> struct Word;
-template <> struct Word<1> { using type = uint8_t; };
-template <> struct Word<2> { using type = uint16_t; };
-template <> struct Word<4> { using type = uint32_t; };
-template <> struct Word<8> { using type = uint64_t; };
-struct alignas(8) Word16 { uint64_t lo, hi; };  // complex128: 8-byte alignment suffices
-template <> struct Word<16> { using type = Word16; };
-
-/// Calls f(Word<bytes>::type{}) for an element width of 1, 2, 4, 8 or 16 bytes.
-template <typename F>
-void with_width(int bytes, F&& f) {
-  switch (bytes) {
-    case 1: return f(Word<1>::type{});
-    case 2: return f(Word<2>::type{});
-    case 4: return f(Word<4>::type{});
-    case 8: return f(Word<8>::type{});
-    case 16: return f(Word<16>::type{});
-    default: return;
-  }
-}
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;
-
-unsigned grid_for(int64_t work) {
-  int64_t b = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : b > kMaxBlocks ? kMaxBlocks : b);
-}
+using dev::grid_for, dev::kThreads, dev::with_width;
 
 /// U: the linear index (uint32 when it fits: i + grid stride stays below 2^32), S: the
 /// signed source offset. The dimension loop is unrolled so the descriptor stays in registers.

@@ -12,12 +12,16 @@
 #include <cuda/std/limits>
 #include <cuda/std/type_traits>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/elementwise_launch.h"
 
 namespace onyx::cuda::ew {
 namespace {
 
 namespace cs = ::cuda::std;
+
+using dev::acc_t, dev::aligned16, dev::grid_for, dev::kThreads, dev::map, dev::narrow, dev::Vec,
+    dev::vec_width, dev::widen, dev::Word, dev::wrap_t;
 
 // ---- element types -------------------------------------------------------------------------
 
@@ -59,30 +63,6 @@ void with_dtype(DType t, F&& f) {
   }
 }
 
-/// Compute type: float for the 16-bit floats, else the element type.
-template <typename T> struct Acc { using type = T; };
-template <> struct Acc<__half> { using type = float; };
-template <> struct Acc<__nv_bfloat16> { using type = float; };
-template <typename T> using acc_t = typename Acc<T>::type;
-
-template <typename T>
-__host__ __device__ __forceinline__ T widen(T v) { return v; }
-__host__ __device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-__host__ __device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> struct Narrow {
-  template <typename C>
-  __device__ static T from(C v) { return static_cast<T>(v); }
-};
-template <> struct Narrow<__half> {
-  __device__ static __half from(float v) { return __float2half_rn(v); }
-};
-template <> struct Narrow<__nv_bfloat16> {
-  __device__ static __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
-};
-template <typename T, typename C>
-__device__ __forceinline__ T narrow(C v) { return Narrow<T>::from(v); }
-
 // float / double overloads of the libm functions the ops use.
 #define ONYX_CUDA_MATH1(fn)                                                  \
   __device__ __forceinline__ float m_##fn(float x) { return ::fn##f(x); }    \
@@ -103,10 +83,6 @@ __device__ __forceinline__ double m_pow(double a, double b) { return ::pow(a, b)
 
 template <typename C>
 constexpr bool kSignedInt = cs::is_integral_v<C> && cs::is_signed_v<C>;
-
-/// The unsigned type integer C wraps in (at least unsigned, so no promotion to int).
-template <typename C>
-using wrap_t = cs::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, cs::make_unsigned_t<C>>;
 
 template <typename C>
 __device__ __forceinline__ C wrap_neg(C x) {
@@ -439,59 +415,6 @@ struct WhereF {
 
 // ---- kernels --------------------------------------------------------------------------------
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;  // grid-stride loops past this (about 8 waves on an H100)
-
-unsigned grid_for(int64_t work) {
-  int64_t b = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : b > kMaxBlocks ? kMaxBlocks : b);
-}
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
-
-/// Elements per 16-byte access for the widest of the types.
-template <typename... Ts>
-constexpr int vec_width() {
-  size_t m = 1;
-  ((m = sizeof(Ts) > m ? sizeof(Ts) : m), ...);
-  return m >= 16 ? 1 : static_cast<int>(16 / m);
-}
-
-/// y[i] = f(x[i]); with vec, 16-byte vectors first, the rest one by one.
-template <typename In, typename Out, typename F>
-__global__ void map_kernel(const In* x, Out* y, int64_t n, bool vec, F f) {
-  constexpr int V = vec_width<In, Out>();
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  int64_t done = 0;
-  if (vec) {
-    const int64_t nv = n / V;
-    for (int64_t j = first; j < nv; j += stride) {
-      const Vec<In, V> a = reinterpret_cast<const Vec<In, V>*>(x)[j];
-      Vec<Out, V> b;
-#pragma unroll
-      for (int k = 0; k < V; ++k) b.v[k] = f(a.v[k]);
-      reinterpret_cast<Vec<Out, V>*>(y)[j] = b;
-    }
-    done = nv * V;
-  }
-  for (int64_t j = done + first; j < n; j += stride) y[j] = f(x[j]);
-}
-
-template <typename In, typename Out, typename F>
-void map(const void* x, void* y, int64_t n, F f, cudaStream_t s) {
-  if (n <= 0) return;
-  constexpr int V = vec_width<In, Out>();
-  const bool vec = V > 1 && aligned16(x) && aligned16(y);
-  map_kernel<In, Out, F><<<grid_for(vec ? (n + V - 1) / V : n), kThreads, 0, s>>>(
-      static_cast<const In*>(x), static_cast<Out*>(y), n, vec, f);
-}
-
 /// Per-input element offsets of output element i. The loop is unrolled over kMaxDims so the
 /// descriptor stays in registers / the constant bank instead of local memory.
 template <typename Idx, int K>
@@ -586,15 +509,6 @@ void run2(const void* a, const void* b, void* y, const Broadcast& bc, F f, cudaS
     bcast2_kernel<int64_t, A, B, Out, F><<<grid_for(bc.numel), kThreads, 0, s>>>(pa, pb, py, bc, f);
   }
 }
-
-/// Where's element of `bytes` bytes (moved, never computed on).
-template <int Bytes> struct Word;
-template <> struct Word<1> { using type = uint8_t; };
-template <> struct Word<2> { using type = uint16_t; };
-template <> struct Word<4> { using type = uint32_t; };
-template <> struct Word<8> { using type = uint64_t; };
-struct alignas(8) Word16 { uint64_t lo, hi; };
-template <> struct Word<16> { using type = Word16; };
 
 template <int Bytes>
 void run_where(const bool* c, const void* x, const void* y, void* out, const Broadcast& bc,

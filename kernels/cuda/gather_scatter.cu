@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cuda/std/type_traits>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/gather_scatter_launch.h"
 
 namespace onyx::cuda::gs {
@@ -17,25 +18,7 @@ namespace {
 
 namespace cs = ::cuda::std;
 
-template <int Bytes> struct Word;
-template <> struct Word<1> { using type = uint8_t; };
-template <> struct Word<2> { using type = uint16_t; };
-template <> struct Word<4> { using type = uint32_t; };
-template <> struct Word<8> { using type = uint64_t; };
-struct alignas(8) Word16 { uint64_t lo, hi; };
-template <> struct Word<16> { using type = Word16; };
-
-template <typename F>
-void with_width(int bytes, F&& f) {
-  switch (bytes) {
-    case 1: return f(Word<1>::type{});
-    case 2: return f(Word<2>::type{});
-    case 4: return f(Word<4>::type{});
-    case 8: return f(Word<8>::type{});
-    case 16: return f(Word<16>::type{});
-    default: return;
-  }
-}
+using dev::acc_t, dev::grid_for, dev::kThreads, dev::narrow, dev::widen, dev::with_width, dev::wrap_t;
 
 template <typename F>
 void with_type(GsType t, F&& f) {
@@ -56,14 +39,6 @@ void with_type(GsType t, F&& f) {
   }
 }
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;
-
-unsigned grid_for(int64_t work) {
-  int64_t b = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : b > kMaxBlocks ? kMaxBlocks : b);
-}
-
 /// An index value made non-negative (it may still be out of range: callers check).
 template <typename I>
 __device__ __forceinline__ int64_t wrap_index(I v, int64_t dim) {
@@ -73,34 +48,11 @@ __device__ __forceinline__ int64_t wrap_index(I v, int64_t dim) {
 
 // ---- reductions -----------------------------------------------------------------------------
 
-template <typename T> struct Acc { using type = T; };
-template <> struct Acc<__half> { using type = float; };
-template <> struct Acc<__nv_bfloat16> { using type = float; };
-
-template <typename T>
-__device__ __forceinline__ T widen(T v) { return v; }
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T narrow(typename Acc<T>::type v) {
-  if constexpr (cs::is_same_v<T, __half>)
-    return __float2half_rn(v);
-  else if constexpr (cs::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16_rn(v);
-  else
-    return v;
-}
-
-/// Integer arithmetic wraps (in an unsigned type at least as wide as unsigned int).
-template <typename A>
-using wrap_t = cs::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, cs::make_unsigned_t<A>>;
-
 /// d combined with s as the CPU's combine(): bool adds as "or" and multiplies as "and"; Max
 /// and Min keep d unless s compares greater / less (so a NaN never replaces a number).
 template <typename T>
 __device__ T combine(T d, T s, Reduction r) {
-  using A = typename Acc<T>::type;
+  using A = acc_t<T>;  // integer arithmetic wraps in wrap_t<A>
   const A a = widen(d), b = widen(s);
   switch (r) {
     case Reduction::Add:

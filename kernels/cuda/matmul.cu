@@ -6,25 +6,13 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/matmul_launch.h"
 
 namespace onyx::cuda::mm {
 namespace {
 
-constexpr int kThreads = 256;
-
-template <typename T> struct AccOf { using type = float; };
-template <> struct AccOf<double> { using type = double; };
-
-__device__ __forceinline__ float to_acc(float v) { return v; }
-__device__ __forceinline__ double to_acc(double v) { return v; }
-__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-__device__ __forceinline__ void put(float& d, float v) { d = v; }
-__device__ __forceinline__ void put(double& d, double v) { d = v; }
-__device__ __forceinline__ void put(__half& d, float v) { d = __float2half_rn(v); }
-__device__ __forceinline__ void put(__nv_bfloat16& d, float v) { d = __float2bfloat16_rn(v); }
+using dev::acc_t, dev::grid_upto_64k, dev::kThreads, dev::put, dev::widen;
 
 __device__ __forceinline__ float activate(float v, Act act) {
   switch (act) {
@@ -50,18 +38,17 @@ __device__ __forceinline__ double activate(double v, Act act) {
 
 template <typename T, typename I>
 __global__ void bias_act_kernel(T* y, const T* bias, I total, I n, Act act) {
-  using A = typename AccOf<T>::type;
+  using A = acc_t<T>;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<I>(gridDim.x) * blockDim.x) {
-    A v = to_acc(y[i]);
-    if (bias) v += to_acc(bias[i % n]);
+    A v = widen(y[i]);
+    if (bias) v += widen(bias[i % n]);
     put(y[i], activate(v, act));
   }
 }
 
 template <typename T, typename I>
-__global__ void broadcast_c_kernel(T* y, const T* c, I total, I n, I cm, I cn,
-                                   typename AccOf<T>::type scale) {
+__global__ void broadcast_c_kernel(T* y, const T* c, I total, I n, I cm, I cn, acc_t<T> scale) {
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<I>(gridDim.x) * blockDim.x) {
     const I row = i / n, col = i - row * n;
@@ -69,13 +56,8 @@ __global__ void broadcast_c_kernel(T* y, const T* c, I total, I n, I cm, I cn,
     if (scale == 1)
       y[i] = v;
     else
-      put(y[i], scale * to_acc(v));
+      put(y[i], scale * widen(v));
   }
-}
-
-unsigned grid_for(int64_t total) {
-  int64_t blocks = (total + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65536 ? blocks : 65536);
 }
 
 template <typename T>
@@ -85,10 +67,10 @@ void bias_act(void* y, const void* bias, int64_t rows, int64_t n, Act act, cudaS
   T* yp = static_cast<T*>(y);
   const T* bp = static_cast<const T*>(bias);
   if (total <= INT32_MAX)
-    bias_act_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, s>>>(
+    bias_act_kernel<T, uint32_t><<<grid_upto_64k(total), kThreads, 0, s>>>(
         yp, bp, static_cast<uint32_t>(total), static_cast<uint32_t>(n), act);
   else
-    bias_act_kernel<T, uint64_t><<<grid_for(total), kThreads, 0, s>>>(
+    bias_act_kernel<T, uint64_t><<<grid_upto_64k(total), kThreads, 0, s>>>(
         yp, bp, static_cast<uint64_t>(total), static_cast<uint64_t>(n), act);
 }
 
@@ -97,15 +79,15 @@ void broadcast_c(void* y, const void* c, int64_t m, int64_t n, int64_t cm, int64
                  double scale, cudaStream_t s) {
   const int64_t total = m * n;
   if (total <= 0) return;
-  using A = typename AccOf<T>::type;
+  using A = acc_t<T>;
   T* yp = static_cast<T*>(y);
   const T* cp = static_cast<const T*>(c);
   if (total <= INT32_MAX)
-    broadcast_c_kernel<T, uint32_t><<<grid_for(total), kThreads, 0, s>>>(
+    broadcast_c_kernel<T, uint32_t><<<grid_upto_64k(total), kThreads, 0, s>>>(
         yp, cp, static_cast<uint32_t>(total), static_cast<uint32_t>(n), static_cast<uint32_t>(cm),
         static_cast<uint32_t>(cn), static_cast<A>(scale));
   else
-    broadcast_c_kernel<T, uint64_t><<<grid_for(total), kThreads, 0, s>>>(
+    broadcast_c_kernel<T, uint64_t><<<grid_upto_64k(total), kThreads, 0, s>>>(
         yp, cp, static_cast<uint64_t>(total), static_cast<uint64_t>(n), static_cast<uint64_t>(cm),
         static_cast<uint64_t>(cn), static_cast<A>(scale));
 }

@@ -12,32 +12,13 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/normalization_launch.h"
 
 namespace onyx::cuda::norm {
 namespace {
 
-template <class A, class B> struct same_t { static constexpr bool value = false; };
-template <class A> struct same_t<A, A> { static constexpr bool value = true; };
-template <class A, class B> constexpr bool same = same_t<A, B>::value;
-
-template <class T> struct acc_s { using type = T; };
-template <> struct acc_s<__half> { using type = float; };
-template <> struct acc_s<__nv_bfloat16> { using type = float; };
-template <class T> using acc_t = typename acc_s<T>::type;
-
-template <class T> __device__ __forceinline__ acc_t<T> widen(T v) {
-  if constexpr (same<T, __half>) return __half2float(v);
-  else if constexpr (same<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return v;
-}
-template <class T, class A> __device__ __forceinline__ T narrow(A v) {
-  if constexpr (same<T, __half>) return __float2half_rn(static_cast<float>(v));
-  else if constexpr (same<T, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
-__device__ __forceinline__ float dsqrt(float x) { return sqrtf(x); }
-__device__ __forceinline__ double dsqrt(double x) { return sqrt(x); }
+using dev::acc_t, dev::ceil_div, dev::clamp_grid, dev::dsqrt, dev::narrow, dev::warp_sum, dev::widen;
 
 /// Element i of a parameter of runtime dtype t, as A.
 template <class A>
@@ -60,11 +41,6 @@ __device__ __forceinline__ void st(void* p, DType t, int64_t i, double v) {
   }
 }
 
-template <class A> __device__ __forceinline__ A warp_sum(A v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
-}
 /// Sum over the block, returned to every thread. `sh` holds 33 values.
 template <class A> __device__ __forceinline__ A block_sum(A v, A* sh) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
@@ -79,9 +55,6 @@ template <class A> __device__ __forceinline__ A block_sum(A v, A* sh) {
   __syncthreads();
   return sh[32];  // sh[32] is rewritten only after the next call's first barrier
 }
-
-constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-constexpr unsigned clamp_grid(int64_t blocks, int64_t most) { return static_cast<unsigned>(blocks < most ? blocks : most); }
 
 // ---- row norms ----
 

@@ -8,33 +8,20 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/pool_launch.h"
 
 namespace onyx::cuda::pooling {
 namespace {
 
-constexpr int kThreads = 256;
+using dev::grid_upto_64k, dev::kThreads, dev::put, dev::widen;
 
 // Arithmetic type (float for the 16-bit floats, double for double and the integers, as the
-// CPU kernel's Acc) and comparison values.
+// CPU kernel's Acc): not dev::acc_t, which leaves the integers as they are.
 template <typename T> struct AccOf { using type = float; };
 template <> struct AccOf<double> { using type = double; };
 template <> struct AccOf<int8_t> { using type = double; };
 template <> struct AccOf<uint8_t> { using type = double; };
-
-__host__ __device__ __forceinline__ float load(float v) { return v; }
-__host__ __device__ __forceinline__ double load(double v) { return v; }
-__host__ __device__ __forceinline__ float load(__half v) { return __half2float(v); }
-__host__ __device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-__host__ __device__ __forceinline__ int load(int8_t v) { return v; }
-__host__ __device__ __forceinline__ int load(uint8_t v) { return v; }
-
-__host__ __device__ __forceinline__ void put(float& d, float v) { d = v; }
-__host__ __device__ __forceinline__ void put(double& d, double v) { d = v; }
-__host__ __device__ __forceinline__ void put(__half& d, float v) { d = __float2half_rn(v); }
-__host__ __device__ __forceinline__ void put(__nv_bfloat16& d, float v) { d = __float2bfloat16_rn(v); }
-__host__ __device__ __forceinline__ void put(int8_t& d, double v) { d = static_cast<int8_t>(v); }
-__host__ __device__ __forceinline__ void put(uint8_t& d, double v) { d = static_cast<uint8_t>(v); }
 
 /// The type's lowest finite value (numeric_limits<T>::lowest()).
 template <typename T> __host__ __device__ __forceinline__ T lowest();
@@ -102,7 +89,7 @@ __host__ __device__ void pool_one(const T* __restrict__ x, T* __restrict__ y,
         for (int64_t kw = k0[2]; kw < k1[2]; ++kw) {
           const int64_t xi = row + kw * w.dil[2];
           const T v = xp[xi];
-          if (best_i < 0 || load(v) > load(best)) best = v, best_i = xi;
+          if (best_i < 0 || widen(v) > widen(best)) best = v, best_i = xi;
         }
       }
     }
@@ -124,7 +111,7 @@ __host__ __device__ void pool_one(const T* __restrict__ x, T* __restrict__ y,
     for (int64_t kh = k0[1]; kh < k1[1]; ++kh) {
       const int64_t row = (id * w.in[1] + base[1] + kh * w.dil[1]) * w.in[2] + base[2];
       for (int64_t kw = k0[2]; kw < k1[2]; ++kw) {
-        const A v = static_cast<A>(load(xp[row + kw * w.dil[2]]));
+        const A v = static_cast<A>(widen(xp[row + kw * w.dil[2]]));
         sum += kind == Kind::Avg ? v : pow(fabs(v), p);
       }
     }
@@ -174,7 +161,7 @@ __global__ void global_pool_warp_kernel(const T* __restrict__ x, T* __restrict__
        plane < planes; plane += warps) {
     const T* xp = x + plane * size;
     A r = init_value<A>(max);
-    for (int64_t j = lane; j < size; j += 32) r = combine(r, static_cast<A>(load(xp[j])), max);
+    for (int64_t j = lane; j < size; j += 32) r = combine(r, static_cast<A>(widen(xp[j])), max);
     r = warp_reduce(r, max);
     if (lane == 0) put(y[plane], max ? r : r / static_cast<A>(size));
   }
@@ -190,7 +177,7 @@ __global__ void global_pool_block_kernel(const T* __restrict__ x, T* __restrict_
     const T* xp = x + plane * size;
     A r = init_value<A>(max);
     for (int64_t j = threadIdx.x; j < size; j += blockDim.x)
-      r = combine(r, static_cast<A>(load(xp[j])), max);
+      r = combine(r, static_cast<A>(widen(xp[j])), max);
     r = warp_reduce(r, max);
     if (lane == 0) partial[warp] = r;
     __syncthreads();
@@ -203,18 +190,13 @@ __global__ void global_pool_block_kernel(const T* __restrict__ x, T* __restrict_
   }
 }
 
-unsigned grid_for(int64_t work, int64_t per_block) {
-  int64_t blocks = (work + per_block - 1) / per_block;
-  return static_cast<unsigned>(blocks < 65536 ? blocks : 65536);
-}
-
 template <typename T>
 void pool(const void* x, void* y, int64_t* indices, int64_t planes, const Window& w, Kind kind,
           bool cip, bool column_major, double p, cudaStream_t s) {
   const int64_t total = planes * w.out[0] * w.out[1] * w.out[2];
   if (total <= 0) return;
   using A = typename AccOf<T>::type;
-  pool_kernel<T><<<grid_for(total, kThreads), kThreads, 0, s>>>(
+  pool_kernel<T><<<grid_upto_64k(total, kThreads), kThreads, 0, s>>>(
       static_cast<const T*>(x), static_cast<T*>(y), indices, total, w, kind, cip, column_major,
       static_cast<A>(p));
 }
@@ -225,10 +207,11 @@ void global_pool(const void* x, void* y, int64_t planes, int64_t size, bool max,
   const T* xp = static_cast<const T*>(x);
   T* yp = static_cast<T*>(y);
   if (size <= 4096)
-    global_pool_warp_kernel<T><<<grid_for(planes, kThreads / 32), kThreads, 0, s>>>(xp, yp, planes,
-                                                                                  size, max);
+    global_pool_warp_kernel<T><<<grid_upto_64k(planes, kThreads / 32), kThreads, 0, s>>>(
+        xp, yp, planes, size, max);
   else
-    global_pool_block_kernel<T><<<grid_for(planes, 1), kThreads, 0, s>>>(xp, yp, planes, size, max);
+    global_pool_block_kernel<T><<<grid_upto_64k(planes, 1), kThreads, 0, s>>>(
+        xp, yp, planes, size, max);
 }
 
 }  // namespace

@@ -12,31 +12,28 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <math_constants.h>
 
 #include <cstdint>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/reduce_launch.h"
 
 namespace onyx::cuda::red {
 namespace {
 
+using dev::acc_t, dev::ceil_div, dev::dexp, dev::dfinite, dev::dlog, dev::dsqrt, dev::inf, dev::is_half, dev::narrow,
+    dev::same, dev::Tag, dev::widen;
+
 // ---- type helpers (the .cu cannot use <type_traits> through graph/dtype.h) ----
 
-template <class A, class B> struct same_t { static constexpr bool value = false; };
-template <class A> struct same_t<A, A> { static constexpr bool value = true; };
-template <class A, class B> constexpr bool same = same_t<A, B>::value;
 template <bool C, class A, class B> struct cond_t { using type = A; };
 template <class A, class B> struct cond_t<false, A, B> { using type = B; };
 template <bool C, class A, class B> using cond = typename cond_t<C, A, B>::type;
 
-template <class T> constexpr bool is_half = same<T, __half> || same<T, __nv_bfloat16>;
 template <class T> constexpr bool is_fp = is_half<T> || same<T, float> || same<T, double>;
 template <class T>
 constexpr bool is_sint = same<T, int8_t> || same<T, int16_t> || same<T, int32_t> || same<T, int64_t>;
 
-/// Compute type: float for the 16-bit floats, else T.
-template <class T> using acc_t = cond<is_half<T>, float, T>;
 /// Sums and products: acc_t for floats, 64 bits for integers.
 template <class T> using sum_t = cond<is_fp<T>, acc_t<T>, cond<is_sint<T>, int64_t, uint64_t>>;
 /// log / sqrt / exp precision: float for float and the 16-bit floats, double otherwise.
@@ -51,16 +48,6 @@ template <> struct lim<uint8_t> { static constexpr uint8_t lo = 0, hi = UINT8_MA
 template <> struct lim<uint32_t> { static constexpr uint32_t lo = 0, hi = UINT32_MAX; };
 template <> struct lim<uint64_t> { static constexpr uint64_t lo = 0, hi = UINT64_MAX; };
 
-template <class T> __device__ __forceinline__ acc_t<T> widen(T v) {
-  if constexpr (same<T, __half>) return __half2float(v);
-  else if constexpr (same<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return v;
-}
-template <class T, class A> __device__ __forceinline__ T narrow(A v) {
-  if constexpr (same<T, __half>) return __float2half_rn(static_cast<float>(v));
-  else if constexpr (same<T, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
 /// Float to T: NaN gives 0 and values past an integer T's range clamp (graph/saturate_cast.h).
 template <class T, class M> __device__ __forceinline__ T saturate(M v) {
   if constexpr (is_fp<T>) {
@@ -76,18 +63,6 @@ template <class A> __device__ __forceinline__ bool is_nan(A v) {
   if constexpr (same<A, float> || same<A, double>) return v != v;
   else return false;
 }
-template <class A> __device__ __forceinline__ A inf() {
-  if constexpr (same<A, float>) return CUDART_INF_F;
-  else return CUDART_INF;
-}
-__device__ __forceinline__ float dexp(float x) { return expf(x); }
-__device__ __forceinline__ double dexp(double x) { return exp(x); }
-__device__ __forceinline__ float dlog(float x) { return logf(x); }
-__device__ __forceinline__ double dlog(double x) { return log(x); }
-__device__ __forceinline__ float dsqrt(float x) { return sqrtf(x); }
-__device__ __forceinline__ double dsqrt(double x) { return sqrt(x); }
-__device__ __forceinline__ bool dfinite(float x) { return isfinite(x); }
-__device__ __forceinline__ bool dfinite(double x) { return isfinite(x); }
 
 /// Integer sums and products wrap (done unsigned); floats are plain.
 template <class A> __device__ __forceinline__ A wadd(A a, A b) {
@@ -106,8 +81,6 @@ template <class A> __device__ __forceinline__ A shfl_xor(A v, int mask) {
   else if constexpr (same<A, uint64_t>) return static_cast<uint64_t>(__shfl_xor_sync(0xffffffffu, static_cast<unsigned long long>(v), mask));
   else return __shfl_xor_sync(0xffffffffu, v, mask);
 }
-
-__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- what a reduction accumulates and how an output is finished ----
 
@@ -554,8 +527,6 @@ __global__ void __launch_bounds__(256) arg_cols(const T* __restrict__ x, int64_t
     y[o] = idx;
   }
 }
-
-template <class T> struct Tag { using type = T; };
 
 /// Calls f(Tag<T>{}) for dtype t (every numeric dtype and bool).
 template <class F>

@@ -9,48 +9,17 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <math_constants.h>
 
 #include <cstdint>
 
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/softmax_launch.h"
 
 namespace onyx::cuda::sm {
 namespace {
 
-template <class A, class B> struct same_t { static constexpr bool value = false; };
-template <class A> struct same_t<A, A> { static constexpr bool value = true; };
-template <class A, class B> constexpr bool same = same_t<A, B>::value;
-
-template <class T> struct acc_s { using type = T; };
-template <> struct acc_s<__half> { using type = float; };
-template <> struct acc_s<__nv_bfloat16> { using type = float; };
-template <class T> using acc_t = typename acc_s<T>::type;
-
-template <class T> __device__ __forceinline__ acc_t<T> widen(T v) {
-  if constexpr (same<T, __half>) return __half2float(v);
-  else if constexpr (same<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return v;
-}
-template <class T, class A> __device__ __forceinline__ T narrow(A v) {
-  if constexpr (same<T, __half>) return __float2half_rn(v);
-  else if constexpr (same<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
-  else return static_cast<T>(v);
-}
-template <class A> __device__ __forceinline__ A inf() {
-  if constexpr (same<A, float>) return CUDART_INF_F;
-  else return CUDART_INF;
-}
-template <class A> __device__ __forceinline__ A nan() {
-  if constexpr (same<A, float>) return CUDART_NAN_F;
-  else return CUDART_NAN;
-}
-__device__ __forceinline__ float dexp(float x) { return expf(x); }
-__device__ __forceinline__ double dexp(double x) { return exp(x); }
-__device__ __forceinline__ float dlog(float x) { return logf(x); }
-__device__ __forceinline__ double dlog(double x) { return log(x); }
-__device__ __forceinline__ bool dfinite(float x) { return isfinite(x); }
-__device__ __forceinline__ bool dfinite(double x) { return isfinite(x); }
+using dev::acc_t, dev::ceil_div, dev::clamp_grid, dev::dexp, dev::dfinite, dev::dlog, dev::inf, dev::nan,
+    dev::narrow, dev::widen;
 
 /// Running max m (never NaN: NaN is not greater) and s = sum of exp(x - m). An element equal
 /// to m = -inf adds 0 rather than exp(NaN): whether such a row is all -inf is decided at the
@@ -220,9 +189,6 @@ __global__ void __launch_bounds__(256) softmax_cols(const T* __restrict__ x, T* 
     for (int64_t r = 0; r < n; ++r) y[base + r * inner] = narrow<T>(fin(widen(x[base + r * inner]), r));
   }
 }
-
-constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-constexpr unsigned clamp_grid(int64_t blocks, int64_t most) { return static_cast<unsigned>(blocks < most ? blocks : most); }
 
 template <class T>
 void run(Kind kind, const T* x, T* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
