@@ -30,6 +30,10 @@ inline int elem_bytes(const KernelContext& ctx, DataType t) {
 inline constexpr const char* kProvider = "cuda";
 
 // One registration function per kernel family (kernels/cuda/<family>.cpp).
+/// all_types() without strings, plus complex: what the data-movement and gather/scatter ops
+/// move since opset 13 (data_movement.cpp).
+std::vector<DataType> device_movable_types();
+
 void register_memcpy_kernels(KernelRegistry& r);
 void register_reduce_kernels(KernelRegistry& r);         // reduce.cpp
 void register_softmax_kernels(KernelRegistry& r);        // softmax.cpp

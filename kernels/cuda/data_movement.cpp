@@ -313,16 +313,6 @@ class PadKernel final : public Kernel {
 
 // ---- views ----------------------------------------------------------------------------------
 
-
-/// all_types() without strings, plus complex: what the data-movement ops take since opset 13.
-std::vector<DataType> device_movable_types() {
-  std::vector<DataType> out;
-  for (DataType t : all_types())
-    if (t != DataType::String) out.push_back(t);
-  out.insert(out.end(), {DataType::Complex64, DataType::Complex128});
-  return out;
-}
-
 /// device_movable_types() plus float8, float4 and the sub-byte ints (one per byte).
 std::vector<DataType> device_stored_types() {
   return device_movable_types() +
@@ -334,6 +324,14 @@ std::vector<DataType> device_stored_types() {
 }
 
 }  // namespace
+
+std::vector<DataType> device_movable_types() {
+  std::vector<DataType> out;
+  for (DataType t : all_types())
+    if (t != DataType::String) out.push_back(t);
+  out.insert(out.end(), {DataType::Complex64, DataType::Complex128});
+  return out;
+}
 
 void register_data_movement_kernels(KernelRegistry& r) {
   auto add = [&r](const char* op, int since, std::vector<DataType> types, KernelFactory f,

@@ -259,14 +259,6 @@ class ScatterNDKernel final : public Kernel {
   Reduction red_;
 };
 
-std::vector<DataType> device_movable_types() {
-  std::vector<DataType> out;
-  for (DataType t : all_types())
-    if (t != DataType::String) out.push_back(t);
-  out.insert(out.end(), {DataType::Complex64, DataType::Complex128});
-  return out;
-}
-
 }  // namespace
 
 void register_gather_scatter_kernels(KernelRegistry& r) {
