@@ -6,11 +6,6 @@
 
 namespace onyx {
 
-/// Input i, or nullptr when omitted or beyond the node's inputs.
-inline const Tensor* opt_input(const KernelContext& ctx, int i) {
-  return i < ctx.num_inputs() ? ctx.input(i) : nullptr;
-}
-
 struct AttentionAttrs {
   bool is_causal;
   int64_t q_heads, kv_heads, mode;  // mode: qk_matmul_output_mode, 0..3

@@ -51,6 +51,12 @@ class KernelContext {
   std::string label() const { return node().label(); }
 };
 
+/// Input i, or nullptr when omitted or beyond the node's inputs (trailing optional inputs
+/// may be left out of the node altogether).
+inline const Tensor* opt_input(const KernelContext& ctx, int i) {
+  return i < ctx.num_inputs() ? ctx.input(i) : nullptr;
+}
+
 /// What a kernel factory gets at session creation.
 struct KernelInfo {
   const Node& node;

@@ -14,7 +14,7 @@ ReduceAttrs::ReduceAttrs(const KernelInfo& info)
 ReducedAxes reduced_axes(const KernelContext& ctx, const ReduceAttrs& a, const Shape& x) {
   const auto rank = static_cast<int64_t>(x.size());
   ReducedAxes r{std::vector<bool>(x.size(), false), {}};
-  const Tensor* axes_t = ctx.num_inputs() > 1 ? ctx.input(1) : nullptr;
+  const Tensor* axes_t = opt_input(ctx, 1);
   if (axes_t) {
     ONYX_CHECK(axes_t->dtype() == DataType::Int64 && axes_t->rank() <= 1,
                "[{}] axes (input 1) should be a 1-D int64 tensor but is {} of shape {}",

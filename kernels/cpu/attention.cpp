@@ -162,7 +162,8 @@ class AttentionKernel final : public Kernel {
            Tensor* qk_out) const {
     using A = acc_t<T>;
     const A ninf = -std::numeric_limits<A>::infinity();
-    const double scale = attrs_.has_scale ? attrs_.scale : 1.0 / std::sqrt(static_cast<double>(g.Dq));
+    const double scale =
+        attrs_.has_scale ? attrs_.scale : 1.0 / std::sqrt(static_cast<double>(g.Dq));
     // Q and K are each scaled by sqrt(scale) (rounded to T), as in the function body.
     const A sq = static_cast<A>(static_cast<T>(std::sqrt(scale)));
     const A cap = static_cast<A>(static_cast<T>(attrs_.softcap));
@@ -175,7 +176,8 @@ class AttentionKernel final : public Kernel {
     const HeadView qv = HeadView::of(g.three_d, g.Hq, g.Sq, g.Dq);
     const HeadView yv = HeadView::of(g.three_d, g.Hq, g.Sq, g.Dv);
     const int64_t rep = g.Hq / g.Hk;
-    const DataType sm_dt = attrs_.softmax_dt == DataType::Undefined ? qt.dtype() : attrs_.softmax_dt;
+    const DataType sm_dt =
+        attrs_.softmax_dt == DataType::Undefined ? qt.dtype() : attrs_.softmax_dt;
     dnnl_util::ThreadScope threads(1);
     parallel_for(g.B * g.Hq, ctx.threads(), 1, [&](int64_t t0, int64_t t1) {
       std::vector<A> qs(g.Sq * g.Dq), ks(g.Skv * g.Dq), vs(g.Skv * g.Dv), s(g.Sq * g.Skv),

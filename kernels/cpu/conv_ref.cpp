@@ -1,4 +1,5 @@
-// The fused activation and our own direct convolution loops: double, and shapes oneDNN cannot express (negative pads).
+// The fused activation and our own direct convolution loops: double, and shapes oneDNN cannot
+// express (negative pads). The geometry is kernels/window_geometry.cpp.
 #include <algorithm>
 #include <limits>
 

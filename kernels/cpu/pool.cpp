@@ -311,7 +311,9 @@ using MaxPoolTypes = TypeList<float, double, float16, bfloat16, int8_t, uint8_t>
 class PoolKernel final : public Kernel {
  public:
   PoolKernel(const KernelInfo& info, PoolKind kind, bool blocked)
-      : attrs_(info, kind == PoolKind::Lp), kind_(kind), block_(blocked ? info.node.attr_int("block", 8) : 0) {
+      : attrs_(info, kind == PoolKind::Lp),
+        kind_(kind),
+        block_(blocked ? info.node.attr_int("block", 8) : 0) {
     ONYX_CHECK(!blocked || (du::is_layout_block(block_) && attrs_.kernel_shape.size() == 2),
                "[{}] expects a 2-D kernel_shape and block 8, 16 or -1 (channels-last), got {} and "
                "{}",

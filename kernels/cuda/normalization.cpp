@@ -25,8 +25,6 @@ std::optional<norm::DType> norm_dtype(DataType t) {
   }
 }
 
-const Tensor* opt_input(const KernelContext& ctx, int i) { return i < ctx.num_inputs() ? ctx.input(i) : nullptr; }
-
 bool wanted(const KernelContext& ctx, int i) { return ctx.num_outputs() > i && ctx.output_wanted(i); }
 
 /// X's dtype for the device code; onyx::Error naming the node otherwise.
