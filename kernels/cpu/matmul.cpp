@@ -354,7 +354,10 @@ class GemmKernel final : public Kernel {
     const Tensor& B = ctx.required_input(1);
     const Tensor* C = ctx.input(2);
     DataType dt = A.dtype();
-    const auto [M, N, K, cm, cn] = gemm_shape(ctx, trans_a_, trans_b_);
+    // Named copies, not a structured binding: lambdas below capture them, which clang 14 refuses
+    // for bindings (a C++20 extension it lacks).
+    const auto shape = gemm_shape(ctx, trans_a_, trans_b_);
+    const int64_t M = shape.M, N = shape.N, K = shape.K, cm = shape.cm, cn = shape.cn;
     bool use_c = C && beta_ != 0.0f;
     Tensor& Y = ctx.allocate_output(0, dt, {M, N});
     if (Y.numel() == 0) return;
