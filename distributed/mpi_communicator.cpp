@@ -1,6 +1,6 @@
 // The MPI Communicator: a queue of collectives run in issue order by one communication
-// thread with MPI's non-blocking collectives (allreduce: a ring of point-to-point messages,
-// ring_allreduce.h), a heartbeat for failure diagnosis, and a per-collective deadline (see
+// thread with MPI's non-blocking collectives (allreduce: point-to-point messages,
+// p2p_allreduce.h), a heartbeat for failure diagnosis, and a per-collective deadline (see
 // communicator.h for the design).
 #include <algorithm>
 #include <atomic>
@@ -15,7 +15,7 @@
 #include "distributed/collective_checks.h"
 #include "distributed/heartbeat.h"
 #include "distributed/mpi_runtime.h"
-#include "distributed/ring_allreduce.h"
+#include "distributed/p2p_allreduce.h"
 #include "graph/error.h"
 
 namespace onyx::dist {
@@ -91,7 +91,7 @@ struct Collective {
   std::shared_ptr<MpiWork> work;
   int64_t seq = 0;
   MPI_Request req = MPI_REQUEST_NULL;
-  std::unique_ptr<RingAllreduce> ring;  // an allreduce run as a ring instead of req
+  std::unique_ptr<P2pAllreduce> ring;  // an allreduce run over point-to-point messages, not req
   Clock::time_point started;
 };
 
@@ -228,13 +228,14 @@ class MpiCommunicator : public Communicator {
     MPI_Datatype dt = c.kind == Kind::Barrier ? MPI_BYTE : mpi::datatype(c.out.dtype());
     switch (c.kind) {
       case Kind::Allreduce:
-        // A ring needs a chunk per rank; a shorter tensor takes MPI's own.
-        if (ring_allreduce_ && size_ > 1 && c.out.numel() >= size_) {
-          c.ring = std::make_unique<RingAllreduce>(c.out.raw(), c.out.numel(), dt,
-                                                   mpi::reduce_op(c.op, c.out.dtype()), coll_comm_,
-                                                   static_cast<int>(c.seq % 32000), ring_buffer_);
-          c.ring->start();
-          break;
+        if (ring_allreduce_ && size_ > 1) {
+          c.ring = make_p2p_allreduce(c.out.raw(), c.out.numel(), dt,
+                                      mpi::reduce_op(c.op, c.out.dtype()), c.op != ReduceOp::Max,
+                                      coll_comm_, static_cast<int>(c.seq % 32000), ring_buffer_);
+          if (c.ring) {
+            c.ring->start();
+            break;
+          }
         }
         mpi::check(MPI_Iallreduce(MPI_IN_PLACE, c.out.raw(), int(c.out.numel()), dt,
                                   mpi::reduce_op(c.op, c.out.dtype()), coll_comm_, &c.req),
@@ -442,7 +443,7 @@ class MpiCommunicator : public Communicator {
   bool heartbeat_ok_ = true;
   std::vector<Collective> abandoned_;  // timed out or failed with requests still posted
   bool ring_allreduce_ = true;  // ONYX_MPI_ALLREDUCE
-  // The rings' receive buffer, reused by every allreduce (RingAllreduce's constructor).
+  // The point-to-point allreduces' receive buffer, reused by every allreduce (p2p_allreduce.h).
   std::shared_ptr<std::vector<char>> ring_buffer_ = std::make_shared<std::vector<char>>();
   std::mutex mu_;
   std::condition_variable cv_;

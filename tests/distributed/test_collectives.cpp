@@ -1,7 +1,12 @@
 // Every collective x dtype x size against float64 references, with rank-dependent data.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+
 #include "collective_reference.h"
+#include "distributed/p2p_allreduce.h"
+#include "distributed/ring_allreduce.h"
 #include "mpi_test_main.h"
 
 namespace onyx::dist::test {
@@ -111,6 +116,45 @@ TEST(CollectivesLarge, TensOfMegabytes) {
   check_broadcast<float>(c, n);
   check_reduce_scatter<float>(c, n / c.size(), ReduceOp::Sum);
   check_allgather<int32_t>(c, n / c.size());
+}
+
+// The point-to-point allreduce schedules (p2p_allreduce.h): recursive doubling up to 64 KB on a
+// power-of-two number of ranks, a ring cut into 256 KB segments above. Sizes on both sides of
+// each edge; values whose float sums round, so a schedule that added in a rank-dependent order
+// would leave ranks with different bits. Every rank must hold the same bits (data-parallel
+// replicas stay identical) and the float64 sum within float32 rounding.
+TEST(CollectivesSchedules, SameBitsOnEveryRankAcrossScheduleAndSegmentEdges) {
+  Communicator& c = world();
+  const int64_t rd_edge = kRecursiveDoublingMaxBytes / 4, seg = kRingSegmentBytes / 4;
+  const int64_t n_ranks = c.size();
+  for (int64_t n : {int64_t{1}, int64_t{3}, rd_edge - 1, rd_edge, rd_edge + 1, seg * n_ranks - 1,
+                    seg * n_ranks, seg * n_ranks + 1, 3 * seg * n_ranks + 7}) {
+    auto v = [](int rank, int64_t i) {
+      return 1.0f + static_cast<float>(std::fmod(std::sin(double(i) * 0.37 + rank * 1.9) * 977.0,
+                                                 1.0) *
+                                       0.5);
+    };
+    Tensor t = Tensor::empty(DataType::Float, {n});
+    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = v(c.rank(), i);
+    c.allreduce(t, ReduceOp::Sum)->wait();
+    for (int64_t i = 0; i < n; ++i) {
+      double want = 0;
+      for (int r = 0; r < c.size(); ++r) want += double(v(r, i));
+      const double got = t.data<float>()[i];
+      if (std::fabs(got - want) > 4e-7 * c.size() * want) {
+        ADD_FAILURE() << "allreduce sum of " << n << " floats: element " << i << " is " << got
+                      << ", expected " << want;
+        break;
+      }
+    }
+    Tensor all = Tensor::zeros(DataType::Float, {n * c.size()});
+    c.allgather(t, all)->wait();
+    for (int r = 0; r < c.size(); ++r) {
+      EXPECT_EQ(std::memcmp(all.data<float>() + r * n, t.data<float>(), size_t(n) * 4), 0)
+          << "rank " << r << " holds other bits than rank " << c.rank() << " after an allreduce of "
+          << n << " floats";
+    }
+  }
 }
 
 TEST(CollectivesInfo, RankSizeBackend) {
