@@ -32,8 +32,8 @@ std::chrono::milliseconds default_timeout();
 std::chrono::milliseconds default_peer_timeout();
 
 /// How the MPI communicator runs allreduce: true (the default, or ONYX_MPI_ALLREDUCE=ring) for
-/// its point-to-point schedules (p2p_allreduce.h: recursive doubling or a ring), false with ONYX_MPI_ALLREDUCE=mpi for MPI_Iallreduce; any other value
-/// is an error naming both.
+/// its point-to-point schedules (p2p_allreduce.h: recursive doubling or a ring), false with
+/// ONYX_MPI_ALLREDUCE=mpi for MPI_Iallreduce; any other value is an error naming both.
 bool ring_allreduce_from_env();
 
 }  // namespace onyx::dist

@@ -1,7 +1,6 @@
 #include "distributed/ring_allreduce.h"
 
 #include <algorithm>
-#include <climits>
 #include <utility>
 
 #include "distributed/mpi_runtime.h"
