@@ -13,9 +13,11 @@
 // (truncation toward zero).
 //
 // MPI design: each communicator owns one communication thread that runs its collectives
-// in issue order with MPI's non-blocking collectives (MPI_Iallreduce, ...) on a private
-// duplicate of MPI_COMM_WORLD, testing them until done, so reductions progress while the
-// caller computes. MPI is initialised with MPI_THREAD_MULTIPLE (several communicators
+// in issue order with MPI's non-blocking collectives (MPI_Iallreduce, ...; allreduce over
+// point-to-point messages) on a private duplicate of MPI_COMM_WORLD, testing them until done,
+// so reductions progress while the caller computes. A caller blocked in Work::wait() takes
+// over and tests them itself (the thread stands back meanwhile), so a collective waited on at
+// once costs what a blocking MPI call costs, without a hand-off between threads. MPI is initialised with MPI_THREAD_MULTIPLE (several communicators
 // mean several threads in MPI at once); a lower level is an onyx::Error.
 //
 // Failure detection (MPI): the communication threads exchange a small heartbeat every

@@ -1,12 +1,15 @@
-// The MPI Communicator: a queue of collectives run in issue order by one communication
-// thread with MPI's non-blocking collectives (allreduce: point-to-point messages,
-// p2p_allreduce.h), a heartbeat for failure diagnosis, and a per-collective deadline (see
-// communicator.h for the design).
+// The MPI Communicator: a queue of collectives run in issue order with MPI's non-blocking
+// collectives (allreduce: point-to-point messages, p2p_allreduce.h), a heartbeat for failure
+// diagnosis, and a per-collective deadline (see communicator.h for the design). The
+// communication thread progresses them while the caller computes; a caller blocked in
+// Work::wait() progresses them itself (ProgressLink), so a collective waited on at once runs in
+// one thread, without a hand-off to the communication thread and back.
 #include <algorithm>
 #include <atomic>
 #include <climits>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <memory>
 #include <optional>
@@ -26,23 +29,40 @@ const std::string kBackend = "mpi";
 /// How long a waiter yield-polls before it blocks (caller on its Work, thread on its queue).
 constexpr auto kSpin = std::chrono::microseconds(100);
 
+/// One round of progress on the communicator's collectives (MpiCommunicator::step).
+enum class Step {
+  Idle,        // nothing queued, nothing in flight
+  InFlight,    // a collective in flight did not finish this round
+  Progressed,  // a collective started, finished or failed
+  Stopped,     // nothing left and the communicator is shutting down
+};
+
+/// Who progresses the collectives: the communication thread or a caller blocked in
+/// Work::wait(), one at a time (`mu`). Shared by the communicator and its Work handles, so a
+/// handle that outlives its communicator finds `step` empty instead of a destroyed object.
+struct ProgressLink {
+  std::mutex mu;                 // held while progressing
+  std::function<Step()> step;    // the communicator's step(); empty once it is gone
+  std::atomic<int> waiters{0};   // callers driving (or about to): the thread stands back
+  /// MPI_Test rounds a driving caller spins through before it yields: none when this host
+  /// runs more ranks than it has cores, where a spinning rank keeps its peer off the core.
+  int spin_rounds = 2000;
+};
+
 /// Completion state of one queued collective, shared by the caller and the thread.
 class MpiWork : public Work {
  public:
-  /// `last_loop` is when the communication thread last went round its loop (a thread stuck
-  /// inside MPI for longer than `stuck_after` fails wait()).
+  /// `last_loop` is when a progressing thread last went round (a thread stuck inside MPI for
+  /// longer than `stuck_after` fails wait()).
   MpiWork(std::string what, std::shared_ptr<std::atomic<int64_t>> last_loop,
-          std::shared_ptr<std::atomic<int64_t>> timeout_ms)
+          std::shared_ptr<std::atomic<int64_t>> timeout_ms, std::shared_ptr<ProgressLink> link)
       : what_(std::move(what)),
         last_loop_(std::move(last_loop)),
-        timeout_ms_(std::move(timeout_ms)) {}
+        timeout_ms_(std::move(timeout_ms)),
+        link_(std::move(link)) {}
 
   void wait() override {
-    // Small collectives finish within microseconds: yield-poll briefly before sleeping on the
-    // condition variable, whose wake-up alone costs several microseconds on a VM.
-    for (auto until = Clock::now() + kSpin; !done_flag_.load(std::memory_order_acquire) &&
-                                            Clock::now() < until;)
-      std::this_thread::yield();
+    drive();
     std::unique_lock lk(mu_);
     while (!done_) {
       cv_.wait_for(lk, std::chrono::milliseconds(200));
@@ -59,7 +79,7 @@ class MpiWork : public Work {
     if (!error_.empty()) throw Error(error_);
     return done_;
   }
-  /// Called by the thread: success when `error` is empty.
+  /// Called by the progressing thread: success when `error` is empty.
   void finish(std::string error) {
     {
       std::lock_guard lk(mu_);
@@ -72,8 +92,41 @@ class MpiWork : public Work {
   const std::string& what() const { return what_; }
 
  private:
+  /// Progresses the queue from this thread until this collective is done, as a blocking
+  /// MPI_Allreduce would: MPI_Tests back to back while messages flow, then yields, then short
+  /// sleeps while a peer lags. Returns early only when the communicator is gone (the thread
+  /// finished every collective before that, so done_ is set or about to be).
+  void drive() {
+    link_->waiters.fetch_add(1);
+    int idle = 0;
+    while (!done_flag_.load(std::memory_order_acquire)) {
+      Step st = Step::InFlight;
+      if (link_->mu.try_lock()) {
+        std::lock_guard lk(link_->mu, std::adopt_lock);
+        if (!link_->step) break;
+        st = link_->step();
+      }
+      if (st == Step::Progressed) {
+        idle = 0;
+      } else if (++idle < link_->spin_rounds) {
+        cpu_relax();
+      } else if (idle < 20000) {  // also the first rounds when oversubscribed
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    link_->waiters.fetch_sub(1);
+  }
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+
   std::string what_;
   std::shared_ptr<std::atomic<int64_t>> last_loop_, timeout_ms_;
+  std::shared_ptr<ProgressLink> link_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -153,6 +206,9 @@ class MpiCommunicator : public Communicator {
     peer_timeout_ms_.store(default_peer_timeout().count());
     touch();
     heartbeat_ = std::make_unique<Heartbeat>(hb_comm_, rank_, size_);
+    link_->step = [this] { return step(); };
+    if (mpi::local_size() > static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
+      link_->spin_rounds = 0;
     thread_ = std::thread([this] { run(); });
     finalize_hook_ = mpi::at_finalize([this] { stop(); });
   }
@@ -206,7 +262,7 @@ class MpiCommunicator : public Communicator {
 
  private:
   WorkHandle enqueue(Collective c, std::string what) {
-    auto work = std::make_shared<MpiWork>(std::move(what), last_loop_, timeout_ms_);
+    auto work = std::make_shared<MpiWork>(std::move(what), last_loop_, timeout_ms_, link_);
     c.work = work;
     {
       std::lock_guard lk(mu_);
@@ -287,115 +343,140 @@ class MpiCommunicator : public Communicator {
   // so its tensors and ring (with the buffers they may still write into) stay allocated.
   void abandon(Collective& c) { abandoned_.push_back(std::move(c)); }
 
+  // One round of progress, called with link_->mu held by the communication thread or by a
+  // caller in Work::wait(): starts the next queued collective, or tests the one in flight and
+  // fails it when a peer went silent or its deadline passed.
+  Step step() {
+    touch();
+    try {
+      if (heartbeat_ok_) heartbeat_->poll(started_);
+      if (!active_) {
+        std::unique_lock lk(mu_);
+        if (queue_.empty()) return stopping_ ? Step::Stopped : Step::Idle;
+        active_ = std::move(queue_.front());
+        queue_.pop_front();
+        if (!broken_.empty()) {  // queued after the failure
+          std::string why = broken_;
+          lk.unlock();
+          active_->work->finish(
+              fmt::format("[mpi] {}: not run, the communicator is broken by "
+                          "an earlier failure: {}",
+                          active_->work->what(), why));
+          active_.reset();
+          return Step::Progressed;
+        }
+        lk.unlock();
+        start(*active_);
+        return Step::Progressed;
+      }
+      int done = 0;
+      if (active_->ring)
+        done = active_->ring->test();
+      else
+        mpi::check(MPI_Test(&active_->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) {
+        if (active_->op == ReduceOp::Avg &&
+            (active_->kind == Kind::Allreduce || active_->kind == Kind::ReduceScatter)) {
+          divide_in_place(active_->out, size_);
+        }
+        active_->work->finish("");
+        active_.reset();
+        return Step::Progressed;
+      }
+      // A peer silent for the peer timeout is dead or stopped: fail now rather than wait out
+      // the collective timeout (60 s by default). A slow collective is not silent: every
+      // communicator keeps sending heartbeats while its collectives run.
+      auto peer_timeout = std::chrono::milliseconds(peer_timeout_ms_.load());
+      if (heartbeat_ok_ && heartbeat_->any_silent(peer_timeout)) {
+        mpi::mark_peer_unresponsive();
+        fail(*active_,
+             fmt::format("[mpi] {} (collective #{}) abandoned after {:.1f} s on rank {}: {} "
+                         "(a peer silent for {:.1f} s is declared dead; ONYX_PEER_TIMEOUT)",
+                         active_->work->what(), active_->seq,
+                         std::chrono::duration<double>(Clock::now() - active_->started).count(),
+                         rank_, heartbeat_->diagnose(active_->seq, peer_timeout),
+                         peer_timeout.count() / 1000.0));
+        abandon(*active_);
+        active_.reset();
+        return Step::Progressed;
+      }
+      auto timeout = std::chrono::milliseconds(timeout_ms_->load());
+      if (Clock::now() - active_->started > timeout) {
+        auto silent = std::clamp(timeout / 2, std::chrono::milliseconds(500),
+                                 std::chrono::milliseconds(10000));
+        std::string why = heartbeat_->diagnose(active_->seq, silent);
+        if (heartbeat_->any_silent(silent)) mpi::mark_peer_unresponsive();
+        fail(*active_,
+             fmt::format("[mpi] {} (collective #{}) did not complete within {:.1f} s "
+                         "on rank {}: {}",
+                         active_->work->what(), active_->seq, timeout.count() / 1000.0, rank_,
+                         why.empty() ? "every peer is alive and has started it" : why));
+        abandon(*active_);
+        active_.reset();
+        return Step::Progressed;
+      }
+      return Step::InFlight;
+    } catch (const Error& e) {
+      // An MPI error (e.g. a peer's connection lost): nothing on this communicator can work.
+      heartbeat_ok_ = false;
+      if (active_) {
+        fail(*active_,
+             fmt::format("[mpi] {} on rank {}: {}", active_->work->what(), rank_, e.what()));
+        abandon(*active_);  // its buffers stay while requests may write
+        active_.reset();
+      } else {
+        fail_queued(e.what());
+      }
+      return Step::Progressed;
+    }
+  }
+
   void run() {
-    std::optional<Collective> active;
     int idle_polls = 0;
     Clock::time_point idle_since = Clock::now();
     while (true) {
-      touch();
-      try {
-        if (heartbeat_ok_) heartbeat_->poll(started_);
-        if (!active) {
-          std::unique_lock lk(mu_);
-          if (queue_.empty()) {
-            if (stopping_) break;
-            // The next collective often follows at once (the next bucket, the next step):
-            // yield-poll briefly before sleeping.
-            if (Clock::now() - idle_since < kSpin) {
-              lk.unlock();
-              std::this_thread::yield();
-              continue;
-            }
-            cv_.wait_for(lk, std::chrono::milliseconds(20));
-            continue;
-          }
-          active = std::move(queue_.front());
-          queue_.pop_front();
-          if (!broken_.empty()) {  // queued after the failure
-            std::string why = broken_;
-            lk.unlock();
-            active->work->finish(
-                fmt::format("[mpi] {}: not run, the communicator is broken by "
-                            "an earlier failure: {}",
-                            active->work->what(), why));
-            active.reset();
-            continue;
-          }
-          lk.unlock();
-          start(*active);
-          idle_polls = 0;
-          continue;
-        }
-        int done = 0;
-        if (active->ring)
-          done = active->ring->test();
-        else
-          mpi::check(MPI_Test(&active->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-        if (done) {
-          if (active->op == ReduceOp::Avg &&
-              (active->kind == Kind::Allreduce || active->kind == Kind::ReduceScatter)) {
-            divide_in_place(active->out, size_);
-          }
-          active->work->finish("");
-          active.reset();
-          idle_since = Clock::now();
-          continue;
-        }
-        // A peer silent for the peer timeout is dead or stopped: fail now rather than wait out
-        // the collective timeout (60 s by default). A slow collective is not silent: every
-        // communicator thread keeps sending heartbeats while its collectives run.
-        auto peer_timeout = std::chrono::milliseconds(peer_timeout_ms_.load());
-        if (heartbeat_ok_ && heartbeat_->any_silent(peer_timeout)) {
-          mpi::mark_peer_unresponsive();
-          fail(*active,
-               fmt::format("[mpi] {} (collective #{}) abandoned after {:.1f} s on rank {}: {} "
-                           "(a peer silent for {:.1f} s is declared dead; ONYX_PEER_TIMEOUT)",
-                           active->work->what(), active->seq,
-                           std::chrono::duration<double>(Clock::now() - active->started).count(),
-                           rank_, heartbeat_->diagnose(active->seq, peer_timeout),
-                           peer_timeout.count() / 1000.0));
-          abandon(*active);
-          active.reset();
-          continue;
-        }
-        auto timeout = std::chrono::milliseconds(timeout_ms_->load());
-        if (Clock::now() - active->started > timeout) {
-          auto silent = std::clamp(timeout / 2, std::chrono::milliseconds(500),
-                                   std::chrono::milliseconds(10000));
-          std::string why = heartbeat_->diagnose(active->seq, silent);
-          if (heartbeat_->any_silent(silent)) mpi::mark_peer_unresponsive();
-          fail(*active,
-               fmt::format("[mpi] {} (collective #{}) did not complete within {:.1f} s "
-                           "on rank {}: {}",
-                           active->work->what(), active->seq, timeout.count() / 1000.0, rank_,
-                           why.empty() ? "every peer is alive and has started it" : why));
-          abandon(*active);
-          active.reset();
-          continue;
-        }
-      } catch (const Error& e) {
-        // An MPI error (e.g. a peer's connection lost): nothing on this communicator can work.
-        heartbeat_ok_ = false;
-        if (active) {
-          fail(*active,
-               fmt::format("[mpi] {} on rank {}: {}", active->work->what(), rank_, e.what()));
-          abandon(*active);  // its buffers stay while requests may write
-          active.reset();
+      // A caller blocked in Work::wait() drives the queue itself (MpiWork::drive): stand back
+      // instead of taking turns with it for the core. Collectives queued behind the waited one
+      // start at most this sleep after the caller stops driving.
+      if (link_->waiters.load() > 0) {
+        touch();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        continue;
+      }
+      Step st;
+      {
+        std::lock_guard dl(link_->mu);
+        st = step();
+      }
+      if (st == Step::Stopped) break;
+      if (st == Step::Progressed) {
+        idle_polls = 0;
+        idle_since = Clock::now();
+        continue;
+      }
+      if (st == Step::Idle) {
+        // The next collective often follows at once (the next bucket, the next step):
+        // yield-poll briefly before sleeping.
+        if (Clock::now() - idle_since < kSpin) {
+          std::this_thread::yield();
         } else {
-          fail_queued(e.what());
+          std::unique_lock lk(mu_);
+          if (queue_.empty() && !stopping_) cv_.wait_for(lk, std::chrono::milliseconds(20));
         }
+        continue;
       }
       // Open MPI advances a non-blocking collective only inside MPI calls, so while one is in
       // flight every sleep between MPI_Tests stalls its pipeline (a 4 MB allreduce took 7x
       // MPI_Allreduce's time with 16-64 us sleeps). Poll with yields, which hand the core to
       // compute threads that want it; sleep only after long waits (a lagging peer).
-      ++idle_polls;
-      if (idle_polls < 20000) {
+      if (++idle_polls < 20000) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
+    std::lock_guard dl(link_->mu);
+    link_->step = nullptr;  // Work handles stop driving; what follows is this thread's alone
     bool healthy;
     {
       std::lock_guard lk(mu_);
@@ -439,7 +520,10 @@ class MpiCommunicator : public Communicator {
   std::shared_ptr<std::atomic<int64_t>> last_loop_ = std::make_shared<std::atomic<int64_t>>(0);
   std::shared_ptr<std::atomic<int64_t>> timeout_ms_ = std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<int64_t> peer_timeout_ms_{0};
-  int64_t started_ = 0;  // thread only
+  // Progress state, touched only with link_->mu held (step()).
+  std::shared_ptr<ProgressLink> link_ = std::make_shared<ProgressLink>();
+  std::optional<Collective> active_;
+  int64_t started_ = 0;
   bool heartbeat_ok_ = true;
   std::vector<Collective> abandoned_;  // timed out or failed with requests still posted
   bool ring_allreduce_ = true;  // ONYX_MPI_ALLREDUCE

@@ -17,6 +17,7 @@ struct Runtime {
   bool we_initialized = false;
   bool peer_unresponsive = false;
   int local_rank = 0;
+  int local_size = 1;
   int next_hook = 0;
   std::map<int, std::function<void()>> hooks;
   std::vector<std::shared_ptr<void>> kept;  // keep_until_exit: never released
@@ -91,6 +92,7 @@ void ensure_initialized() {
   check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host),
         "MPI_Comm_split_type");
   check(MPI_Comm_rank(host, &r.local_rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(host, &r.local_size), "MPI_Comm_size");
   check(MPI_Comm_free(&host), "MPI_Comm_free");
   r.initialized = true;
 }
@@ -118,6 +120,7 @@ MPI_Op reduce_op(ReduceOp op, DataType dt) {
 }
 
 int local_rank() { return runtime().local_rank; }
+int local_size() { return runtime().local_size; }
 
 void keep_until_exit(std::shared_ptr<void> state) {
   std::lock_guard lk(runtime().mu);

@@ -30,6 +30,8 @@ MPI_Op reduce_op(ReduceOp op, DataType dt);
 
 /// Rank among the processes of this host (from a shared-memory split of MPI_COMM_WORLD).
 int local_rank();
+/// Number of this job's processes on this host.
+int local_size();
 
 /// A peer stopped responding: at exit MPI is left unfinalised (MPI_Finalize would wait for
 /// the peer) so the process can end and mpirun can report the failure.

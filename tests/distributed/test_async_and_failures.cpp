@@ -33,6 +33,37 @@ TEST(Async, SeveralInFlightWaitedOutOfOrder) {
   }
 }
 
+// A caller blocked in wait() progresses the queue itself (mpi_communicator.cpp, ProgressLink):
+// two threads waiting at once take turns driving and both get their results, and what the
+// waiter left queued is finished by the communication thread alone (polled with test(), no
+// further wait()).
+TEST(Async, ConcurrentWaitersAndWorkLeftToTheThread) {
+  Communicator& c = world();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int64_t> sizes = {5, 1 << 16, 1 << 20, 3000, 1 << 14, 1 << 19};
+    std::vector<Tensor> ts;
+    std::vector<WorkHandle> works;
+    for (int64_t n : sizes) {
+      ts.push_back(filled<float>(c.rank(), n));
+      works.push_back(c.allreduce(ts.back(), ReduceOp::Sum));
+    }
+    std::thread other([&] { works[3]->wait(); });
+    works[1]->wait();
+    other.join();
+    // works[4] and [5] may still be queued: nobody waits on them.
+    auto until = std::chrono::steady_clock::now() + 30s;
+    while (!works[5]->test() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(100us);
+    ASSERT_TRUE(works[5]->test()) << "the communication thread did not finish queued work";
+    for (size_t k = 0; k < works.size(); ++k) {
+      EXPECT_TRUE(works[k]->test());
+      expect_all<float>(
+          ts[k], [&](int64_t i) { return reference(ReduceOp::Sum, c.size(), i, false, false); },
+          fmt::format("round {} allreduce #{}", round, k));
+    }
+  }
+}
+
 TEST(Async, TestPollsUntilDone) {
   Communicator& c = world();
   Tensor t = filled<double>(c.rank(), 1 << 20);
