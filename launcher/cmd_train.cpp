@@ -303,6 +303,7 @@ int train(const TrainOptions& o) {
                                {"grad_norm", r.grad_norm},
                                {"samples_per_s", static_cast<double>(group_samples) / group_seconds}};
         if (r.loss_scale > 0) step["loss_scale"] = r.loss_scale;
+        if (comm) step["comm_wait_ms"] = r.comm_wait_ms;  // allreduce time backward left exposed
         metrics.write(step);
         curve.steps.push_back(static_cast<double>(ts.step()));
         curve.loss.push_back(loss);

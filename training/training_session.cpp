@@ -1,6 +1,7 @@
 #include "training/training_session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <regex>
@@ -394,7 +395,11 @@ struct TrainingSession::Impl {
       if (buckets && last) {
         for (size_t i = 0; i < taken.size(); ++i)
           if (!taken[i] && ok) take_gradient(i, out.at(tg.grads[i]), first);
+        const auto wait_start = std::chrono::steady_clock::now();
         buckets->finish();
+        r.comm_wait_ms = std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - wait_start)
+                             .count();
       }
       double loss = r.loss;
       agree(loss, ok);

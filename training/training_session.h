@@ -101,6 +101,9 @@ struct StepResult {
   /// fp16: the gradients held an inf or NaN, so the loss scaler skipped the optimizer step
   /// (and lowered the scale); the micro-batches of the group are spent.
   bool skipped = false;
+  /// Data parallel: how long this call waited, after backward, for its gradient allreduces
+  /// (the communication that backward did not hide); 0 without a communicator.
+  double comm_wait_ms = 0;
 };
 
 class TrainingSession {
