@@ -107,9 +107,14 @@ void check_equivalence(ModelFn model, BatchFn batch, int accumulation,
   for (int step = 0; step < 5; ++step) {
     for (int m = 0; m < accumulation; ++m) {
       auto g = batch(global, static_cast<uint32_t>(100 * step + m));
-      double lp = par.train_step(shard(g, comm->rank(), b));
-      double ls = single.train_step(g);
+      StepResult rp = par.train_step_detailed(shard(g, comm->rank(), b));
+      StepResult rs = single.train_step_detailed(g);
+      const double lp = rp.loss, ls = rs.loss;
       EXPECT_NEAR(lp, ls, tol * std::max(1.0, std::abs(ls)));
+      // The allreduce wait is measured on the group's last micro-batch only, and only with ranks.
+      EXPECT_EQ(rs.comm_wait_ms, 0.0);
+      if (rp.stepped) EXPECT_GT(rp.comm_wait_ms, 0.0);
+      else EXPECT_EQ(rp.comm_wait_ms, 0.0);
     }
     auto sums = checksums(*comm, par.flat_parameters());
     for (int r = 1; r < comm->size(); ++r) EXPECT_EQ(sums[r], sums[0]) << "rank " << r << " step " << step;
