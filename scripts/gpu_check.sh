@@ -152,6 +152,12 @@ prepare() {
         ;;
     esac
   done <"$tmp/closure.tsv"
+  # cuBLASLt is opened with dlopen on first use (kernels/cuda/cublaslt_loader.cpp), so ldd does
+  # not list it: its soname, as the binaries spell it, joins the wheel libraries checked there.
+  local lt
+  lt=$(grep -aoE 'libcublasLt\.so\.[0-9]+' "$build/tests/gpu/onyx_cuda_kernel_tests" | head -1)
+  [ -n "$lt" ] || die "the CUDA kernel tests name no libcublasLt.so.N to open"
+  wheel+=("$lt")
   local glibc
   glibc=$(glibc_needed "$tmp"/bin/* "$tmp"/lib/*.so*)
   local ver_h=/usr/local/cuda/include
@@ -255,10 +261,17 @@ PY
   } >>"$env_txt" 2>&1
   local missing
   missing=$(onyx_env ldd "$work"/bin/* 2>&1 | grep 'not found' | sort -u)
+  # Opened at run time, not linked: look for it where dlopen will.
+  local lt dir found=""
+  lt=$(sed -n 's/^from_wheels //p' "$work/MANIFEST.txt" | tr ' ' '\n' | grep '^libcublasLt' | head -1)
+  if [ -n "$lt" ]; then
+    for dir in ${ld//:/ }; do [ -e "$dir/$lt" ] && found="$dir/$lt" && break; done
+    [ -n "$found" ] || missing="$missing${missing:+ }$lt => not found (dlopen)"
+  fi
   local resolved
   resolved=$(onyx_env ldd "$work/bin/onyx_cuda_kernel_tests" 2>/dev/null |
     awk '$1 ~ /^lib(cudart|cublasLt|cudnn|cuda)\.so/ {printf "%s -> %s; ", $1, $3}')
-  note "libs: ${resolved:-none of cudart/cublasLt/cudnn/cuda linked?}"
+  note "libs: ${resolved:-none of cudart/cudnn/cuda linked?}${found:+ $lt (dlopen) -> $found}"
   if [ -n "$missing" ]; then
     note "FAIL: libraries not found on the device:"
     note "$missing"
