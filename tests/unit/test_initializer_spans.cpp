@@ -115,6 +115,51 @@ TEST(InitializerSpans, LargeRawDataIsCutOutAndLoadsTheSame) {
   expect_same_initializers(*piped, m);
 }
 
+// clone_model passes the main graph's numeric weights around the proto (spans into the original
+// tensors, copied once): every dtype comes back equal (strings and packed int4 through the
+// proto), in storage of its own, and the copy runs like the original.
+TEST(InitializerSpans, CloneCopiesEachWeightOnceIntoItsOwnStorage) {
+  const onnx::ModelProto m = model_with(4096, /*small_raw=*/true);
+  const std::string bytes = m.SerializeAsString();
+  auto original = load_model_from_bytes(bytes.data(), bytes.size());
+  Graph& g = *original->graph;
+  Tensor names = Tensor::empty(DataType::String, {2});
+  names.data<std::string>()[0] = "a";
+  names.data<std::string>()[1] = "bc";
+  g.add_initializer("names", names);
+  Tensor nibbles = Tensor::empty(DataType::Int4, {5});
+  for (int i = 0; i < 5; ++i) nibbles.data_as<int8_t>()[i] = static_cast<int8_t>(i - 2);
+  g.add_initializer("nibbles", nibbles);
+  g.add_initializer("counts", Tensor::from_vector<int64_t>({3}, {7, -8, 9}));
+
+  auto copy = clone_model(*original);
+  ASSERT_EQ(copy->graph->initializers.size(), g.initializers.size());
+  for (const auto& [name, t] : g.initializers) {
+    SCOPED_TRACE(name);
+    const Tensor& c = copy->graph->initializers.at(name);
+    ASSERT_EQ(c.dtype(), t.dtype());
+    ASSERT_EQ(c.shape(), t.shape());
+    if (t.dtype() == DataType::String) {
+      for (int64_t i = 0; i < t.numel(); ++i)
+        EXPECT_EQ(c.data<std::string>()[i], t.data<std::string>()[i]);
+    } else {
+      EXPECT_EQ(std::memcmp(c.raw(), t.raw(), t.nbytes()), 0);
+      EXPECT_NE(c.raw(), t.raw()) << "the copy shares the original's storage";
+    }
+  }
+  // Writing the original leaves the copy as it was.
+  const float before = copy->graph->initializers.at("big").data<float>()[0];
+  g.initializers.at("big").data<float>()[0] = -1e6f;
+  EXPECT_EQ(copy->graph->initializers.at("big").data<float>()[0], before);
+  copy->graph->initializers.erase("names");
+  copy->graph->initializers.erase("nibbles");
+  copy->graph->initializers.erase("counts");
+  Session s(std::move(copy));
+  Tensor x = Tensor::zeros(DataType::Float, {4096});
+  Tensor y = s.run({{"x", x}}).at("y");
+  EXPECT_FLOAT_EQ(y.data<float>()[1], (1.0f + 0.25f) * (-2.0f + 0.25f));
+}
+
 TEST(InitializerSpans, ThresholdRepeatedRawDataAndFieldOrder) {
   // Both initializers carry raw_data; only the one at the threshold or above is cut.
   onnx::ModelProto m = model_with(1024, /*small_raw=*/true);  // 4 KiB each
