@@ -64,6 +64,7 @@ onyx::NamedTensors read_batch(const onyx::TrainingSession& ts, const fs::path& d
 int main(int argc, char** argv) {
   std::string model, data;
   int threads = 2, warmup = 3, iters = 10;
+  int64_t class_axis = 1;
   double max_seconds = 60, lr = 1e-3, weight_decay = 0.01;
   std::string precision = "fp32", profile;
   CLI::App app("Time onyx training steps on one fixed batch (used by bench/run_train.sh)");
@@ -79,6 +80,9 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision, "fp32, or bf16/fp16 mixed precision")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--class-axis", class_axis,
+                 "axis of the scores holding the classes (1: [N, C, ...]; -1: LM logits [N, S, C])")
+      ->capture_default_str();
   app.add_option("--profile", profile,
                  "Chrome trace of the training graph's runs (adds time to the steps it times)");
   CLI11_PARSE(app, argc, argv);
@@ -87,6 +91,7 @@ int main(int argc, char** argv) {
     const double base_mb = status_mb("VmRSS");
     onyx::TrainingConfig cfg;
     cfg.loss.kind = "softmax_cross_entropy";
+    cfg.loss.class_axis = class_axis;
     cfg.optimizer = {.name = "adamw", .lr = lr, .weight_decay = weight_decay};
     cfg.decay_1d = true;  // torch.optim.AdamW decays biases and norm scales too
     cfg.threads = threads;
