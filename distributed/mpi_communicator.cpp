@@ -26,7 +26,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 const std::string kBackend = "mpi";
-/// How long a waiter yield-polls before it blocks (caller on its Work, thread on its queue).
+/// How long the communication thread yield-polls an empty queue before it sleeps on it.
 constexpr auto kSpin = std::chrono::microseconds(100);
 
 /// One round of progress on the communicator's collectives (MpiCommunicator::step).
