@@ -69,7 +69,7 @@ PY
       epochs=2 b=$B ;;
     *) echo "run_dp_step: unknown model $model (mlp, cnn, resnet18, bert)" >&2; exit 1 ;;
   esac
-  common=(--data "$data" --epochs $epochs --no-progress --shuffle --seed 1 --lr 0.001)
+  common=(--data "$data" --epochs "$epochs" --no-progress --shuffle --seed 1 --lr 0.001)
   one=""
   if [ ! -f "bench/models/train/$model/meta.json" ]; then  # static batches: no global batch in one process
     "$ONYX" train "$onnx_model" "${common[@]}" --batch $((2 * b)) --threads 2 \
