@@ -135,6 +135,36 @@ TEST(Arena, ReusesFreedBlocks) {
   EXPECT_EQ(arena->in_use_bytes(), 0u);
 }
 
+// ONYX_HUGE_PAGES=1: blocks of 2 MB and more come in whole, 2 MB-aligned huge pages (advised
+// with madvise; whether the kernel grants them is its business), smaller ones as before, and
+// both are ordinary memory that a session runs in and frees.
+TEST(HeapAllocator, HugePagesOnRequestOnlyForLargeBlocks) {
+  const auto aligned = [](const Tensor& t, size_t to) {
+    return reinterpret_cast<uintptr_t>(t.raw()) % to == 0;
+  };
+  ::setenv("ONYX_HUGE_PAGES", "1", 1);
+  {
+    Tensor big = Tensor::zeros(DataType::Float, {int64_t{3} << 20});  // 12 MB
+    Tensor small = Tensor::zeros(DataType::Float, {1000});
+    EXPECT_TRUE(aligned(big, size_t{2} << 20));
+    EXPECT_TRUE(aligned(small, 64));
+    big.data<float>()[big.numel() - 1] = 2.5f;
+    EXPECT_EQ(big.data<float>()[big.numel() - 1], 2.5f);
+    EXPECT_EQ(big.data<float>()[0], 0.0f);
+    // A run whose activations (3.2 MB each) take the huge-page path.
+    Session s = chain_session();
+    const int64_t batch = 200000;
+    Tensor y = s.run({{"x", iota(batch)}}).at("y");
+    EXPECT_TRUE(aligned(y, size_t{2} << 20));
+    for (int64_t i : {int64_t{0}, int64_t{5}, batch * 4 - 1})
+      EXPECT_FLOAT_EQ(y.data<float>()[i], std::max(0.0f, (static_cast<float>(i) - 3.f) * 2 + 1));
+  }
+  ::unsetenv("ONYX_HUGE_PAGES");
+  // Off again: a large block is only 64-byte aligned by contract (it may happen to be more).
+  Tensor big = Tensor::zeros(DataType::Float, {int64_t{3} << 20});
+  EXPECT_TRUE(aligned(big, 64));
+}
+
 TEST(Session, ConstantFoldingAndDeadCodeElimination) {
   ModelBuilder b(17);
   b.input("x", DataType::Float, Shape{3});
