@@ -167,20 +167,21 @@ def bert_base():
     return Bert(), feeds, {"input_ids": [1, SEQ], "attention_mask": [1, SEQ]}, [1]
 
 
-def gpt2_small():
+def gpt2_module(vocab, hidden, heads, ffn, layers):
+    """A GPT-2-style decoder: token + position embeddings, pre-LN nn.TransformerEncoderLayers
+    under a causal mask, tied LM head (also torch_export_train_bench.py's, smaller)."""
     torch, nn = _nn()
-    vocab = 50257
 
     class Gpt2(nn.Module):
         def __init__(self):
             super().__init__()
-            self.wte = nn.Embedding(vocab, HIDDEN)
-            self.wpe = nn.Embedding(1024, HIDDEN)
-            layer = nn.TransformerEncoderLayer(HIDDEN, HEADS, FFN, dropout=0.0,
+            self.wte = nn.Embedding(vocab, hidden)
+            self.wpe = nn.Embedding(1024, hidden)
+            layer = nn.TransformerEncoderLayer(hidden, heads, ffn, dropout=0.0,
                                                activation="gelu", batch_first=True,
                                                norm_first=True)
-            self.blocks = nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
-            self.ln_f = nn.LayerNorm(HIDDEN)
+            self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.ln_f = nn.LayerNorm(hidden)
 
         def forward(self, input_ids):
             t = input_ids.shape[1]
@@ -189,7 +190,13 @@ def gpt2_small():
             h = self.blocks(self.wte(input_ids) + self.wpe(pos), mask=causal)
             return self.ln_f(h) @ self.wte.weight.t()
 
-    return Gpt2(), {"input_ids": {"kind": "ids", "high": vocab}}, {"input_ids": [1, SEQ]}, [1]
+    return Gpt2()
+
+
+def gpt2_small():
+    vocab = 50257
+    model = gpt2_module(vocab, HIDDEN, HEADS, FFN, LAYERS)
+    return model, {"input_ids": {"kind": "ids", "high": vocab}}, {"input_ids": [1, SEQ]}, [1]
 
 
 MODELS = {"torch_mlp": mlp, "torch_resnet18": resnet18, "torch_resnet50": resnet50,

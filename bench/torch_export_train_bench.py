@@ -26,48 +26,23 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from train_bench_torch import status_mb  # noqa: E402  (VmRSS / VmHWM, as the training bench)
 OUT = os.path.join(HERE, "models", "train_torch")
 VERSION = "1"
 
 
 def build(name, torch):
-    nn = torch.nn
+    import gen_torch_bench_models as models
     if name == "resnet18":
-        sys.path.insert(0, HERE)
-        import gen_torch_bench_models
-        model, _, _, _ = gen_torch_bench_models.resnet18()
+        model, _, _, _ = models.resnet18()
         x = torch.randn(16, 3, 64, 64)
         labels = torch.randint(0, 1000, (16,))
         return model, {"x": x}, labels, 1
 
     vocab, hidden, heads, layers, seq, batch = 16384, 512, 8, 4, 128, 4
-
-    class Gpt2(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte = nn.Embedding(vocab, hidden)
-            self.wpe = nn.Embedding(1024, hidden)
-            layer = nn.TransformerEncoderLayer(hidden, heads, 4 * hidden, dropout=0.0,
-                                               activation="gelu", batch_first=True,
-                                               norm_first=True)
-            self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-            self.ln_f = nn.LayerNorm(hidden)
-
-        def forward(self, input_ids):
-            t = input_ids.shape[1]
-            pos = torch.arange(t, device=input_ids.device).unsqueeze(0)
-            causal = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
-            h = self.blocks(self.wte(input_ids) + self.wpe(pos), mask=causal)
-            return self.ln_f(h) @ self.wte.weight.t()
-
-    model = Gpt2()
-    with torch.no_grad():  # each layer its own weights (TransformerEncoder deep-copies one)
-        for n, p in model.named_parameters():
-            if ".layers." in n:
-                if p.dim() > 1:
-                    nn.init.xavier_uniform_(p)
-                else:
-                    p.add_(0.02 * torch.randn_like(p))
+    model = models.gpt2_module(vocab, hidden, heads, 4 * hidden, layers)
+    models.distinct_layers(model)  # each layer its own weights
     ids = torch.randint(0, vocab, (batch, seq))
     labels = torch.randint(0, vocab, (batch, seq))
     return model, {"input_ids": ids}, labels, -1
@@ -105,14 +80,6 @@ def generate(name):
                    "params": params, "torch": torch.__version__}, f, indent=1)
     print(f"  exported {name}: {params / 1e6:.1f} M parameters ({time.time() - t0:.1f} s)",
           flush=True)
-
-
-def status_mb(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def run_torch(args):

@@ -57,9 +57,8 @@ constexpr size_t kHugePage = size_t{2} << 20;
 /// first touch. With it, GPT-2-small's load + first run took 0.5x the time on our VMs in most
 /// runs and 2-4x in the others (the hypervisor takes back freed 8 MB blocks, page_reporting, and
 /// a huge page landing in one faults on the host); bench/README.md, "Huge pages". Off by default
-/// until a machine without that behaviour has measured it.
-/// Read at each large allocation (a getenv next to a multi-megabyte allocation is free), so a
-/// process, or a test, can switch it.
+/// until a machine without that behaviour has measured it. Read at each large allocation (a
+/// getenv beside a multi-megabyte allocation costs nothing), so a process or a test can switch it.
 bool huge_pages_wanted() {
   const char* v = std::getenv("ONYX_HUGE_PAGES");
   return v && v[0] == '1' && v[1] == '\0';
