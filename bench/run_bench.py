@@ -6,8 +6,9 @@ For each model and batch size it writes one fixed-seed input set, then times ONN
 inter-op thread, all graph optimizations) and onyx (bench/onyx_bench, a separate process,
 same thread count), each with --warmup untimed runs followed by up to --iters timed runs
 (fewer when --max-seconds would be exceeded; never fewer than 3). It prints one table of
-median latencies and, for batches above 1, throughput; the last column is the largest
-difference between the two runtimes' outputs, max |onyx - ort| / max(1, |ort|).
+median latencies and, for batches above 1, throughput; "max diff" is the largest difference
+between the two runtimes' outputs, max |onyx - ort| / max(1, |ort|); "first result" is session
+creation plus the first run of a model's first batch, each runtime in a fresh process.
 
 Usage: run_bench.py --onyx-bench build/bench/onyx_bench [--threads 2] [--iters 20] ...
 """
@@ -80,22 +81,45 @@ def run_ort(model_path, feeds_by_batch, args):
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    t0 = time.perf_counter()
     sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
-    create_ms = (time.perf_counter() - t0) * 1e3
     results = {}
     for batch, feeds in feeds_by_batch.items():
-        t0 = time.perf_counter()
-        outs = sess.run(None, feeds)
-        first_ms = (time.perf_counter() - t0) * 1e3
-        # The run above is the first warm-up run, as in onyx_bench.
+        outs = sess.run(None, feeds)  # the first warm-up run, as in onyx_bench
         times = time_loop(lambda: sess.run(None, feeds), args.warmup - 1, args.iters,
                           args.max_seconds)
-        # Creation + first run is compared for a model's first batch only (onyx_bench runs
-        # each batch in a new process; ORT's session serves them all).
-        results[batch] = (times, outs, create_ms + first_ms if create_ms is not None else None)
-        create_ms = None
+        results[batch] = (times, outs)
     return results
+
+
+# ONNX Runtime's session creation + first run, timed in a fresh Python process (after the
+# import, as onyx_bench's clock starts after its process started): in this process ORT would
+# reuse the heap onnx.load and the earlier sessions already faulted in, which onyx_bench,
+# always a fresh process, cannot (2x on GPT-2-small's 650 MB of weights on our VMs).
+ORT_FIRST = """
+import json, sys, time
+import numpy as np, onnxruntime as ort
+feeds = dict(np.load(sys.argv[2]))
+so = ort.SessionOptions()
+so.intra_op_num_threads = int(sys.argv[3])
+so.inter_op_num_threads = 1
+so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+t0 = time.perf_counter()
+sess = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
+sess.run(None, feeds)
+print(json.dumps({"first_ms": (time.perf_counter() - t0) * 1e3}))
+"""
+
+
+def ort_first_result(model_path, feeds, work, args):
+    """ORT's creation + first run in ms, in a fresh process; None when it fails."""
+    path = os.path.join(work, "ort_first_feeds.npz")
+    np.savez(path, **feeds)
+    p = subprocess.run([sys.executable, "-c", ORT_FIRST, model_path, path, str(args.threads)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1])["first_ms"]
 
 
 def run_onyx(model_path, input_dir, out_dir, args, precision=None):
@@ -199,7 +223,11 @@ def main():
         ort_res = run_ort(model_path, feeds_by_batch, args)
         print(f"  {name}: onnxruntime done ({time.time() - t0:.0f}s)", flush=True)
         for bs, feeds in feeds_by_batch.items():
-            ort_times, ort_outs, ort_first = ort_res[bs]
+            ort_times, ort_outs = ort_res[bs]
+            # Creation + first run is compared for a model's first batch only, each side in a
+            # fresh process, one right after the other.
+            ort_first = (ort_first_result(model_path, feeds, work, args)
+                         if args.onyx_bench and bs == batches[0] else None)
             row = {"model": name, "batch": bs, "ort_ms": statistics.median(ort_times),
                    "ort_first_ms": ort_first, "onyx_first_ms": None,
                    "ort_runs": len(ort_times), "onyx_ms": None, "onyx_runs": 0, "diff": None,

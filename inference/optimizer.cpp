@@ -133,7 +133,7 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
     fused += fuse_bias_into_matmul(model, approximate_fusions);
   }
   if (level >= OptLevel::All && layout.conv_channel_block != 0)
-    fused += convert_convs_to_nchwc(model, layout.conv_channel_block);
+    fused += convert_convs_to_nchwc(model, layout.conv_channel_block, layout.winograd_channel_block);
   size_t dead = eliminate_dead_code(*model.graph);
   spdlog::debug("optimizer: folded {} nodes, fused {}, removed {} dead nodes ({} -> {})", folded,
                 fused, dead, before, model.graph->num_nodes());

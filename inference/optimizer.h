@@ -9,7 +9,7 @@ namespace onyx {
 /// Runs the passes `level` enables on the main graph: basic = constant folding (on `cpu`),
 /// then dead-code elimination; extended adds the fusions below; all adds the NCHWc layout
 /// pass with `layout`'s block (the preference of the provider that runs convolutions; 0
-/// skips the pass). Returns the number of nodes removed.
+/// skips the pass), or its Winograd block (convert_convs_to_nchwc). Returns the number of nodes removed.
 /// `approximate_fusions`: see SessionOptions::approximate_fusions.
 size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu,
                       const LayoutPreferences& layout, bool approximate_fusions = true);
@@ -71,6 +71,9 @@ size_t fuse_activation_into_conv(Model& model);
 /// are left to dead-code elimination). A 2-D MaxPool (Indices unread) or GlobalAveragePool of
 /// a blocked value becomes MaxPoolNchwc / GlobalAveragePoolNchwc (the latter writes plain
 /// [N, C, 1, 1]).
-size_t convert_convs_to_nchwc(Model& model, int64_t block);
+/// With `winograd_block` (> 0) and 3x3 stride-1 convolutions holding at least a quarter of the
+/// convolution weights, the pass takes that block instead and marks those convolutions
+/// `winograd` = 1 (their kernel then runs Winograd's algorithm where the CPU has it).
+size_t convert_convs_to_nchwc(Model& model, int64_t block, int64_t winograd_block = 0);
 
 }  // namespace onyx

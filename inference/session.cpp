@@ -136,8 +136,10 @@ struct Session::Impl {
     make_providers();
     omp_set_num_threads(threads);
     // Layout passes follow the provider that gets the convolutions: the first in the list.
-    size_t removed = optimize_graph(*model, options.opt_level, *cpu, providers.front()->layout_preferences(),
-                                    options.approximate_fusions);
+    LayoutPreferences layout = providers.front()->layout_preferences();
+    if (!options.winograd_convolutions) layout.winograd_channel_block = 0;
+    size_t removed =
+        optimize_graph(*model, options.opt_level, *cpu, layout, options.approximate_fusions);
     placement = partition_graph(*model, providers);
     plan = compile_plan(g, *model, placement);
     spdlog::info("session: {} nodes ({} removed by optimization), {} initializers, {} threads",

@@ -29,6 +29,10 @@ struct LayoutPreferences {
   /// Channel block of NCHWc convolution chains: 8 or 16, -1 for channels-last (one block of
   /// every channel), 0 to keep convolutions in NCHW.
   int64_t conv_channel_block = 0;
+  /// Channel block of the layout the provider's Winograd 3x3 convolutions read and write (16
+  /// where oneDNN has them: AVX-512), 0 when it has none. The NCHWc pass takes this block
+  /// instead of conv_channel_block for graphs whose convolutions are mostly 3x3 stride 1.
+  int64_t winograd_channel_block = 0;
 };
 
 class ExecutionProvider {

@@ -232,6 +232,7 @@ struct TrainingSession::Impl {
   /// graph's runs (forward, backward, loss) and not the eval or predict graphs.
   SessionOptions training_options(SessionOptions base) const {
     base.approximate_fusions = false;  // recomputed segments must match, bit for bit
+    base.winograd_convolutions = false;  // training keeps PyTorch's direct convolutions
     base.profiling = !cfg.profile_path.empty();
     if (base.profiling) base.profile_path = cfg.profile_path;
     return base;

@@ -21,6 +21,7 @@ class ConvKernel final : public Kernel {
         op_(op),
         act_(Activation::from_node(info.node)),
         block_(op == ConvOp::ConvNchwc ? info.node.attr_int("block", 8) : 0),
+        winograd_(op == ConvOp::ConvNchwc && info.node.attr_int("winograd", 0) == 1),
         const_weights_(info.constant_input(1) != nullptr) {
     ONYX_CHECK(op != ConvOp::ConvNchwc || du::is_layout_block(block_),
                "[{}] block must be 8, 16 or -1 (channels-last), got {}", info.label(), block_);
@@ -69,6 +70,7 @@ class ConvKernel final : public Kernel {
                       .has_bias = B != nullptr,
                       .has_sum = Z != nullptr,
                       .transpose = transpose,
+                      .winograd = winograd_,
                       .act = act_,
                       .layout = {x_blocked ? block_ : 0, block_}};
         return make_conv_entry(g, spec);
@@ -108,6 +110,7 @@ class ConvKernel final : public Kernel {
   ConvOp op_;
   Activation act_;
   int64_t block_;
+  bool winograd_;  // ConvNchwc marked by the NCHWc pass (inference/layout_nchwc.cpp)
   bool const_weights_;
   du::PrimitiveCache<ConvEntry> cache_;
 };

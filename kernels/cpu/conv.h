@@ -74,6 +74,9 @@ struct ConvLayout {
 struct ConvSpec {
   DataType dt = DataType::Float;
   bool has_bias = false, has_sum = false, transpose = false;
+  /// Try oneDNN's Winograd convolution first (float32 on our blocked layout; the direct one
+  /// when it has none for this geometry).
+  bool winograd = false;
   Activation act;
   ConvLayout layout;
 };
@@ -84,6 +87,7 @@ struct ConvEntry {
   bool z_binary = false;  // Z read by a binary post-op (else summed into a prefilled dst)
   DataType run_dt = DataType::Float;
   std::string why;  // why a 16-bit dtype runs in float32 (empty when it runs natively)
+  std::string impl;  // oneDNN's name of the implementation ("jit_wino_4x3:avx512_core", ...)
   dnnl_util::Prim prim;
   std::optional<dnnl_util::Prim> src_r, wei_r, dst_r, sum_r;
   dnnl::memory::desc src_u, wei_u, dst_u, bias_u, src_p, wei_p, dst_p;

@@ -18,6 +18,7 @@ dnnl::memory::desc user_desc(const Shape& dims, DataType dt, int64_t block) {
 template <typename P, typename PD>
 void finish_entry(ConvEntry& e, const PD& pd, bool has_sum) {
   e.prim = du::make_prim<P>(pd);
+  e.impl = pd.impl_info_str();
   e.src_p = pd.src_desc();
   e.wei_p = pd.weights_desc();
   e.dst_p = pd.dst_desc();
@@ -79,10 +80,16 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
       gap = du::LowPrecisionGap::Emulated;
       continue;
     }
-    // Blocked tensors first try the primitive on exactly our layouts (no reorders at all),
-    // then whatever layout oneDNN prefers.
-    for (bool forced : {true, false}) {
-      for (bool binary : {true, false}) {
+    // Winograd (when asked, float32) on exactly our blocked layouts first. Blocked tensors
+    // then try the direct primitive on exactly our layouts (no reorders at all), then on
+    // whatever layout oneDNN prefers.
+    const bool try_winograd =
+        spec.winograd && blocked && !spec.transpose && run == DataType::Float;
+    for (int attempt = try_winograd ? 0 : 2; attempt < 6; ++attempt) {
+      const bool winograd = attempt < 2;
+      const bool forced = attempt < 4;
+      const bool binary = attempt % 2 == 0;
+      {
         if ((forced && (!blocked || run != DataType::Float)) ||
             (binary && (!spec.has_sum || !forced || spec.layout.dst_block == du::kChannelsLast)))
           continue;
@@ -110,8 +117,11 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
             }
             finish_entry<dnnl::deconvolution_forward>(e, pd, false);
           } else {
-            dnnl::convolution_forward::desc desc(prop, dnnl::algorithm::convolution_direct, src_a,
-                                                 wei_a, e.bias_u, dst_a, strides, dil, pl, pr);
+            dnnl::convolution_forward::desc desc(
+                prop,
+                winograd ? dnnl::algorithm::convolution_winograd
+                         : dnnl::algorithm::convolution_direct,
+                src_a, wei_a, e.bias_u, dst_a, strides, dil, pl, pr);
             dnnl::convolution_forward::primitive_desc pd(desc, attr_for(binary, run), du::engine());
             if ((run != DataType::Float || forced) && du::is_reference_impl(pd)) {
               if (run != DataType::Float) gap = du::LowPrecisionGap::Reference;

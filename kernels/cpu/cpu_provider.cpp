@@ -17,7 +17,8 @@ class CpuProvider final : public ExecutionProvider {
   std::shared_ptr<Allocator> allocator() const override { return arena_; }
   const KernelRegistry& registry() const override { return cpu_kernel_registry(); }
   LayoutPreferences layout_preferences() const override {
-    return {.conv_channel_block = cpu::dnnl_util::nchwc_block()};
+    return {.conv_channel_block = cpu::dnnl_util::nchwc_block(),
+            .winograd_channel_block = cpu::dnnl_util::winograd_block()};
   }
   void copy(const Tensor& src, Tensor& dst, RunResources*) const override {
     ONYX_CHECK(src.device().type == DeviceType::CPU && dst.device().type == DeviceType::CPU,

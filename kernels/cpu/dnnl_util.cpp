@@ -150,6 +150,24 @@ int64_t nchwc_block() {
   return block;
 }
 
+bool has_winograd_kernels() {
+  active_isa();  // applies ONYX_ISA's cap before oneDNN reports its ISA
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return (isa & avx512) == avx512;
+}
+
+int64_t winograd_block() {
+  static const int64_t block = [] {
+    if (const char* env = std::getenv("ONYX_CONV_LAYOUT"); env && *env) {
+      const std::string_view v(env);
+      if (v != "auto" && v != "nchw16c") return int64_t{0};
+    }
+    return has_winograd_kernels() ? int64_t{16} : int64_t{0};
+  }();
+  return block;
+}
+
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
   std::string impl = pd.impl_info_str();
   return impl.rfind("ref", 0) == 0 || impl.find("simple") != std::string::npos;

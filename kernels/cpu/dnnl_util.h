@@ -89,6 +89,13 @@ inline int64_t resolve_block(int64_t block, int64_t channels) {
 /// ONYX_CONV_LAYOUT=nhwc|nchw16c|nchw8c overrides it for the process (bench comparisons).
 int64_t nchwc_block();
 
+/// True where oneDNN's effective ISA has AVX-512, which its float32 Winograd 3x3 kernels
+/// (F(2x2,3x3) and F(4x4,3x3), on nChw16c tensors) need.
+bool has_winograd_kernels();
+/// Channel block of the NCHWc pass's Winograd layout: 16 with has_winograd_kernels(), else 0
+/// (none); 0 too when ONYX_CONV_LAYOUT asks for a layout other than nchw16c.
+int64_t winograd_block();
+
 /// True when `pd` got a reference (slow) implementation; half-float kernels then run
 /// in float32 instead.
 bool is_reference_impl(const dnnl::primitive_desc_base& pd);

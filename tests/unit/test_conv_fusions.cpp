@@ -42,6 +42,9 @@ Session make_session(const Build& build, OptLevel level) {
   build(b);
   SessionOptions opts;
   opts.opt_level = level;
+  // The layouts below are the direct kernels'; Winograd's choice has its own tests
+  // (test_conv_winograd.cpp).
+  opts.winograd_convolutions = false;
   return b.session(opts);
 }
 

@@ -1,0 +1,177 @@
+// Winograd 3x3 convolutions (SessionOptions::winograd_convolutions): the NCHWc pass takes the
+// Winograd block and marks the 3x3 stride-1 convolutions where they hold enough of the weights,
+// the kernel then gets oneDNN's Winograd implementation (CPUs with AVX-512), and the results
+// stay within float32 rounding of the direct convolutions'. On CPUs without it (AVX2) the
+// graphs are the direct ones.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "inference/optimizer.h"
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "test_util.h"
+
+namespace onyx {
+namespace {
+
+namespace du = cpu::dnnl_util;
+using Build = std::function<void(test::ModelBuilder&)>;
+
+Tensor randn(const Shape& shape, uint32_t seed, double scale = 1.0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(0.0, scale);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = dist(rng);
+  return test::T_<float>(shape, v);
+}
+
+/// Conv(x, w, b) -> name: constant [m, c, k, k] weights (He-scaled, so activations stay O(1)
+/// through a chain), pads k / 2.
+void conv(test::ModelBuilder& b, const std::string& x, const std::string& name, int64_t c,
+          int64_t m, int64_t k, uint32_t seed, int64_t stride = 1, int64_t dilation = 1) {
+  b.initializer(name + "_w", randn({m, c, k, k}, seed, std::sqrt(2.0 / double(c * k * k))));
+  b.initializer(name + "_b", randn({m}, seed + 1, 0.1));
+  const int64_t pad = k / 2 * dilation;
+  test::set_attrs(b.node("Conv", {x, name + "_w", name + "_b"}, {name}),
+                  {test::attr_ints("kernel_shape", {k, k}),
+                   test::attr_ints("strides", {stride, stride}),
+                   test::attr_ints("dilations", {dilation, dilation}),
+                   test::attr_ints("pads", {pad, pad, pad, pad})});
+}
+
+Session make_session(const Build& build, OptLevel level, bool winograd) {
+  test::ModelBuilder b(17);
+  build(b);
+  SessionOptions opts;
+  opts.opt_level = level;
+  opts.winograd_convolutions = winograd;
+  return b.session(opts);
+}
+
+/// The ConvNchwc nodes of the optimized graph, by the name of the Conv they came from (their
+/// weights' name less "_w"): their block and whether they are marked for Winograd.
+struct Marked {
+  int64_t block;
+  bool winograd;
+};
+std::map<std::string, Marked> conv_nodes(const Session& s) {
+  std::map<std::string, Marked> out;
+  for (const Node* n : s.model().graph->topological_order())
+    if (n->op_type == "ConvNchwc")
+      out[n->inputs[1]->name.substr(0, n->inputs[1]->name.size() - 2)] = {
+          n->attr_int("block", 0), n->attr_int("winograd", 0) == 1};
+  return out;
+}
+
+/// |got - want| <= tol * max(1, |want|) elementwise.
+void expect_close(const Tensor& got, const Tensor& want, double tol) {
+  ASSERT_EQ(got.shape(), want.shape());
+  auto g = got.to_double_vector(), w = want.to_double_vector();
+  double worst = 0;
+  for (size_t i = 0; i < w.size(); ++i)
+    worst = std::max(worst, std::abs(g[i] - w[i]) / std::max(1.0, std::abs(w[i])));
+  EXPECT_LE(worst, tol);
+}
+
+/// A ResNet-style chain: stem 3 -> 32 (3x3 stride 2), two 3x3 stride-1 32 -> 32 with a residual,
+/// a 3x3 stride-2 32 -> 64, a 1x1 32 -> 64 shortcut, a dilated 3x3 64 -> 64 and a 3x3 stride-1
+/// 64 -> 64.
+void chain(test::ModelBuilder& b) {
+  b.input("x", DataType::Float,
+          SymShape{Dim::symbol("batch"), Dim::fixed(3), Dim::fixed(30), Dim::fixed(30)});
+  conv(b, "x", "stem", 3, 32, 3, 10, 2);
+  b.node("Relu", {"stem"}, {"stem_r"});
+  conv(b, "stem_r", "a", 32, 32, 3, 20);
+  b.node("Relu", {"a"}, {"a_r"});
+  conv(b, "a_r", "b", 32, 32, 3, 30);
+  b.node("Add", {"b", "stem_r"}, {"res"});
+  b.node("Relu", {"res"}, {"res_r"});
+  conv(b, "res_r", "down", 32, 64, 3, 40, 2);
+  conv(b, "res_r", "short", 32, 64, 1, 50, 2);
+  b.node("Add", {"down", "short"}, {"sum"});
+  conv(b, "sum", "dil", 64, 64, 3, 60, 1, 2);
+  b.node("Relu", {"dil"}, {"dil_r"});
+  conv(b, "dil_r", "last", 64, 64, 3, 70);
+  b.output("last");
+}
+
+TEST(Winograd, PassMarksThe3x3Stride1ConvolutionsWhereTheCpuHasThem) {
+  Session s = make_session(chain, OptLevel::All, true);
+  auto nodes = conv_nodes(s);
+  ASSERT_EQ(nodes.size(), 7u);
+  const int64_t wblock = du::winograd_block();
+  for (const auto& [name, m] : nodes) {
+    const bool eligible = name == "a" || name == "b" || name == "last";
+    EXPECT_EQ(m.winograd, wblock > 0 && eligible) << name;
+    EXPECT_EQ(m.block, wblock > 0 ? wblock : du::nchwc_block()) << name;
+  }
+  // Off: the CPU's direct layout and no marks.
+  for (const auto& [name, m] : conv_nodes(make_session(chain, OptLevel::All, false))) {
+    EXPECT_FALSE(m.winograd) << name;
+    EXPECT_EQ(m.block, du::nchwc_block()) << name;
+  }
+}
+
+TEST(Winograd, ResultsWithinFloatRoundingOfTheDirectConvolutions) {
+  for (int64_t n : {1, 3}) {
+    NamedTensors feeds{{"x", randn({n, 3, 30, 30}, 5)}};
+    NamedTensors direct = make_session(chain, OptLevel::All, false).run(feeds);
+    NamedTensors plain = make_session(chain, OptLevel::Basic, true).run(feeds);
+    NamedTensors wino = make_session(chain, OptLevel::All, true).run(feeds);
+    // Direct against plain is float32 rounding in another order (measured: equal bits);
+    // Winograd's transforms add more roundings: 0.8e-5 (batch 1) and 1.5e-5 (batch 3) of the
+    // output's scale after four Winograd layers, where float32's epsilon is 1.2e-7.
+    expect_close(direct.at("last"), plain.at("last"), 1e-5);
+    expect_close(wino.at("last"), plain.at("last"), 5e-5);
+    // Run twice: the same bits (the packed weights are reused, not recomputed).
+    NamedTensors again = make_session(chain, OptLevel::All, true).run(feeds);
+    EXPECT_EQ(again.at("last").to_double_vector(), wino.at("last").to_double_vector());
+  }
+}
+
+TEST(Winograd, FewEligibleWeightsKeepTheDirectLayout) {
+  // One small 3x3 16 -> 16 next to a 1x1 16 -> 256 and a 3x3 stride-2 256 -> 256: Winograd
+  // could run 0.4 % of the weights, not worth the other convolutions' slower layout.
+  auto build = [](test::ModelBuilder& b) {
+    b.input("x", DataType::Float, {1, 16, 12, 12});
+    conv(b, "x", "small", 16, 16, 3, 10);
+    conv(b, "small", "wide", 16, 256, 1, 20);
+    conv(b, "wide", "big", 256, 256, 3, 30, 2);
+    b.output("big");
+  };
+  for (const auto& [name, m] : conv_nodes(make_session(build, OptLevel::All, true))) {
+    EXPECT_FALSE(m.winograd) << name;
+    EXPECT_EQ(m.block, du::nchwc_block()) << name;
+  }
+}
+
+TEST(Winograd, KernelGetsOneDnnsWinogradImplementation) {
+  // ResNet's stage shapes (channels x spatial), batch 1 and 4, with bias, a residual and ReLU
+  // as post-ops; the direct entry for comparison.
+  struct Shape4 {
+    int64_t n, c, hw;
+  };
+  for (Shape4 sh : {Shape4{1, 64, 56}, Shape4{1, 128, 28}, Shape4{4, 256, 14}, Shape4{1, 512, 7}}) {
+    cpu::Geometry g;
+    g.N = sh.n, g.C = sh.c, g.M = sh.c;
+    g.in = g.out = {sh.hw, sh.hw};
+    g.k = {3, 3}, g.stride = {1, 1}, g.dil = {1, 1}, g.pad_l = {1, 1}, g.pad_r = {1, 1};
+    cpu::ConvSpec spec{.has_bias = true, .has_sum = true, .layout = {16, 16}};
+    spec.act.kind = cpu::Activation::Kind::Relu;
+    spec.winograd = true;
+    cpu::ConvEntry wino = cpu::make_conv_entry(g, spec);
+    spec.winograd = false;
+    cpu::ConvEntry direct = cpu::make_conv_entry(g, spec);
+    ASSERT_TRUE(wino.ok && direct.ok);
+    const bool has = du::has_winograd_kernels();
+    EXPECT_EQ(wino.impl.find("wino") != std::string::npos, has)
+        << wino.impl << " for " << sh.c << "x" << sh.hw;
+    EXPECT_EQ(direct.impl.find("wino"), std::string::npos) << direct.impl;
+  }
+}
+
+}  // namespace
+}  // namespace onyx
