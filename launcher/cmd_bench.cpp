@@ -20,6 +20,7 @@ struct BenchOptions {
   int threads = 0, iters = 100, warmup = 10;
   int64_t batch = 1;
   uint64_t seed = 0;
+  bool no_winograd = false;
 };
 
 /// Nearest-rank percentile of sorted `v`.
@@ -33,6 +34,7 @@ int bench(const BenchOptions& o, const CommonOptions& common) {
   so.intra_op_threads = o.threads;
   so.opt_level = opt_level_from_name(o.opt);
   so.precision = parse_precision(o.precision);
+  so.winograd_convolutions = !o.no_winograd;
   apply_provider_options(o.provider, so.providers, so.device_id);
   so.log_level = common.log_level;
   Session session(o.model, so);
@@ -88,6 +90,7 @@ Command add_bench_command(CLI::App& parent, const CommonOptions& common) {
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
   add_precision_option(app, o->precision);
+  add_winograd_option(app, o->no_winograd);
   add_provider_options(app, o->provider);
   return {app, [o, &common] { return bench(*o, common); }};
 }

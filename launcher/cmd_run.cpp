@@ -18,7 +18,7 @@ struct RunOptions {
   ProviderOptions provider;
   std::string model, output_dir, profile, opt = "all", precision = "fp32";
   std::vector<std::string> inputs, dims;
-  bool random = false;
+  bool random = false, no_winograd = false;
   int threads = 0;
   uint64_t seed = 0;
 };
@@ -61,6 +61,7 @@ int run(const RunOptions& o, const CommonOptions& common) {
   so.intra_op_threads = o.threads;
   so.opt_level = opt_level_from_name(o.opt);
   so.precision = parse_precision(o.precision);
+  so.winograd_convolutions = !o.no_winograd;
   apply_provider_options(o.provider, so.providers, so.device_id);
   so.log_level = common.log_level;
   so.profiling = !o.profile.empty();
@@ -126,6 +127,12 @@ CLI::Option* add_precision_option(CLI::App* app, std::string& precision) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
 }
 
+CLI::Option* add_winograd_option(CLI::App* app, bool& no_winograd) {
+  return app->add_flag("--no-winograd", no_winograd,
+                       "Direct convolutions only: no Winograd 3x3 kernels (which are faster on "
+                       "AVX-512 CPUs and differ from direct ones within ~1e-5)");
+}
+
 Command add_run_command(CLI::App& parent, const CommonOptions& common) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* app = parent.add_subcommand("run", "Run a model once and write its outputs");
@@ -147,6 +154,7 @@ Command add_run_command(CLI::App& parent, const CommonOptions& common) {
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
   add_precision_option(app, o->precision);
+  add_winograd_option(app, o->no_winograd);
   add_provider_options(app, o->provider);
   app->add_option("--profile", o->profile, "Write a Chrome-trace profile of the run to FILE");
   return {app, [o, &common] { return run(*o, common); }};

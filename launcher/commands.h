@@ -16,6 +16,8 @@ struct CommonOptions {
 
 /// --precision fp32|bf16|fp16 of the commands that build an inference session.
 CLI::Option* add_precision_option(CLI::App* app, std::string& precision);
+/// --no-winograd: SessionOptions::winograd_convolutions off (direct convolutions everywhere).
+CLI::Option* add_winograd_option(CLI::App* app, bool& no_winograd);
 
 /// --provider LIST and --device N of the commands that build an inference session.
 struct ProviderOptions {

@@ -96,6 +96,37 @@ TEST_F(Cli, RunMatchesTheBackendCaseOutput) {
   test::expect_near(got, want.to_double_vector(), 1e-6);
 }
 
+TEST_F(Cli, RunWithoutWinogradGivesTheDirectConvolutionsResult) {
+  // Two 3x3 stride-1 convolutions of 32 channels: Winograd's where the CPU has it (AVX-512).
+  test::ModelBuilder b(17);
+  b.input("x", DataType::Float, {1, 32, 12, 12});
+  std::string in = "x";
+  for (int i = 0; i < 2; ++i) {
+    std::vector<double> w(32 * 32 * 9);
+    for (size_t j = 0; j < w.size(); ++j) w[j] = std::sin(0.37 * double(j + i)) * 0.08;
+    const std::string name = fmt::format("c{}", i);
+    b.initializer(name + "_w", test::T_<float>({32, 32, 3, 3}, w));
+    test::set_attrs(b.node("Conv", {in, name + "_w"}, {name}),
+                    {test::attr_ints("kernel_shape", {3, 3}), test::attr_ints("pads", {1, 1, 1, 1})});
+    in = name;
+  }
+  b.output(in);
+  std::string path = (dir_ / "convs.onnx").string();
+  save_model(*b.build(), path);
+  std::vector<double> outs[2];
+  for (int direct = 0; direct < 2; ++direct) {
+    fs::path out = dir_ / fmt::format("out{}", direct);
+    Result r = onyx("run " + quote(path) + " --random --seed 3 -o " + quote(out.string()) +
+                    (direct ? " --no-winograd" : ""));
+    ASSERT_EQ(r.code, 0) << r.err;
+    outs[direct] = npy::load((out / "c1.npy").string()).to_double_vector();
+  }
+  ASSERT_EQ(outs[0].size(), outs[1].size());
+  for (size_t i = 0; i < outs[0].size(); ++i)
+    ASSERT_NEAR(outs[0][i], outs[1][i], 1e-5 * std::max(1.0, std::abs(outs[1][i]))) << i;
+  EXPECT_NE(onyx("run --help").out.find("--no-winograd"), std::string::npos);
+}
+
 TEST_F(Cli, RunRandomWithDimsWritesSlashNamesWithUnderscores) {
   std::string model = relu_model();
   fs::path out = dir_ / "out";
