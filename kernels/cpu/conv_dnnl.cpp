@@ -82,60 +82,59 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
     }
     // Winograd (when asked, float32) on exactly our blocked layouts first. Blocked tensors
     // then try the direct primitive on exactly our layouts (no reorders at all), then on
-    // whatever layout oneDNN prefers.
+    // whatever layout oneDNN prefers. Attempts 0-1: Winograd, 2-3: direct on our layouts,
+    // 4-5: direct on oneDNN's; even ones read Z by a binary post-op, odd ones sum it.
     const bool try_winograd =
         spec.winograd && blocked && !spec.transpose && run == DataType::Float;
     for (int attempt = try_winograd ? 0 : 2; attempt < 6; ++attempt) {
       const bool winograd = attempt < 2;
       const bool forced = attempt < 4;
       const bool binary = attempt % 2 == 0;
-      {
-        if ((forced && (!blocked || run != DataType::Float)) ||
-            (binary && (!spec.has_sum || !forced || spec.layout.dst_block == du::kChannelsLast)))
-          continue;
-        try {
-          auto d = du::to_dnnl(run);
-          e.src_u = user_desc(src, run, spec.layout.src_block);
-          e.dst_u = user_desc(dst, run, spec.layout.dst_block);
-          e.wei_u = du::strided_desc(wdims, run, wstrides);
-          e.bias_u = spec.has_bias ? du::plain_desc({g.M}, run) : dnnl::memory::desc();
-          dnnl::memory::desc src_a = forced ? e.src_u
-                                            : dnnl::memory::desc(du::to_dims(src), d, tag::any),
-                             dst_a = forced ? e.dst_u
-                                            : dnnl::memory::desc(du::to_dims(dst), d, tag::any),
-                             wei_a(du::to_dims(wdims), d, tag::any);
-          auto prop = dnnl::prop_kind::forward_inference;
-          if (spec.transpose) {
-            dnnl::deconvolution_forward::desc desc(prop, dnnl::algorithm::deconvolution_direct,
-                                                   src_a, wei_a, e.bias_u, dst_a, strides, dil, pl,
-                                                   pr);
-            dnnl::deconvolution_forward::primitive_desc pd(desc, attr_for(false, run),
-                                                           du::engine());
-            if (run != DataType::Float && du::is_reference_impl(pd)) {
-              gap = du::LowPrecisionGap::Reference;
-              continue;
-            }
-            finish_entry<dnnl::deconvolution_forward>(e, pd, false);
-          } else {
-            dnnl::convolution_forward::desc desc(
-                prop,
-                winograd ? dnnl::algorithm::convolution_winograd
-                         : dnnl::algorithm::convolution_direct,
-                src_a, wei_a, e.bias_u, dst_a, strides, dil, pl, pr);
-            dnnl::convolution_forward::primitive_desc pd(desc, attr_for(binary, run), du::engine());
-            if ((run != DataType::Float || forced) && du::is_reference_impl(pd)) {
-              if (run != DataType::Float) gap = du::LowPrecisionGap::Reference;
-              continue;
-            }
-            finish_entry<dnnl::convolution_forward>(e, pd, spec.has_sum && !binary);
+      if ((forced && (!blocked || run != DataType::Float)) ||
+          (binary && (!spec.has_sum || !forced || spec.layout.dst_block == du::kChannelsLast)))
+        continue;
+      try {
+        auto d = du::to_dnnl(run);
+        e.src_u = user_desc(src, run, spec.layout.src_block);
+        e.dst_u = user_desc(dst, run, spec.layout.dst_block);
+        e.wei_u = du::strided_desc(wdims, run, wstrides);
+        e.bias_u = spec.has_bias ? du::plain_desc({g.M}, run) : dnnl::memory::desc();
+        dnnl::memory::desc src_a = forced ? e.src_u
+                                          : dnnl::memory::desc(du::to_dims(src), d, tag::any),
+                           dst_a = forced ? e.dst_u
+                                          : dnnl::memory::desc(du::to_dims(dst), d, tag::any),
+                           wei_a(du::to_dims(wdims), d, tag::any);
+        auto prop = dnnl::prop_kind::forward_inference;
+        if (spec.transpose) {
+          dnnl::deconvolution_forward::desc desc(prop, dnnl::algorithm::deconvolution_direct,
+                                                 src_a, wei_a, e.bias_u, dst_a, strides, dil, pl,
+                                                 pr);
+          dnnl::deconvolution_forward::primitive_desc pd(desc, attr_for(false, run),
+                                                         du::engine());
+          if (run != DataType::Float && du::is_reference_impl(pd)) {
+            gap = du::LowPrecisionGap::Reference;
+            continue;
           }
-          e.run_dt = run;
-          e.z_binary = binary;
-          if (run != spec.dt) e.why = fallback_why();
-          return e;
-        } catch (const dnnl::error&) {
-          e = ConvEntry{};
+          finish_entry<dnnl::deconvolution_forward>(e, pd, false);
+        } else {
+          dnnl::convolution_forward::desc desc(
+              prop,
+              winograd ? dnnl::algorithm::convolution_winograd
+                       : dnnl::algorithm::convolution_direct,
+              src_a, wei_a, e.bias_u, dst_a, strides, dil, pl, pr);
+          dnnl::convolution_forward::primitive_desc pd(desc, attr_for(binary, run), du::engine());
+          if ((run != DataType::Float || forced) && du::is_reference_impl(pd)) {
+            if (run != DataType::Float) gap = du::LowPrecisionGap::Reference;
+            continue;
+          }
+          finish_entry<dnnl::convolution_forward>(e, pd, spec.has_sum && !binary);
         }
+        e.run_dt = run;
+        e.z_binary = binary;
+        if (run != spec.dt) e.why = fallback_why();
+        return e;
+      } catch (const dnnl::error&) {
+        e = ConvEntry{};
       }
     }
     if (run == DataType::Float) break;
