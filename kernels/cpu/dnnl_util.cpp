@@ -131,24 +131,25 @@ ThreadScope::~ThreadScope() {
   if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
 }
 
-int64_t nchwc_block() {
+namespace {
+
+/// The layout ONYX_CONV_LAYOUT asks for: kChannelsLast, 16 or 8; 0 when unset or "auto".
+int64_t forced_conv_layout() {
   static const int64_t block = [] {
-    if (const char* env = std::getenv("ONYX_CONV_LAYOUT"); env && *env) {
-      std::string_view v(env);
-      if (v == "nhwc") return kChannelsLast;
-      if (v == "nchw16c") return int64_t{16};
-      if (v == "nchw8c") return int64_t{8};
-      if (v != "auto")
-        throw Error(fmt::format("ONYX_CONV_LAYOUT must be nhwc, nchw16c, nchw8c or auto, got '{}'",
-                                v));
-    }
-    active_isa();  // applies ONYX_ISA's cap before oneDNN reports its ISA
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-    return (isa & avx512) == avx512 ? kChannelsLast : int64_t{8};
+    const char* env = std::getenv("ONYX_CONV_LAYOUT");
+    const std::string_view v(env ? env : "");
+    if (v == "nhwc") return kChannelsLast;
+    if (v == "nchw16c") return int64_t{16};
+    if (v == "nchw8c") return int64_t{8};
+    if (!v.empty() && v != "auto")
+      throw Error(fmt::format("ONYX_CONV_LAYOUT must be nhwc, nchw16c, nchw8c or auto, got '{}'",
+                              v));
+    return int64_t{0};
   }();
   return block;
 }
+
+}  // namespace
 
 bool has_winograd_kernels() {
   active_isa();  // applies ONYX_ISA's cap before oneDNN reports its ISA
@@ -157,15 +158,15 @@ bool has_winograd_kernels() {
   return (isa & avx512) == avx512;
 }
 
+int64_t nchwc_block() {
+  // AVX-512 is also what oneDNN's brgconv kernels for channels-last need.
+  if (const int64_t forced = forced_conv_layout()) return forced;
+  return has_winograd_kernels() ? kChannelsLast : int64_t{8};
+}
+
 int64_t winograd_block() {
-  static const int64_t block = [] {
-    if (const char* env = std::getenv("ONYX_CONV_LAYOUT"); env && *env) {
-      const std::string_view v(env);
-      if (v != "auto" && v != "nchw16c") return int64_t{0};
-    }
-    return has_winograd_kernels() ? int64_t{16} : int64_t{0};
-  }();
-  return block;
+  const int64_t forced = forced_conv_layout();
+  return has_winograd_kernels() && (forced == 0 || forced == 16) ? int64_t{16} : int64_t{0};
 }
 
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
