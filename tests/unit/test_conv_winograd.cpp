@@ -121,10 +121,10 @@ TEST(Winograd, ResultsWithinFloatRoundingOfTheDirectConvolutions) {
     NamedTensors direct = make_session(chain, OptLevel::All, false).run(feeds);
     NamedTensors plain = make_session(chain, OptLevel::Basic, true).run(feeds);
     NamedTensors wino = make_session(chain, OptLevel::All, true).run(feeds);
-    // Direct against plain is float32 rounding in another order (measured: equal bits);
-    // Winograd's transforms add more roundings: 0.8e-5 (batch 1) and 1.5e-5 (batch 3) of the
-    // output's scale after four Winograd layers, where float32's epsilon is 1.2e-7.
-    expect_close(direct.at("last"), plain.at("last"), 1e-5);
+    // Direct against plain is float32 rounding in another order (measured: equal bits on
+    // channels-last, 1.0e-5 of the output's scale on nChw8c); Winograd's transforms add more
+    // roundings: 0.8e-5 (batch 1) and 1.5e-5 (batch 3) after four Winograd layers.
+    expect_close(direct.at("last"), plain.at("last"), 5e-5);
     expect_close(wino.at("last"), plain.at("last"), 5e-5);
     // Run twice: the same bits (the packed weights are reused, not recomputed).
     NamedTensors again = make_session(chain, OptLevel::All, true).run(feeds);
