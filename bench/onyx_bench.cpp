@@ -3,6 +3,7 @@
 //
 //   onyx_bench --model m.onnx --inputs DIR [--threads 2] [--warmup 3] [--iters 20]
 //              [--max-seconds 15] [--opt-level all] [--save-outputs DIR] [--profile FILE]
+//              [--no-winograd]
 //
 // DIR holds input_<i>.pb (TensorProto, the model's input order); --save-outputs writes the
 // outputs of the first run as output_<i>.pb so the driver can compare them with ORT's;
@@ -74,6 +75,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--save-outputs", save, "write the outputs as output_<i>.pb here");
   app.add_option("--profile", profile, "write a Chrome trace of the runs here");
+  bool no_winograd = false;
+  app.add_flag("--no-winograd", no_winograd,
+               "direct convolutions only (SessionOptions::winograd_convolutions = false)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -83,6 +87,7 @@ int main(int argc, char** argv) {
     so.precision = onyx::parse_precision(precision);
     so.profiling = !profile.empty();
     so.profile_path = profile;
+    so.winograd_convolutions = !no_winograd;
     auto t0 = Clock::now();
     onyx::Session session(model, so);
     double load_ms = ms_since(t0);

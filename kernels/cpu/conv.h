@@ -90,6 +90,8 @@ struct ConvEntry {
   std::string impl;  // oneDNN's name of the implementation ("jit_wino_4x3:avx512_core", ...)
   dnnl_util::Prim prim;
   std::optional<dnnl_util::Prim> src_r, wei_r, dst_r, sum_r;
+  /// wei_p is oneDNN's Winograd layout: our transform_winograd_weights writes it, not wei_r.
+  bool wino_weights = false;
   dnnl::memory::desc src_u, wei_u, dst_u, bias_u, src_p, wei_p, dst_p;
   /// Weights already in the primitive's layout, when W is a constant.
   struct Packed {

@@ -2,6 +2,7 @@
 // and the fused activation as eltwise post-ops; reorders between our layouts (plain, or blocked for
 // the NCHWc ops) and the primitive's, and weights packed once when they are constant.
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/winograd_weights.h"
 
 namespace onyx::cpu {
 namespace {
@@ -24,6 +25,7 @@ void finish_entry(ConvEntry& e, const PD& pd, bool has_sum) {
   e.dst_p = pd.dst_desc();
   if (e.src_p != e.src_u) e.src_r = du::make_reorder(e.src_u, e.src_p);
   if (e.wei_p != e.wei_u) e.wei_r = du::make_reorder(e.wei_u, e.wei_p);
+  e.wino_weights = e.wei_r && can_transform_winograd_weights(e.wei_u, e.wei_p);
   if (e.dst_p != e.dst_u) e.dst_r = du::make_reorder(e.dst_p, e.dst_u);
   // Z into the destination the sum post-op adds to: a reorder, or a copy when layouts agree.
   if (has_sum) e.sum_r = du::make_reorder(e.dst_u, e.dst_p);
@@ -169,6 +171,11 @@ void run_conv_entry(KernelContext& ctx, const ConvEntry& e, const Tensor& X, con
     }
     buf = persistent ? Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.wei_p.get_size())})
                      : du::scratch_for(c, e.wei_p);
+    if (e.wino_weights) {
+      transform_winograd_weights(w.data<float>(), W.dim(0), W.dim(1), e.wei_p,
+                                 static_cast<float*>(buf.raw()), c.threads());
+      return;
+    }
     du::execute(
         c, *e.wei_r,
         {{DNNL_ARG_FROM, du::wrap(e.wei_u, w.raw())}, {DNNL_ARG_TO, du::wrap(e.wei_p, buf.raw())}});

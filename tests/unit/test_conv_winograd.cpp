@@ -12,6 +12,7 @@
 #include "inference/optimizer.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/winograd_weights.h"
 #include "test_util.h"
 
 namespace onyx {
@@ -171,6 +172,59 @@ TEST(Winograd, KernelGetsOneDnnsWinogradImplementation) {
         << wino.impl << " for " << sh.c << "x" << sh.hw;
     EXPECT_EQ(direct.impl.find("wino"), std::string::npos) << direct.impl;
   }
+}
+
+TEST(Winograd, OurWeightTransformWritesWhatOneDnnsReorderWrites) {
+  if (!du::has_winograd_kernels()) {
+    // No Winograd layout to write on this CPU: the kernel keeps oneDNN's reorder (never ours).
+    EXPECT_FALSE(cpu::can_transform_winograd_weights(
+        dnnl::memory::desc({16, 16, 3, 3}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::oihw),
+        dnnl::memory::desc({16, 16, 3, 3}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::OIhw16i16o)));
+    return;
+  }
+  // ResNet's stage widths, unequal in and out channels, and a shape whose channels oneDNN pads.
+  struct Case {
+    int64_t m, c, hw;
+  };
+  for (Case k : {Case{64, 64, 56}, Case{128, 128, 28}, Case{256, 128, 14}, Case{512, 512, 7},
+                 Case{48, 80, 10}, Case{40, 24, 10}}) {
+    SCOPED_TRACE(std::to_string(k.m) + " x " + std::to_string(k.c));
+    cpu::Geometry g;
+    g.N = 1, g.C = k.c, g.M = k.m;
+    g.in = g.out = {k.hw, k.hw};
+    g.k = {3, 3}, g.stride = {1, 1}, g.dil = {1, 1}, g.pad_l = {1, 1}, g.pad_r = {1, 1};
+    cpu::ConvSpec spec{.has_bias = true, .layout = {16, 16}};
+    spec.winograd = true;
+    cpu::ConvEntry e = cpu::make_conv_entry(g, spec);
+    ASSERT_TRUE(e.ok);
+    if (e.impl.find("wino") == std::string::npos) continue;  // oneDNN took the direct kernel
+    ASSERT_TRUE(e.wei_r.has_value());
+    ASSERT_TRUE(e.wino_weights) << "the Winograd entry should use our transform";
+    ASSERT_TRUE(cpu::can_transform_winograd_weights(e.wei_u, e.wei_p));
+    Tensor w = randn({k.m, k.c, 3, 3}, 7, 0.1);
+    const size_t bytes = e.wei_p.get_size();
+    std::vector<float> theirs(bytes / sizeof(float), -1.f), ours(bytes / sizeof(float), -2.f);
+    dnnl::stream s(du::engine());
+    dnnl::memory from = du::wrap(e.wei_u, w.raw()), to = du::wrap(e.wei_p, theirs.data());
+    dnnl::reorder(from, to).execute(s, from, to);
+    s.wait();
+    for (int threads : {1, 2}) {
+      cpu::transform_winograd_weights(w.data<float>(), k.m, k.c, e.wei_p, ours.data(), threads);
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < ours.size(); ++i) {
+        worst = std::max(worst, std::abs(double(ours[i]) - double(theirs[i])));
+        scale = std::max(scale, std::abs(double(theirs[i])));
+      }
+      EXPECT_GT(scale, 0.0);
+      EXPECT_LE(worst, 1e-6 * scale) << "threads " << threads;
+    }
+  }
+  // Not our layout: a blocked (direct) weights layout, or a source that is not plain OIHW.
+  const dnnl::memory::desc oihw({64, 64, 3, 3}, dnnl::memory::data_type::f32,
+                                dnnl::memory::format_tag::oihw);
+  EXPECT_FALSE(cpu::can_transform_winograd_weights(
+      oihw, dnnl::memory::desc({64, 64, 3, 3}, dnnl::memory::data_type::f32,
+                               dnnl::memory::format_tag::OIhw16i16o)));
 }
 
 }  // namespace
