@@ -18,15 +18,7 @@ namespace {
 
 using Build = std::function<void(test::ModelBuilder&)>;
 
-/// Normally distributed values (fixed seed) of `dt` and `shape`, scaled by `scale`.
-Tensor randn(const Shape& shape, uint32_t seed, double scale = 1.0, DataType dt = DataType::Float) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> dist(0.0, scale);
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  for (double& x : v) x = dist(rng);
-  if (dt == DataType::Double) return test::T_<double>(shape, v);
-  return dt == DataType::Float16 ? test::T_<float16>(shape, v) : test::T_<float>(shape, v);
-}
+using test::randn;
 
 /// Positive values in [lo, hi) (variances, scales).
 Tensor uniform(const Shape& shape, uint32_t seed, double lo, double hi) {
@@ -38,14 +30,9 @@ Tensor uniform(const Shape& shape, uint32_t seed, double lo, double hi) {
 }
 
 Session make_session(const Build& build, OptLevel level) {
-  test::ModelBuilder b(17);
-  build(b);
-  SessionOptions opts;
-  opts.opt_level = level;
   // The layouts below are the direct kernels'; Winograd's choice has its own tests
   // (test_conv_winograd.cpp).
-  opts.winograd_convolutions = false;
-  return b.session(opts);
+  return test::session_at(build, level, /*winograd=*/false);
 }
 
 /// Outputs and nodes run of `build` at `level`.

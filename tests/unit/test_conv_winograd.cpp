@@ -21,13 +21,7 @@ namespace {
 namespace du = cpu::dnnl_util;
 using Build = std::function<void(test::ModelBuilder&)>;
 
-Tensor randn(const Shape& shape, uint32_t seed, double scale = 1.0) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> dist(0.0, scale);
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  for (double& x : v) x = dist(rng);
-  return test::T_<float>(shape, v);
-}
+using test::randn;
 
 /// Conv(x, w, b) -> name: constant [m, c, k, k] weights (He-scaled, so activations stay O(1)
 /// through a chain), pads k / 2.
@@ -41,15 +35,6 @@ void conv(test::ModelBuilder& b, const std::string& x, const std::string& name, 
                    test::attr_ints("strides", {stride, stride}),
                    test::attr_ints("dilations", {dilation, dilation}),
                    test::attr_ints("pads", {pad, pad, pad, pad})});
-}
-
-Session make_session(const Build& build, OptLevel level, bool winograd) {
-  test::ModelBuilder b(17);
-  build(b);
-  SessionOptions opts;
-  opts.opt_level = level;
-  opts.winograd_convolutions = winograd;
-  return b.session(opts);
 }
 
 /// The ConvNchwc nodes of the optimized graph, by the name of the Conv they came from (their
@@ -100,7 +85,7 @@ void chain(test::ModelBuilder& b) {
 }
 
 TEST(Winograd, PassMarksThe3x3Stride1ConvolutionsWhereTheCpuHasThem) {
-  Session s = make_session(chain, OptLevel::All, true);
+  Session s = test::session_at(chain, OptLevel::All, true);
   auto nodes = conv_nodes(s);
   ASSERT_EQ(nodes.size(), 7u);
   const int64_t wblock = du::winograd_block();
@@ -110,7 +95,7 @@ TEST(Winograd, PassMarksThe3x3Stride1ConvolutionsWhereTheCpuHasThem) {
     EXPECT_EQ(m.block, wblock > 0 ? wblock : du::nchwc_block()) << name;
   }
   // Off: the CPU's direct layout and no marks.
-  for (const auto& [name, m] : conv_nodes(make_session(chain, OptLevel::All, false))) {
+  for (const auto& [name, m] : conv_nodes(test::session_at(chain, OptLevel::All, false))) {
     EXPECT_FALSE(m.winograd) << name;
     EXPECT_EQ(m.block, du::nchwc_block()) << name;
   }
@@ -119,16 +104,16 @@ TEST(Winograd, PassMarksThe3x3Stride1ConvolutionsWhereTheCpuHasThem) {
 TEST(Winograd, ResultsWithinFloatRoundingOfTheDirectConvolutions) {
   for (int64_t n : {1, 3}) {
     NamedTensors feeds{{"x", randn({n, 3, 30, 30}, 5)}};
-    NamedTensors direct = make_session(chain, OptLevel::All, false).run(feeds);
-    NamedTensors plain = make_session(chain, OptLevel::Basic, true).run(feeds);
-    NamedTensors wino = make_session(chain, OptLevel::All, true).run(feeds);
+    NamedTensors direct = test::session_at(chain, OptLevel::All, false).run(feeds);
+    NamedTensors plain = test::session_at(chain, OptLevel::Basic, true).run(feeds);
+    NamedTensors wino = test::session_at(chain, OptLevel::All, true).run(feeds);
     // Direct against plain is float32 rounding in another order (measured: equal bits on
     // channels-last, 1.0e-5 of the output's scale on nChw8c); Winograd's transforms add more
     // roundings: 0.8e-5 (batch 1) and 1.5e-5 (batch 3) after four Winograd layers.
     expect_close(direct.at("last"), plain.at("last"), 5e-5);
     expect_close(wino.at("last"), plain.at("last"), 5e-5);
     // Run twice: the same bits (the packed weights are reused, not recomputed).
-    NamedTensors again = make_session(chain, OptLevel::All, true).run(feeds);
+    NamedTensors again = test::session_at(chain, OptLevel::All, true).run(feeds);
     EXPECT_EQ(again.at("last").to_double_vector(), wino.at("last").to_double_vector());
   }
 }
@@ -143,7 +128,7 @@ TEST(Winograd, FewEligibleWeightsKeepTheDirectLayout) {
     conv(b, "wide", "big", 256, 256, 3, 30, 2);
     b.output("big");
   };
-  for (const auto& [name, m] : conv_nodes(make_session(build, OptLevel::All, true))) {
+  for (const auto& [name, m] : conv_nodes(test::session_at(build, OptLevel::All, true))) {
     EXPECT_FALSE(m.winograd) << name;
     EXPECT_EQ(m.block, du::nchwc_block()) << name;
   }

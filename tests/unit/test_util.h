@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -140,6 +141,30 @@ inline Tensor random_normal(const Shape& shape, uint32_t seed, float scale = 1.0
 }
 
 /// Tensor values as doubles, for EXPECT comparisons.
+/// Normally distributed values (fixed seed, drawn in double) of `dt` (float, float16 or
+/// double) and `shape`, scaled by `scale`.
+inline Tensor randn(const Shape& shape, uint32_t seed, double scale = 1.0,
+                    DataType dt = DataType::Float) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(0.0, scale);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = dist(rng);
+  if (dt == DataType::Double) return T_<double>(shape, v);
+  return dt == DataType::Float16 ? T_<float16>(shape, v) : T_<float>(shape, v);
+}
+
+/// A session of the model `build` writes (opset 17) at `level`, with Winograd convolutions on
+/// or off (SessionOptions::winograd_convolutions).
+inline Session session_at(const std::function<void(ModelBuilder&)>& build, OptLevel level,
+                          bool winograd) {
+  ModelBuilder b(17);
+  build(b);
+  SessionOptions opts;
+  opts.opt_level = level;
+  opts.winograd_convolutions = winograd;
+  return b.session(opts);
+}
+
 inline std::vector<double> values(const Tensor& t) { return t.to_double_vector(); }
 
 inline void expect_near(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
