@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
   bool no_winograd = false;
   app.add_flag("--no-winograd", no_winograd,
                "direct convolutions only (SessionOptions::winograd_convolutions = false)");
+  bool no_prepack = false;
+  app.add_flag("--no-prepack", no_prepack,
+               "weights packed in the first run (SessionOptions::prepack_weights = false)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
     so.profiling = !profile.empty();
     so.profile_path = profile;
     so.winograd_convolutions = !no_winograd;
+    so.prepack_weights = !no_prepack;
     auto t0 = Clock::now();
     onyx::Session session(model, so);
     double load_ms = ms_since(t0);

@@ -3,6 +3,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace onyx {
@@ -210,6 +214,73 @@ std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model, const
   for (int s = 0; s < plan->num_slots; ++s)
     if (!pinned[s] && last_use[s] >= 0) plan->steps[last_use[s]].release_after.push_back(s);
   return plan;
+}
+
+namespace {
+
+struct PrepareJob {
+  Kernel* kernel;
+  const Node* node;
+  size_t constant_bytes;
+};
+
+void collect_prepare_jobs(Plan& plan, std::vector<PrepareJob>& jobs) {
+  std::unordered_map<int, size_t> constant_bytes;
+  for (const auto& [s, t] : plan.constants) constant_bytes[s] = t.nbytes();
+  for (Step& step : plan.steps) {
+    size_t bytes = 0;
+    for (int i : step.inputs)
+      if (auto it = constant_bytes.find(i); i >= 0 && it != constant_bytes.end()) bytes += it->second;
+    if (bytes > 0 && step.kernel) jobs.push_back({step.kernel.get(), step.node, bytes});
+  }
+  for (auto& [g, sub] : plan.subplans) collect_prepare_jobs(*sub, jobs);
+}
+
+}  // namespace
+
+size_t prepare_kernels(Plan& plan) {
+  std::vector<PrepareJob> jobs;
+  collect_prepare_jobs(plan, jobs);
+  if (jobs.empty()) return 0;
+  // Largest first, so that one big weight (a tied LM head) does not start last and run alone.
+  std::stable_sort(jobs.begin(), jobs.end(), [](const PrepareJob& a, const PrepareJob& b) {
+    return a.constant_bytes > b.constant_bytes;
+  });
+  std::atomic<size_t> next{0}, bytes{0};
+  std::mutex mu;
+  std::exception_ptr first_error;
+  auto work = [&] {
+    for (size_t j = next++; j < jobs.size(); j = next++) {
+      try {
+        bytes += jobs[j].kernel->prepare(1);
+      } catch (const std::bad_alloc&) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first_error)
+          first_error = std::make_exception_ptr(
+              Error(fmt::format("[session] {}: out of memory packing its {} bytes of weights",
+                                jobs[j].node->label(), jobs[j].constant_bytes)));
+        next = jobs.size();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first_error) first_error = std::current_exception();
+        next = jobs.size();
+      }
+    }
+  };
+  const size_t threads =
+      std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), jobs.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {  // no thread to be had: this one does the rest
+      break;
+    }
+  }
+  work();
+  for (std::thread& th : pool) th.join();
+  if (first_error) std::rethrow_exception(first_error);
+  return bytes;
 }
 
 namespace {

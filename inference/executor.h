@@ -57,6 +57,12 @@ const KernelDef* find_kernel_def(const Node& node, const Model& model, const Exe
 /// node when no kernel exists.
 std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model, const Placement& placement);
 
+/// Runs Kernel::prepare of every step with a constant input (weights packed ahead of the first
+/// run), several at once on up to one thread per core, the largest constants first; the
+/// session waits for it at creation. Returns the bytes the kernels allocated and keep; throws
+/// the first kernel's error (out of memory named).
+size_t prepare_kernels(Plan& plan);
+
 /// One profiled node execution.
 struct ProfileEvent {
   std::string name, op;

@@ -142,8 +142,11 @@ struct Session::Impl {
         optimize_graph(*model, options.opt_level, *cpu, layout, options.approximate_fusions);
     placement = partition_graph(*model, providers);
     plan = compile_plan(g, *model, placement);
-    spdlog::info("session: {} nodes ({} removed by optimization), {} initializers, {} threads",
-                 g.num_nodes(), removed, g.initializers.size(), threads);
+    const size_t prepared = options.prepack_weights ? prepare_kernels(*plan) : 0;
+    spdlog::info(
+        "session: {} nodes ({} removed by optimization), {} initializers, {} threads, {:.1f} MB "
+        "of weights packed at creation",
+        g.num_nodes(), removed, g.initializers.size(), threads, prepared / 1048576.0);
   }
 
   /// SessionOptions::providers -> provider objects, CPU appended last when missing.

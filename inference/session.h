@@ -53,6 +53,11 @@ struct SessionOptions {
   /// most of it page faults). Off: direct kernels everywhere,
   /// on the CPU's preferred layout. Training turns it off.
   bool winograd_convolutions = true;
+  /// Constant weights of matrix products packed into oneDNN's layout here, at creation, on
+  /// every core at once, instead of in the first run (one copy per weight either way). Off:
+  /// each weight is packed in the first run that needs it, and never for products that only
+  /// ever see one row (which read the weights as stored): for decoders fed one token at a time.
+  bool prepack_weights = true;
   /// Execution providers in placement priority order: each node goes to the first one with a
   /// kernel for its op, opset and dtype; "cpu" is the fallback and is appended when missing.
   /// {"cuda", "cpu"} needs a CUDA device (onyx::Error "[cuda] no CUDA device: ..." otherwise).

@@ -73,6 +73,16 @@ class Kernel {
   virtual ~Kernel() = default;
   /// Computes outputs from inputs. Must be thread-safe: one kernel serves concurrent runs.
   virtual void compute(KernelContext& ctx) const = 0;
+  /// Work done once at session creation, before any run, from the node's constant inputs
+  /// (weights packed into the layout a library reads), so that the first run does not pay for
+  /// it. The session runs several kernels' prepare() at once, one per thread, each with
+  /// `threads` (1 then) for its own loops: it may touch only this kernel's state. Returns the
+  /// bytes it allocated and keeps. Optional: whatever it leaves undone, compute() does on
+  /// first use as before.
+  virtual size_t prepare(int threads) {
+    (void)threads;
+    return 0;
+  }
 };
 
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelInfo&)>;

@@ -124,6 +124,21 @@ void execute(KernelContext& ctx, const Prim& p, std::unordered_map<int, dnnl::me
   }
 }
 
+void execute(std::string_view who, const Prim& p, std::unordered_map<int, dnnl::memory> args) {
+  Tensor scratch;
+  if (p.scratch.get_size() > 0) {
+    scratch = Tensor::empty(DataType::UInt8, {static_cast<int64_t>(p.scratch.get_size())});
+    args.emplace(DNNL_ARG_SCRATCHPAD, wrap(p.scratch, scratch.raw()));
+  }
+  dnnl::stream& s = stream();
+  try {
+    p.prim.execute(s, args);
+    s.wait();
+  } catch (const dnnl::error& e) {
+    ONYX_THROW("[{}] oneDNN execution failed: {}", who, e.what());
+  }
+}
+
 ThreadScope::ThreadScope(int threads) : saved_(omp_get_max_threads()) {
   if (threads > 0 && threads != saved_) omp_set_num_threads(threads);
 }

@@ -55,6 +55,9 @@ Prim make_reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
 
 /// Runs `p` on the calling thread's stream with `args` plus a scratchpad from ctx; waits.
 void execute(KernelContext& ctx, const Prim& p, std::unordered_map<int, dnnl::memory> args);
+/// The same outside a run (Kernel::prepare): the scratchpad comes from the heap and errors
+/// name `who`.
+void execute(std::string_view who, const Prim& p, std::unordered_map<int, dnnl::memory> args);
 
 /// Sets OpenMP's thread count of the calling thread (which oneDNN uses) for a scope.
 class ThreadScope {

@@ -152,21 +152,66 @@ class PackedWeights {
     const bool convert = e.run_dt != B.dtype();
     if (!e.b_r) return convert ? du::to_float32(ctx, B) : B;
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [layout, packed] : packs_)
-      if (layout == e.b_p) return packed;
+    for (Pack& p : packs_)
+      if (p.layout == e.b_p) {
+        p.ahead = false;
+        return p.data;
+      }
+    // A pack made ahead in a layout no run has asked for is not kept beside this one.
+    std::erase_if(packs_, [](const Pack& p) { return p.ahead; });
     Tensor plain = convert ? du::to_float32(ctx, B) : B;
     Tensor packed = Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.b_p.get_size())});
     du::execute(ctx, *e.b_r,
                 {{DNNL_ARG_FROM, du::wrap(e.b, plain.raw())},
                  {DNNL_ARG_TO, du::wrap(e.b_p, packed.raw())}});
-    packs_.emplace_back(e.b_p, packed);
+    packs_.push_back({e.b_p, packed, false});
     return packed;
   }
 
+  /// Packs B for entry `e` at session creation (Kernel::prepare), where the primitive reads B
+  /// in its own dtype; the first run that asks for this layout finds it made.
+  /// Returns the bytes packed (0: the primitive reads B as it is, or not in B's dtype).
+  size_t make_ahead(const MatMulEntry& e, const Tensor& B, std::string_view who) const {
+    if (!e.ok || !e.b_r || e.run_dt != B.dtype()) return 0;
+    Tensor packed = Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.b_p.get_size())});
+    du::execute(who, *e.b_r,
+                {{DNNL_ARG_FROM, du::wrap(e.b, B.raw())}, {DNNL_ARG_TO, du::wrap(e.b_p, packed.raw())}});
+    std::lock_guard<std::mutex> lock(mu_);
+    packs_.push_back({e.b_p, packed, true});
+    return packed.nbytes();
+  }
+
  private:
+  struct Pack {
+    dnnl::memory::desc layout;
+    Tensor data;
+    bool ahead;  // made by make_ahead and not asked for by a run yet
+  };
   mutable std::mutex mu_;
-  mutable std::vector<std::pair<dnnl::memory::desc, Tensor>> packs_;
+  mutable std::vector<Pack> packs_;
 };
+
+/// Rows of a matrix product's A known before any run: the product of A's dims but its last
+/// (the first with transA), from the graph's inferred shapes; 0 when some dim is not fixed.
+int64_t static_rows(const Node& node, bool trans_a, bool gemm) {
+  if (!node.has_input(0) || !node.inputs[0]->type.is_tensor() || !node.inputs[0]->type.shape)
+    return 0;
+  const SymShape& a = *node.inputs[0]->type.shape;
+  if (a.empty()) return 0;
+  for (const Dim& d : a)
+    if (!d.is_fixed()) return 0;
+  if (a.size() == 1) return 1;
+  if (gemm) return a.size() == 2 ? a[trans_a ? 1 : 0].value : 0;
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < a.size(); ++i) rows *= a[i].value;
+  return rows;
+}
+
+/// Rows a weight is packed for ahead of the runs when A's are not known: oneDNN 2.6's
+/// float32 matmul picks B's layout from K, N and the ISA alone (measured on AVX-512 for 2 to
+/// 4096 rows); should another build differ, the first run packs its own layout and the one made
+/// ahead is dropped.
+constexpr int64_t kAheadRows = 128;
 
 /// Plain strides of `shape` with the last two swapped when `trans`: the logical operand of
 /// a transposed physical tensor.
@@ -221,7 +266,12 @@ void add_bias_activate(const Tensor& bias, Tensor& Y, int64_t n, Activation act,
 class MatMulKernel final : public Kernel {
  public:
   explicit MatMulKernel(const KernelInfo& info)
-      : attrs_(info), const_b_(info.constant_input(1) != nullptr) {}
+      : attrs_(info),
+        const_b_(info.constant_input(1) != nullptr),
+        static_rows_(static_rows(info.node, attrs_.trans_a, false)),
+        label_(info.label()) {
+    if (const_b_) b_const_ = *info.constant_input(1);
+  }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& A = ctx.required_input(0);
@@ -282,26 +332,8 @@ class MatMulKernel final : public Kernel {
       dnnl::primitive_attr attr = du::scratch_attr();
       if (attrs_.alpha != 1.0f) attr.set_output_scales(0, {attrs_.alpha});
       // B shared by every batch (and A not transposed): one [batch*M, K] x [K, N] product.
-      if (shape_numel(s.b_batch) == 1 && !ta) {
-        int64_t rows = shape_numel(s.a_batch) * s.M;
-        if (bias && attrs_.act != Activation::None) {
-          dnnl::post_ops ops;
-          ops.append_eltwise(1.0f,
-                             attrs_.act == Activation::Relu   ? dnnl::algorithm::eltwise_relu
-                             : attrs_.act == Activation::Gelu ? dnnl::algorithm::eltwise_gelu_erf
-                                                        : dnnl::algorithm::eltwise_gelu_tanh,
-                             0.0f, 0.0f);
-          attr.set_post_ops(ops);
-        }
-        return make_matmul(
-            dt, attr,
-            [&](DataType run) {
-              return std::tuple{du::plain_desc({rows, s.K}, run),
-                                du::strided_desc({s.K, s.N}, run, tb ? Shape{1, s.K} : Shape{s.N, 1}),
-                                du::plain_desc({rows, s.N}, run)};
-            },
-            const_b_, bias ? Shape{1, s.N} : Shape{});
-      }
+      if (shape_numel(s.b_batch) == 1 && !ta)
+        return shared_b_entry(dt, shape_numel(s.a_batch) * s.M, s.K, s.N, tb, bias != nullptr);
       Shape ad = s.a_batch, bd = s.b_batch, cd = s.batch;
       ad.insert(ad.end(), {s.M, s.K});
       bd.insert(bd.end(), {s.K, s.N});
@@ -333,8 +365,54 @@ class MatMulKernel final : public Kernel {
     return true;
   }
 
+  /// The matmul of `rows` rows of A by a B shared by all of them (K x N, stored transposed with
+  /// `tb`), alpha as output scale, FusedMatMulBias's bias and activation as epilogue.
+  MatMulEntry shared_b_entry(DataType dt, int64_t rows, int64_t K, int64_t N, bool tb,
+                             bool bias) const {
+    dnnl::primitive_attr attr = du::scratch_attr();
+    if (attrs_.alpha != 1.0f) attr.set_output_scales(0, {attrs_.alpha});
+    if (bias && attrs_.act != Activation::None) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f,
+                         attrs_.act == Activation::Relu   ? dnnl::algorithm::eltwise_relu
+                         : attrs_.act == Activation::Gelu ? dnnl::algorithm::eltwise_gelu_erf
+                                                          : dnnl::algorithm::eltwise_gelu_tanh,
+                         0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    return make_matmul(
+        dt, attr,
+        [&](DataType run) {
+          return std::tuple{du::plain_desc({rows, K}, run),
+                            du::strided_desc({K, N}, run, tb ? Shape{1, K} : Shape{N, 1}),
+                            du::plain_desc({rows, N}, run)};
+        },
+        const_b_, bias ? Shape{1, N} : Shape{});
+  }
+
+ public:
+  /// Packs a constant 2-D B for oneDNN now rather than in the first run, unless A's shape says
+  /// the product has one row (gemv_f32 reads B as it is) or A is transposed (no shared B).
+  size_t prepare(int threads) override {
+    if (!const_b_ || !b_const_ || b_const_->rank() != 2 || !dnnl_float(b_const_->dtype()) ||
+        attrs_.trans_a)
+      return 0;
+    const Tensor& B = *b_const_;
+    if (static_rows_ == 1 && B.dtype() == DataType::Float && attrs_.alpha == 1.0f) return 0;
+    const bool tb = attrs_.trans_b;
+    const int64_t K = B.shape()[tb ? 1 : 0], N = B.shape()[tb ? 0 : 1];
+    if (K == 0 || N == 0) return 0;
+    du::ThreadScope scope(threads);
+    const int64_t rows = static_rows_ > 0 ? static_rows_ : kAheadRows;
+    return packed_.make_ahead(shared_b_entry(B.dtype(), rows, K, N, tb, attrs_.bias), B, label_);
+  }
+
+ private:
   MatMulAttrs attrs_;
   bool const_b_;  // B is an initializer: packed once per layout (packed_)
+  std::optional<Tensor> b_const_;  // that initializer, for prepare()
+  int64_t static_rows_;            // rows of A known at creation, 0 when not
+  std::string label_;
   du::PrimitiveCache<MatMulEntry> cache_;
   PackedWeights packed_;
 };
@@ -347,7 +425,12 @@ class GemmKernel final : public Kernel {
         beta_(info.node.attr_float("beta", 1.0f)),
         trans_a_(info.node.attr_int("transA", 0) != 0),
         trans_b_(info.node.attr_int("transB", 0) != 0),
-        const_b_(info.constant_input(1) != nullptr) {}
+        const_b_(info.constant_input(1) != nullptr),
+        static_rows_(static_rows(info.node, trans_a_, true)),
+        with_c_(info.node.has_input(2) && beta_ != 0.0f),
+        label_(info.label()) {
+    if (const_b_) b_const_ = *info.constant_input(1);
+  }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& A = ctx.required_input(0);
@@ -400,23 +483,7 @@ class GemmKernel final : public Kernel {
     DataType dt = A.dtype();
     du::PrimitiveCache<MatMulEntry>::Key key{
         static_cast<int64_t>(dt), ctx.threads(), M, N, K, C != nullptr};
-    auto e = cache_.get(key, [&] {
-      dnnl::primitive_attr attr = du::scratch_attr();
-      if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
-      if (C) {
-        dnnl::post_ops ops;
-        ops.append_sum(beta_);
-        attr.set_post_ops(ops);
-      }
-      return make_matmul(
-          dt, attr,
-          [&](DataType run) {
-            return std::tuple{du::strided_desc({M, K}, run, trans_a_ ? Shape{1, M} : Shape{K, 1}),
-                              du::strided_desc({K, N}, run, trans_b_ ? Shape{1, K} : Shape{N, 1}),
-                              du::plain_desc({M, N}, run)};
-          },
-          const_b_);
-    });
+    auto e = cache_.get(key, [&] { return entry(dt, M, N, K, C != nullptr); });
     if (dt != DataType::Float && e->run_dt != dt)
       du::note_slow_path(ctx.node().op_type, dt, e->why);
     if (!e->ok) return false;
@@ -445,9 +512,48 @@ class GemmKernel final : public Kernel {
     return true;
   }
 
+  /// The matmul of op(A) [M, K] by op(B) [K, N], alpha as output scale, beta * C as a sum
+  /// post-op (`with_c`).
+  MatMulEntry entry(DataType dt, int64_t M, int64_t N, int64_t K, bool with_c) const {
+    dnnl::primitive_attr attr = du::scratch_attr();
+    if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
+    if (with_c) {
+      dnnl::post_ops ops;
+      ops.append_sum(beta_);
+      attr.set_post_ops(ops);
+    }
+    return make_matmul(
+        dt, attr,
+        [&](DataType run) {
+          return std::tuple{du::strided_desc({M, K}, run, trans_a_ ? Shape{1, M} : Shape{K, 1}),
+                            du::strided_desc({K, N}, run, trans_b_ ? Shape{1, K} : Shape{N, 1}),
+                            du::plain_desc({M, N}, run)};
+        },
+        const_b_);
+  }
+
+ public:
+  /// Packs a constant B for oneDNN now rather than in the first run, unless A's shape says
+  /// the product has one row (gemv_f32 reads B as it is).
+  size_t prepare(int threads) override {
+    if (!b_const_ || b_const_->rank() != 2 || !dnnl_float(b_const_->dtype())) return 0;
+    const Tensor& B = *b_const_;
+    if (static_rows_ == 1 && B.dtype() == DataType::Float) return 0;
+    const int64_t K = B.shape()[trans_b_ ? 1 : 0], N = B.shape()[trans_b_ ? 0 : 1];
+    if (K == 0 || N == 0) return 0;
+    du::ThreadScope scope(threads);
+    const int64_t M = static_rows_ > 0 ? static_rows_ : kAheadRows;
+    return packed_.make_ahead(entry(B.dtype(), M, N, K, with_c_), B, label_);
+  }
+
+ private:
   float alpha_, beta_;
   bool trans_a_, trans_b_;
   bool const_b_;  // B is an initializer: packed once per layout (packed_)
+  std::optional<Tensor> b_const_;  // that initializer, for prepare()
+  int64_t static_rows_;            // rows of op(A) known at creation, 0 when not
+  bool with_c_;                    // C given and beta != 0
+  std::string label_;
   du::PrimitiveCache<MatMulEntry> cache_;
   PackedWeights packed_;
 };

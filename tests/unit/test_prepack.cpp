@@ -1,0 +1,248 @@
+// Kernels prepared at session creation (Kernel::prepare, SessionOptions::prepack_weights): the
+// executor prepares each kernel with a constant input once, on worker threads, and reports a
+// failing prepare as the session's error; matrix products whose weights were packed ahead give
+// the bits they give when packed in the first run, for every row count a run brings.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <set>
+#include <thread>
+
+#include "inference/executor.h"
+#include "inference/partition.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/provider.h"
+#include "test_util.h"
+
+namespace onyx::test {
+namespace {
+
+/// What the probe kernels saw of prepare().
+struct PrepareLog {
+  std::mutex mu;
+  std::multiset<std::string> prepared;  // node labels, once per call
+  std::set<int> threads_args;
+  std::set<std::thread::id> callers;
+  enum class Fail { None, Error, OutOfMemory } fail = Fail::None;
+};
+PrepareLog* g_log = nullptr;
+
+/// CPU's Mul with a prepare() that records its calls (or fails as asked).
+class ProbeKernel final : public Kernel {
+ public:
+  ProbeKernel(std::unique_ptr<Kernel> inner, std::string label)
+      : inner_(std::move(inner)), label_(std::move(label)) {}
+  void compute(KernelContext& ctx) const override { inner_->compute(ctx); }
+  size_t prepare(int threads) override {
+    {
+      std::lock_guard<std::mutex> lock(g_log->mu);
+      g_log->prepared.insert(label_);
+      g_log->threads_args.insert(threads);
+      g_log->callers.insert(std::this_thread::get_id());
+    }
+    if (g_log->fail == PrepareLog::Fail::Error) ONYX_THROW("[{}] probe prepare failed", label_);
+    if (g_log->fail == PrepareLog::Fail::OutOfMemory) throw std::bad_alloc();
+    return 100;
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  std::string label_;
+};
+
+KernelRegistry probe_registry() {
+  KernelRegistry r;
+  for (const KernelDef& d : cpu_kernel_registry().defs()) {
+    if (!d.domain.empty() || (d.op_type != "Mul" && d.op_type != "Relu")) continue;
+    KernelDef t = d;
+    t.provider = "prepprobe";
+    t.create = [cpu = d.create](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+      return std::make_unique<ProbeKernel>(cpu(info), info.label());
+    };
+    r.add(std::move(t));
+  }
+  return r;
+}
+
+class ProbeProvider final : public ExecutionProvider {
+ public:
+  std::string name() const override { return "prepprobe"; }
+  Device device() const override { return Device{}; }
+  std::shared_ptr<Allocator> allocator() const override { return cpu_allocator(); }
+  const KernelRegistry& registry() const override {
+    static const KernelRegistry r = probe_registry();
+    return r;
+  }
+  void copy(const Tensor& src, Tensor& dst, RunResources*) const override {
+    if (src.nbytes()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+  }
+};
+
+/// y = Relu(Mul(Mul(x, small), big)) with every node on the probe provider; a plan compiled.
+std::unique_ptr<Plan> probe_plan(std::unique_ptr<Model>& model) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{4, 256});
+  b.initializer("small", randn({256}, 1));
+  b.initializer("big", randn({4, 256}, 2));
+  b.node("Mul", {"x", "small"}, {"a"});
+  b.node("Mul", {"a", "big"}, {"m"});
+  b.node("Relu", {"m"}, {"y"});
+  b.output("y");
+  model = b.build();
+  Placement placement;
+  placement.providers = {std::make_shared<ProbeProvider>(), make_cpu_provider()};
+  for (const auto& n : model->graph->nodes()) placement.provider_of[n.get()] = 0;
+  return compile_plan(*model->graph, *model, placement);
+}
+
+TEST(PrepareKernels, EachKernelWithAConstantInputIsPreparedOnceWithOneThread) {
+  PrepareLog log;
+  g_log = &log;
+  std::unique_ptr<Model> model;
+  auto plan = probe_plan(model);
+  EXPECT_TRUE(log.prepared.empty()) << "compile_plan alone prepares nothing";
+  EXPECT_EQ(prepare_kernels(*plan), 200u);  // the bytes each prepare kept, summed
+  // The two Mul nodes read an initializer; Relu reads none and is left alone.
+  EXPECT_EQ(log.prepared, (std::multiset<std::string>{"Mul node 'Mul_0'", "Mul node 'Mul_1'"}));
+  EXPECT_EQ(log.threads_args, std::set<int>{1});
+  EXPECT_LE(log.callers.size(), std::max(1u, std::thread::hardware_concurrency()));
+  // The plan runs as before.
+  RunContext rc;
+  rc.allocator = cpu_allocator();
+  auto out = execute_plan(*plan, {Datum(randn({4, 256}, 3))}, nullptr, rc);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tensor.shape(), (Shape{4, 256}));
+  g_log = nullptr;
+}
+
+TEST(PrepareKernels, AFailingPrepareIsTheErrorOfTheCall) {
+  PrepareLog log;
+  g_log = &log;
+  std::unique_ptr<Model> model;
+  log.fail = PrepareLog::Fail::Error;
+  auto plan = probe_plan(model);
+  expect_error([&] { prepare_kernels(*plan); }, "probe prepare failed");
+  log.fail = PrepareLog::Fail::OutOfMemory;
+  plan = probe_plan(model);
+  // Out of memory names the node and the bytes of its weights (4 x 256 floats, the larger first).
+  expect_error([&] { prepare_kernels(*plan); }, "out of memory packing its");
+  log.fail = PrepareLog::Fail::None;
+  plan = probe_plan(model);
+  prepare_kernels(*plan);  // nothing stuck from the failed calls
+  EXPECT_EQ(log.prepared.count("Mul node 'Mul_1'"), 3u);
+  g_log = nullptr;
+}
+
+TEST(Prepack, ConstantWeightsOfProductsArePackedAtCreationWhereOneDnnPacksThem) {
+  // One MatMul of dynamic rows by a constant [64, 48]: packed ahead where oneDNN's float32 matmul
+  // takes a blocked layout (AVX-512: 64 x 48 padded to 64 x 64 floats), not where it reads the
+  // weights as stored. A product known to have one row is not packed.
+  for (int64_t rows : {int64_t{-1}, int64_t{1}}) {
+    ModelBuilder b(17);
+    if (rows < 0)
+      b.input("x", DataType::Float, SymShape{Dim::symbol("batch"), Dim::fixed(64)});
+    else
+      b.input("x", DataType::Float, Shape{rows, 64});
+    b.initializer("w", randn({64, 48}, 1));
+    b.node("MatMul", {"x", "w"}, {"y"});
+    b.output("y");
+    auto model = b.build();
+    Placement placement = partition_graph(*model, {make_cpu_provider()});
+    auto plan = compile_plan(*model->graph, *model, placement);
+    const size_t bytes = prepare_kernels(*plan);
+    // What oneDNN asks for on this CPU, asked directly.
+    namespace du = cpu::dnnl_util;
+    using dt = dnnl::memory::data_type;
+    const dnnl::memory::desc a({128, 64}, dt::f32, dnnl::memory::format_tag::ab),
+        w({64, 48}, dt::f32, dnnl::memory::format_tag::ab),
+        any({64, 48}, dt::f32, dnnl::memory::format_tag::any),
+        c({128, 48}, dt::f32, dnnl::memory::format_tag::ab);
+    const dnnl::memory::desc layout =
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, any, c), du::engine()).weights_desc();
+    if (rows == 1 || layout == w)
+      EXPECT_EQ(bytes, 0u) << rows;
+    else
+      EXPECT_EQ(bytes, layout.get_size());
+  }
+}
+
+/// Products of every kind the CPU packs weights for, with A's rows dynamic ("batch") or fixed.
+void products(ModelBuilder& b) {
+  b.input("x", DataType::Float, SymShape{Dim::symbol("batch"), Dim::fixed(7), Dim::fixed(64)});
+  b.input("r", DataType::Float, SymShape{Dim::symbol("rows"), Dim::fixed(64)});
+  b.input("s", DataType::Float, Shape{5, 64});
+  b.initializer("w", randn({64, 48}, 11, 0.2));
+  b.initializer("wt", randn({40, 64}, 12, 0.2));
+  b.initializer("bias", randn({48}, 13));
+  b.initializer("c", randn({40}, 14));
+  b.node("MatMul", {"x", "w"}, {"xw"});
+  b.node("Add", {"xw", "bias"}, {"xwb"});
+  b.node("Relu", {"xwb"}, {"y_fused"});  // FusedMatMulBias with a ReLU epilogue at opt level all
+  b.node("MatMul", {"x", "w"}, {"y_matmul"});
+  Node& g = b.node("Gemm", {"r", "wt", "c"}, {"y_gemm"});
+  g.attrs["transB"] = attr_int("transB", 1);
+  g.attrs["alpha"] = attr_float("alpha", 0.5);
+  Node& gs = b.node("Gemm", {"s", "wt"}, {"y_gemm_static"});
+  gs.attrs["transB"] = attr_int("transB", 1);
+  for (const char* o : {"y_fused", "y_matmul", "y_gemm", "y_gemm_static"}) b.output(o);
+}
+
+void expect_same_bits(const NamedTensors& a, const NamedTensors& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [name, t] : a) {
+    const Tensor& u = b.at(name);
+    ASSERT_EQ(t.shape(), u.shape()) << what << ": " << name;
+    ASSERT_EQ(t.dtype(), u.dtype()) << what << ": " << name;
+    EXPECT_EQ(std::memcmp(t.raw(), u.raw(), t.nbytes()), 0)
+        << what << ": " << name << " differs between weights packed ahead and in the first run";
+  }
+}
+
+TEST(Prepack, ProductsGiveTheSameBitsWithWeightsPackedAheadOrInTheFirstRun) {
+  for (Precision p : {Precision::Float32, Precision::BFloat16}) {
+    for (int threads : {1, 2}) {
+      auto session = [&](bool prepack) {
+        ModelBuilder b(17);
+        products(b);
+        SessionOptions so;
+        so.intra_op_threads = threads;
+        so.precision = p;
+        so.prepack_weights = prepack;
+        return b.session(so);
+      };
+      Session ahead = session(true), lazy = session(false);
+      // Rows 1 (one-row products read the weights as stored), 5 and 3 x 7 (the packs), then 1
+      // again after them, in both sessions.
+      for (int64_t n : {1, 5, 3, 1}) {
+        NamedTensors feeds{{"x", randn({n, 7, 64}, 20 + n)},
+                           {"r", randn({n, 64}, 30 + n)},
+                           {"s", randn({5, 64}, 40)}};
+        expect_same_bits(ahead.run(feeds), lazy.run(feeds),
+                         fmt::format("{} threads, {} rows, precision {}", threads, n,
+                                     static_cast<int>(p)));
+      }
+    }
+  }
+}
+
+TEST(Prepack, ResultsMatchTheUnoptimizedGraph) {
+  // Packed ahead, the products still compute x W: against opt level none (no fusion, reference
+  // rounding aside) on a dynamic batch of 4.
+  auto at = [](OptLevel level) {
+    ModelBuilder b(17);
+    products(b);
+    SessionOptions so;
+    so.opt_level = level;
+    return b.session(so);
+  };
+  Session opt = at(OptLevel::All), plain = at(OptLevel::None);
+  NamedTensors feeds{{"x", randn({4, 7, 64}, 50)}, {"r", randn({6, 64}, 51)}, {"s", randn({5, 64}, 52)}};
+  NamedTensors a = opt.run(feeds), b = plain.run(feeds);
+  for (const auto& [name, t] : a) expect_near(t, values(b.at(name)), 1e-4);
+}
+
+}  // namespace
+}  // namespace onyx::test
