@@ -79,6 +79,22 @@ double winograd_share(const Graph& g, int64_t block) {
   return all > 0 ? eligible / all : 0;
 }
 
+/// The type of the blocked twin of `v` (known [N, C, H, W] with C fixed): [N, ceil(C/block),
+/// H, W, block], or [N, 1, H, W, C] channels-last; the shape stays unknown otherwise. Kernels
+/// read it at session creation (ConvNchwc packs its weights for it).
+ValueType blocked_type(const Value* v, int64_t block) {
+  ValueType t = ValueType::tensor(DataType::Float);
+  if (!v->type.is_tensor() || !v->type.shape || v->type.shape->size() != 4) return t;
+  const SymShape& s = *v->type.shape;
+  if (!s[1].is_fixed()) return t;
+  const int64_t c = s[1].value;
+  if (block < 0)
+    t.shape = SymShape{s[0], Dim::fixed(1), s[2], s[3], Dim::fixed(c)};
+  else
+    t.shape = SymShape{s[0], Dim::fixed((c + block - 1) / block), s[2], s[3], Dim::fixed(block)};
+  return t;
+}
+
 }  // namespace
 
 size_t convert_convs_to_nchwc(Model& model, int64_t block, int64_t winograd_block) {
@@ -94,7 +110,7 @@ size_t convert_convs_to_nchwc(Model& model, int64_t block, int64_t winograd_bloc
   auto to_blocked = [&](Value* v, int64_t c) {
     if (auto it = blocked.find(v); it != blocked.end()) return it->second;
     Value* b = g.add_unique_value(v->name + "_nchwc");
-    b->type = ValueType::tensor(DataType::Float);
+    b->type = blocked_type(v, block);
     Node* r = g.add_node("ToNchwc", {v}, {b}, kDomain, v->name + "_to_nchwc");
     r->attrs["block"] = Attribute::of_int("block", block);
     channels[b] = c;
@@ -105,7 +121,7 @@ size_t convert_convs_to_nchwc(Model& model, int64_t block, int64_t winograd_bloc
   auto write_blocked = [&](Node* n, const std::string& op, int64_t c) {
     Value* y = n->outputs[0];
     Value* yb = g.add_unique_value(y->name + "_nchwc");
-    yb->type = ValueType::tensor(DataType::Float);
+    yb->type = blocked_type(y, block);
     set_output(n, 0, yb);
     n->op_type = op;
     n->domain = kDomain;

@@ -6,6 +6,7 @@
 #include "kernels/cpu/conv.h"
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/prepare_context.h"
 
 namespace onyx::cpu {
 namespace {
@@ -22,16 +23,56 @@ class ConvKernel final : public Kernel {
         act_(Activation::from_node(info.node)),
         block_(op == ConvOp::ConvNchwc ? info.node.attr_int("block", 8) : 0),
         winograd_(op == ConvOp::ConvNchwc && info.node.attr_int("winograd", 0) == 1),
-        const_weights_(info.constant_input(1) != nullptr) {
+        const_weights_(info.constant_input(1) != nullptr),
+        node_(info.node) {
     ONYX_CHECK(op != ConvOp::ConvNchwc || du::is_layout_block(block_),
                "[{}] block must be 8, 16 or -1 (channels-last), got {}", info.label(), block_);
+    if (const_weights_) w_const_ = *info.constant_input(1);
+  }
+
+  /// Packs constant weights now rather than in the first run, for X's shape as inferred with a
+  /// batch of 1 where the batch is not fixed (the weights' layout does not depend on it on the
+  /// kernels measured; where it does, the first run packs its own and this one is dropped).
+  /// Nothing when some other dim of X is unknown or the shapes do not fit: the run says why.
+  size_t prepare(int threads) override {
+    if (!w_const_ || w_const_->dtype() == DataType::Double || !node_.has_input(0)) return 0;
+    const ValueType& xt = node_.inputs[0]->type;
+    if (!xt.is_tensor() || !xt.shape || xt.shape->empty()) return 0;
+    Shape xs;
+    for (size_t i = 0; i < xt.shape->size(); ++i) {
+      const Dim& d = (*xt.shape)[i];
+      if (!d.is_fixed() && i != 0) return 0;
+      xs.push_back(d.is_fixed() ? d.value : 1);
+    }
+    const Tensor& W = *w_const_;
+    const bool x_blocked = block_ != 0 && xs.size() == 5;
+    if (x_blocked) {
+      if (W.rank() != 4) return 0;
+      xs = {xs[0], W.dim(1) * attrs_.group, xs[2], xs[3]};
+    }
+    PrepareContext ctx(node_, threads);
+    du::ThreadScope scope(threads);
+    try {
+      const bool transpose = op_ == ConvOp::ConvTranspose;
+      Geometry g = transpose ? conv_transpose_geometry(ctx, attrs_, xs, W)
+                             : conv_geometry(ctx, attrs_, xs, W);
+      const int64_t y_block = block_ == 0 ? 0 : du::resolve_block(block_, g.M);
+      if (!g.pads_nonnegative() || (block_ != 0 && (g.nsp() != 2 || g.M % y_block != 0)))
+        return 0;
+      ConvEntry e = make_conv_entry(g, spec(W.dtype(), node_.has_input(2), has_z(), x_blocked));
+      if (!e.ok) return 0;
+      e.packed = packs_.for_entry(e, true);
+      return pack_constant_conv_weights(ctx, e, W);
+    } catch (const Error&) {
+      return 0;  // shapes the run will refuse, naming what is wrong
+    }
   }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& X = ctx.required_input(0);
     const Tensor& W = ctx.required_input(1);
     const Tensor* B = ctx.input(2);
-    const Tensor* Z = op_ == ConvOp::FusedConv || op_ == ConvOp::ConvNchwc ? ctx.input(3) : nullptr;
+    const Tensor* Z = has_z_input() ? ctx.input(3) : nullptr;
     check_conv_weights(ctx, X, W);
     const bool x_blocked = block_ != 0 && X.rank() == 5;
     Shape xs = x_blocked ? logical_shape(ctx, X, W) : X.shape();
@@ -66,14 +107,9 @@ class ConvKernel final : public Kernel {
       key.insert(key.end(), X.shape().begin(), X.shape().end());
       key.insert(key.end(), W.shape().begin(), W.shape().end());
       auto e = cache_.get(key, [&] {
-        ConvSpec spec{.dt = X.dtype(),
-                      .has_bias = B != nullptr,
-                      .has_sum = Z != nullptr,
-                      .transpose = transpose,
-                      .winograd = winograd_,
-                      .act = act_,
-                      .layout = {x_blocked ? block_ : 0, block_}};
-        return make_conv_entry(g, spec);
+        ConvEntry made = make_conv_entry(g, spec(X.dtype(), B != nullptr, Z != nullptr, x_blocked));
+        if (made.ok && const_weights_) made.packed = packs_.for_entry(made, false);
+        return made;
       });
       if (X.dtype() != DataType::Float && e->run_dt != X.dtype())
         du::note_slow_path(ctx.node().op_type, X.dtype(), e->why);
@@ -95,6 +131,19 @@ class ConvKernel final : public Kernel {
   }
 
  private:
+  bool has_z_input() const { return op_ == ConvOp::FusedConv || op_ == ConvOp::ConvNchwc; }
+  bool has_z() const { return has_z_input() && node_.has_input(3); }
+
+  ConvSpec spec(DataType dt, bool has_bias, bool has_sum, bool x_blocked) const {
+    return ConvSpec{.dt = dt,
+                    .has_bias = has_bias,
+                    .has_sum = has_sum,
+                    .transpose = op_ == ConvOp::ConvTranspose,
+                    .winograd = winograd_,
+                    .act = act_,
+                    .layout = {x_blocked ? block_ : 0, block_}};
+  }
+
   /// [N, C, H, W] of a blocked [N, ceil(C/block), H, W, block] (or channels-last
   /// [N, 1, H, W, C]) X, with C from W.
   Shape logical_shape(KernelContext& ctx, const Tensor& X, const Tensor& W) const {
@@ -112,6 +161,9 @@ class ConvKernel final : public Kernel {
   int64_t block_;
   bool winograd_;  // ConvNchwc marked by the NCHWc pass (inference/layout_nchwc.cpp)
   bool const_weights_;
+  const Node& node_;
+  std::optional<Tensor> w_const_;  // the constant W, for prepare()
+  mutable ConvWeightPacks packs_;  // constant W per layout, shared by the entries
   du::PrimitiveCache<ConvEntry> cache_;
 };
 

@@ -101,6 +101,29 @@ struct ConvEntry {
   std::shared_ptr<Packed> packed = std::make_shared<Packed>();
 };
 
+/// A convolution kernel's constant weights in the layouts its entries read, one pack per
+/// layout: entries of other batch sizes share it, and Kernel::prepare can make it before any run.
+class ConvWeightPacks {
+ public:
+  /// The pack entry `e` reads: the one of its layout, else a new, empty one. `ahead`: asked by
+  /// prepare(); a new pack asked by a run drops those made ahead that no run has asked for
+  /// (prepare guessed a batch whose layout the runs do not take).
+  std::shared_ptr<ConvEntry::Packed> for_entry(const ConvEntry& e, bool ahead);
+
+ private:
+  struct Slot {
+    dnnl::memory::desc layout;
+    bool wino;
+    std::shared_ptr<ConvEntry::Packed> packed;
+    bool ahead;
+  };
+  std::mutex mu_;
+  std::vector<Slot> slots_;
+};
+
+/// Packs constant W into entry `e`'s pack unless it holds it already; returns the bytes packed.
+size_t pack_constant_conv_weights(KernelContext& ctx, const ConvEntry& e, const Tensor& W);
+
 /// Builds the entry; ok is false when oneDNN has no implementation.
 ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec);
 /// Runs an entry: reorders in, (de)convolution with Z summed into the destination and the

@@ -32,7 +32,48 @@ void finish_entry(ConvEntry& e, const PD& pd, bool has_sum) {
   e.ok = true;
 }
 
+/// W in entry `e`'s layout (converted to float32 where the primitive runs in float32): in `buf`,
+/// a tensor of its own when `persistent`, else scratch (or W itself when no reorder is needed).
+void pack_weights(KernelContext& c, const ConvEntry& e, const Tensor& W, Tensor& buf,
+                  bool persistent) {
+  Tensor w = e.run_dt != W.dtype() ? du::to_float32(c, W) : W;
+  if (!e.wei_r) {
+    buf = persistent ? w.clone() : w;
+    return;
+  }
+  buf = persistent ? Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.wei_p.get_size())})
+                   : du::scratch_for(c, e.wei_p);
+  if (e.wino_weights) {
+    transform_winograd_weights(w.data<float>(), W.dim(0), W.dim(1), e.wei_p,
+                               static_cast<float*>(buf.raw()), c.threads());
+    return;
+  }
+  du::execute(
+      c, *e.wei_r,
+      {{DNNL_ARG_FROM, du::wrap(e.wei_u, w.raw())}, {DNNL_ARG_TO, du::wrap(e.wei_p, buf.raw())}});
+}
+
 }  // namespace
+
+std::shared_ptr<ConvEntry::Packed> ConvWeightPacks::for_entry(const ConvEntry& e, bool ahead) {
+  const dnnl::memory::desc& layout = e.wei_r ? e.wei_p : e.wei_u;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Slot& s : slots_)
+    if (s.layout == layout && s.wino == e.wino_weights) {
+      if (!ahead) s.ahead = false;
+      return s.packed;
+    }
+  if (!ahead) std::erase_if(slots_, [](const Slot& s) { return s.ahead; });
+  slots_.push_back({layout, e.wino_weights, std::make_shared<ConvEntry::Packed>(), ahead});
+  return slots_.back().packed;
+}
+
+size_t pack_constant_conv_weights(KernelContext& ctx, const ConvEntry& e, const Tensor& W) {
+  std::lock_guard<std::mutex> lock(e.packed->mu);
+  if (e.packed->w.defined()) return 0;
+  pack_weights(ctx, e, W, e.packed->w, true);
+  return e.packed->w.nbytes();
+}
 
 ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
   ConvEntry e;
@@ -163,29 +204,12 @@ void run_conv_entry(KernelContext& ctx, const ConvEntry& e, const Tensor& X, con
     du::execute(ctx, *e.src_r, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, to}});
     src = to;
   }
-  auto pack = [&](Tensor& buf, KernelContext& c, bool persistent) {
-    Tensor w = conv ? du::to_float32(c, W) : W;
-    if (!e.wei_r) {
-      buf = persistent ? w.clone() : w;
-      return;
-    }
-    buf = persistent ? Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.wei_p.get_size())})
-                     : du::scratch_for(c, e.wei_p);
-    if (e.wino_weights) {
-      transform_winograd_weights(w.data<float>(), W.dim(0), W.dim(1), e.wei_p,
-                                 static_cast<float*>(buf.raw()), c.threads());
-      return;
-    }
-    du::execute(
-        c, *e.wei_r,
-        {{DNNL_ARG_FROM, du::wrap(e.wei_u, w.raw())}, {DNNL_ARG_TO, du::wrap(e.wei_p, buf.raw())}});
-  };
   if (const_weights) {
+    pack_constant_conv_weights(ctx, e, W);
     std::lock_guard<std::mutex> lock(e.packed->mu);
-    if (!e.packed->w.defined()) pack(e.packed->w, ctx, true);
     wei_buf = e.packed->w;
   } else {
-    pack(wei_buf, ctx, false);
+    pack_weights(ctx, e, W, wei_buf, false);
   }
   dnnl::memory wei = du::wrap(e.wei_r ? e.wei_p : e.wei_u, wei_buf.raw());
   dnnl::memory dst = du::wrap(e.dst_u, y.raw());

@@ -23,19 +23,7 @@ using Build = std::function<void(test::ModelBuilder&)>;
 
 using test::randn;
 
-/// Conv(x, w, b) -> name: constant [m, c, k, k] weights (He-scaled, so activations stay O(1)
-/// through a chain), pads k / 2.
-void conv(test::ModelBuilder& b, const std::string& x, const std::string& name, int64_t c,
-          int64_t m, int64_t k, uint32_t seed, int64_t stride = 1, int64_t dilation = 1) {
-  b.initializer(name + "_w", randn({m, c, k, k}, seed, std::sqrt(2.0 / double(c * k * k))));
-  b.initializer(name + "_b", randn({m}, seed + 1, 0.1));
-  const int64_t pad = k / 2 * dilation;
-  test::set_attrs(b.node("Conv", {x, name + "_w", name + "_b"}, {name}),
-                  {test::attr_ints("kernel_shape", {k, k}),
-                   test::attr_ints("strides", {stride, stride}),
-                   test::attr_ints("dilations", {dilation, dilation}),
-                   test::attr_ints("pads", {pad, pad, pad, pad})});
-}
+
 
 /// The ConvNchwc nodes of the optimized graph, by the name of the Conv they came from (their
 /// weights' name less "_w"): their block and whether they are marked for Winograd.
@@ -68,19 +56,19 @@ void expect_close(const Tensor& got, const Tensor& want, double tol) {
 void chain(test::ModelBuilder& b) {
   b.input("x", DataType::Float,
           SymShape{Dim::symbol("batch"), Dim::fixed(3), Dim::fixed(30), Dim::fixed(30)});
-  conv(b, "x", "stem", 3, 32, 3, 10, 2);
+  test::add_conv(b, "x", "stem", 3, 32, 3, 10, 2);
   b.node("Relu", {"stem"}, {"stem_r"});
-  conv(b, "stem_r", "a", 32, 32, 3, 20);
+  test::add_conv(b, "stem_r", "a", 32, 32, 3, 20);
   b.node("Relu", {"a"}, {"a_r"});
-  conv(b, "a_r", "b", 32, 32, 3, 30);
+  test::add_conv(b, "a_r", "b", 32, 32, 3, 30);
   b.node("Add", {"b", "stem_r"}, {"res"});
   b.node("Relu", {"res"}, {"res_r"});
-  conv(b, "res_r", "down", 32, 64, 3, 40, 2);
-  conv(b, "res_r", "short", 32, 64, 1, 50, 2);
+  test::add_conv(b, "res_r", "down", 32, 64, 3, 40, 2);
+  test::add_conv(b, "res_r", "short", 32, 64, 1, 50, 2);
   b.node("Add", {"down", "short"}, {"sum"});
-  conv(b, "sum", "dil", 64, 64, 3, 60, 1, 2);
+  test::add_conv(b, "sum", "dil", 64, 64, 3, 60, 1, 2);
   b.node("Relu", {"dil"}, {"dil_r"});
-  conv(b, "dil_r", "last", 64, 64, 3, 70);
+  test::add_conv(b, "dil_r", "last", 64, 64, 3, 70);
   b.output("last");
 }
 
@@ -123,9 +111,9 @@ TEST(Winograd, FewEligibleWeightsKeepTheDirectLayout) {
   // could run 0.4 % of the weights, not worth the other convolutions' slower layout.
   auto build = [](test::ModelBuilder& b) {
     b.input("x", DataType::Float, {1, 16, 12, 12});
-    conv(b, "x", "small", 16, 16, 3, 10);
-    conv(b, "small", "wide", 16, 256, 1, 20);
-    conv(b, "wide", "big", 256, 256, 3, 30, 2);
+    test::add_conv(b, "x", "small", 16, 16, 3, 10);
+    test::add_conv(b, "small", "wide", 16, 256, 1, 20);
+    test::add_conv(b, "wide", "big", 256, 256, 3, 30, 2);
     b.output("big");
   };
   for (const auto& [name, m] : conv_nodes(test::session_at(build, OptLevel::All, true))) {

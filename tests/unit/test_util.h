@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <random>
@@ -151,6 +152,18 @@ inline Tensor randn(const Shape& shape, uint32_t seed, double scale = 1.0,
   for (double& x : v) x = dist(rng);
   if (dt == DataType::Double) return T_<double>(shape, v);
   return dt == DataType::Float16 ? T_<float16>(shape, v) : T_<float>(shape, v);
+}
+
+/// Conv(x, w, b) -> name: constant [m, c, k, k] weights (He-scaled, so activations stay O(1)
+/// through a chain), pads k / 2.
+inline void add_conv(ModelBuilder& b, const std::string& x, const std::string& name, int64_t c,
+                     int64_t m, int64_t k, uint32_t seed, int64_t stride = 1, int64_t dilation = 1) {
+  b.initializer(name + "_w", randn({m, c, k, k}, seed, std::sqrt(2.0 / double(c * k * k))));
+  b.initializer(name + "_b", randn({m}, seed + 1, 0.1));
+  const int64_t pad = k / 2 * dilation;
+  set_attrs(b.node("Conv", {x, name + "_w", name + "_b"}, {name}),
+            {attr_ints("kernel_shape", {k, k}), attr_ints("strides", {stride, stride}),
+             attr_ints("dilations", {dilation, dilation}), attr_ints("pads", {pad, pad, pad, pad})});
 }
 
 /// A session of the model `build` writes (opset 17) at `level`, with Winograd convolutions on
