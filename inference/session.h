@@ -49,8 +49,8 @@ struct SessionOptions {
   /// F(4x4,3x3) kernels, CPUs with AVX-512, opt level all): 0.4-0.85x the direct kernel's time,
   /// results within ~1e-5 of the outputs' scale of the direct kernel's after a few layers (fewer
   /// multiplications, more roundings), as cuDNN gives in float32. The weights' transform is
-  /// paid in the first run (kernels/cpu/winograd_weights.h; ResNet-18: ~100 ms on one core,
-  /// most of it page faults). Off: direct kernels everywhere,
+  /// paid with the other packs (prepack_weights; kernels/cpu/winograd_weights.h; ResNet-18:
+  /// ~70 ms of one core, most of it page faults). Off: direct kernels everywhere,
   /// on the CPU's preferred layout. Training turns it off.
   bool winograd_convolutions = true;
   /// Constant weights of matrix products packed into oneDNN's layout here, at creation, on

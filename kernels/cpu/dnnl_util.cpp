@@ -109,34 +109,34 @@ Tensor scratch_for(KernelContext& ctx, const dnnl::memory::desc& md) {
   return ctx.scratch(DataType::UInt8, {static_cast<int64_t>(std::max<size_t>(md.get_size(), 1))});
 }
 
-void execute(KernelContext& ctx, const Prim& p, std::unordered_map<int, dnnl::memory> args) {
-  Tensor scratch;
-  if (p.scratch.get_size() > 0) {
-    scratch = scratch_for(ctx, p.scratch);
-    args.emplace(DNNL_ARG_SCRATCHPAD, wrap(p.scratch, scratch.raw()));
-  }
+namespace {
+
+/// Runs `p` with `scratch` as its scratchpad (when defined) on the calling thread's stream and
+/// waits; a oneDNN error names ctx's node, or `who` outside a run.
+void execute_with(const Prim& p, std::unordered_map<int, dnnl::memory> args, const Tensor& scratch,
+                  const KernelContext* ctx, std::string_view who) {
+  if (scratch.defined()) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(p.scratch, scratch.raw()));
   dnnl::stream& s = stream();
   try {
     p.prim.execute(s, args);
     s.wait();
   } catch (const dnnl::error& e) {
-    ONYX_THROW("[{}] oneDNN execution failed: {}", ctx.label(), e.what());
+    ONYX_THROW("[{}] oneDNN execution failed: {}", ctx ? ctx->label() : std::string(who), e.what());
   }
 }
 
+}  // namespace
+
+void execute(KernelContext& ctx, const Prim& p, std::unordered_map<int, dnnl::memory> args) {
+  execute_with(p, std::move(args), p.scratch.get_size() > 0 ? scratch_for(ctx, p.scratch) : Tensor(),
+               &ctx, {});
+}
+
 void execute(std::string_view who, const Prim& p, std::unordered_map<int, dnnl::memory> args) {
-  Tensor scratch;
-  if (p.scratch.get_size() > 0) {
-    scratch = Tensor::empty(DataType::UInt8, {static_cast<int64_t>(p.scratch.get_size())});
-    args.emplace(DNNL_ARG_SCRATCHPAD, wrap(p.scratch, scratch.raw()));
-  }
-  dnnl::stream& s = stream();
-  try {
-    p.prim.execute(s, args);
-    s.wait();
-  } catch (const dnnl::error& e) {
-    ONYX_THROW("[{}] oneDNN execution failed: {}", who, e.what());
-  }
+  const size_t bytes = p.scratch.get_size();
+  execute_with(p, std::move(args),
+               bytes > 0 ? Tensor::empty(DataType::UInt8, {static_cast<int64_t>(bytes)}) : Tensor(),
+               nullptr, who);
 }
 
 ThreadScope::ThreadScope(int threads) : saved_(omp_get_max_threads()) {

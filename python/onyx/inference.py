@@ -77,6 +77,9 @@ class SessionOptions:
         # onyx's own: False keeps direct convolutions everywhere (3x3 stride-1 ones otherwise
         # run by Winograd's algorithm on AVX-512 CPUs: faster, within ~1e-5 of direct).
         self.winograd_convolutions = True
+        # onyx's own: False packs constant weights for the CPU's kernels in the first run that
+        # needs them instead of at creation (ORT's "session.disable_prepacking").
+        self.prepack_weights = True
 
     def _onyx_kwargs(self):
         level = GraphOptimizationLevel(int(self.graph_optimization_level))
@@ -90,7 +93,8 @@ class SessionOptions:
                                  f"{time.strftime('%Y-%m-%d_%H-%M-%S')}.json",
                     log_level=_LOG_LEVELS[self.log_severity_level],
                     precision=str(self.precision),
-                    winograd=bool(self.winograd_convolutions))
+                    winograd=bool(self.winograd_convolutions),
+                    prepack=bool(self.prepack_weights))
 
 
 class RunOptions:

@@ -153,6 +153,17 @@ def test_resnet18_with_and_without_winograd_equals_onnxruntime(bench_resnet18, r
     assert marks[True] == (13 if avx512 and not capped else 0)
 
 
+def test_resnet18_with_weights_packed_at_creation_or_in_the_first_run_gives_the_same_bits(
+        bench_resnet18, rng):
+    # Batch 2 where creation packs for a batch of 1: the packs are shared, the bits the same.
+    x = rng.standard_normal((2, 3, 224, 224)).astype(np.float32)
+    got = [onyx_session(bench_resnet18, threads=2, prepack_weights=prepack).run(None, {"x": x})[0]
+           for prepack in (True, False)]
+    assert np.array_equal(got[0], got[1])
+    (want,) = ort_session(bench_resnet18).run(None, {"x": x})
+    assert max_rel_diff(got[0], want) <= 1e-4
+
+
 def test_model_from_bytes_and_pathlike(gemm_model_bytes, tmp_path):
     path = tmp_path / "gemm.onnx"
     path.write_bytes(gemm_model_bytes)
