@@ -98,10 +98,12 @@ struct MatMulEntry {
 
 /// Creates a matmul for (a, b, c) descriptors built by `descs(dt)`, trying `dt` first. With
 /// `pack_b` the primitive picks B's layout (the weights are constant and reordered once). A
-/// non-empty `bias_dims` adds a bias of those dims (in the run dtype) to the product.
+/// non-empty `bias_dims` adds a bias of those dims (in the run dtype) to the product. Without
+/// `primitive` the entry has B's layout and reorder but no matmul (packing ahead of the runs
+/// needs no product, and compiling one costs the JIT's time).
 template <typename Descs>
 MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& descs,
-                        bool pack_b = false, const Shape& bias_dims = {}) {
+                        bool pack_b = false, const Shape& bias_dims = {}, bool primitive = true) {
   MatMulEntry e;
   for (DataType run : {dt, DataType::Float}) {
     if (run != DataType::Float && du::emulates_low_precision(run)) {
@@ -121,7 +123,7 @@ MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& d
         e.why = du::float32_fallback_why("matmul", dt, du::LowPrecisionGap::Reference);
         continue;
       }
-      e.prim = du::make_prim<dnnl::matmul>(pd);
+      if (primitive) e.prim = du::make_prim<dnnl::matmul>(pd);
       e.a = a, e.b = b, e.c = c;
       e.bias = bias;
       e.b_p = pd.weights_desc();
@@ -368,7 +370,7 @@ class MatMulKernel final : public Kernel {
   /// The matmul of `rows` rows of A by a B shared by all of them (K x N, stored transposed with
   /// `tb`), alpha as output scale, FusedMatMulBias's bias and activation as epilogue.
   MatMulEntry shared_b_entry(DataType dt, int64_t rows, int64_t K, int64_t N, bool tb,
-                             bool bias) const {
+                             bool bias, bool primitive = true) const {
     dnnl::primitive_attr attr = du::scratch_attr();
     if (attrs_.alpha != 1.0f) attr.set_output_scales(0, {attrs_.alpha});
     if (bias && attrs_.act != Activation::None) {
@@ -387,7 +389,7 @@ class MatMulKernel final : public Kernel {
                             du::strided_desc({K, N}, run, tb ? Shape{1, K} : Shape{N, 1}),
                             du::plain_desc({rows, N}, run)};
         },
-        const_b_, bias ? Shape{1, N} : Shape{});
+        const_b_, bias ? Shape{1, N} : Shape{}, primitive);
   }
 
  public:
@@ -404,7 +406,8 @@ class MatMulKernel final : public Kernel {
     if (K == 0 || N == 0) return 0;
     du::ThreadScope scope(threads);
     const int64_t rows = static_rows_ > 0 ? static_rows_ : kAheadRows;
-    return packed_.make_ahead(shared_b_entry(B.dtype(), rows, K, N, tb, attrs_.bias), B, label_);
+    return packed_.make_ahead(shared_b_entry(B.dtype(), rows, K, N, tb, attrs_.bias, false), B,
+                              label_);
   }
 
  private:
@@ -514,7 +517,8 @@ class GemmKernel final : public Kernel {
 
   /// The matmul of op(A) [M, K] by op(B) [K, N], alpha as output scale, beta * C as a sum
   /// post-op (`with_c`).
-  MatMulEntry entry(DataType dt, int64_t M, int64_t N, int64_t K, bool with_c) const {
+  MatMulEntry entry(DataType dt, int64_t M, int64_t N, int64_t K, bool with_c,
+                    bool primitive = true) const {
     dnnl::primitive_attr attr = du::scratch_attr();
     if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
     if (with_c) {
@@ -529,7 +533,7 @@ class GemmKernel final : public Kernel {
                             du::strided_desc({K, N}, run, trans_b_ ? Shape{1, K} : Shape{N, 1}),
                             du::plain_desc({M, N}, run)};
         },
-        const_b_);
+        const_b_, {}, primitive);
   }
 
  public:
@@ -543,7 +547,7 @@ class GemmKernel final : public Kernel {
     if (K == 0 || N == 0) return 0;
     du::ThreadScope scope(threads);
     const int64_t M = static_rows_ > 0 ? static_rows_ : kAheadRows;
-    return packed_.make_ahead(entry(B.dtype(), M, N, K, with_c_), B, label_);
+    return packed_.make_ahead(entry(B.dtype(), M, N, K, with_c_, false), B, label_);
   }
 
  private:
