@@ -1,6 +1,7 @@
 // MatMul, com.microsoft FusedMatMul, ai.onyx FusedMatMulBias and Gemm (the integer forms are in quantize.cpp). float32 and the 16-bit floats run on oneDNN's
 // matmul primitive (cached per shape); double and integer types on our own blocked gemm.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -157,10 +158,12 @@ class PackedWeights {
     for (Pack& p : packs_)
       if (p.layout == e.b_p) {
         p.ahead = false;
+        unused_ahead_ = false;  // a run reads packs: none is released any more
         return p.data;
       }
     // A pack made ahead in a layout no run has asked for is not kept beside this one.
     std::erase_if(packs_, [](const Pack& p) { return p.ahead; });
+    unused_ahead_ = false;
     Tensor plain = convert ? du::to_float32(ctx, B) : B;
     Tensor packed = Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.b_p.get_size())});
     du::execute(ctx, *e.b_r,
@@ -180,7 +183,19 @@ class PackedWeights {
                 {{DNNL_ARG_FROM, du::wrap(e.b, B.raw())}, {DNNL_ARG_TO, du::wrap(e.b_p, packed.raw())}});
     std::lock_guard<std::mutex> lock(mu_);
     packs_.push_back({e.b_p, packed, true});
+    unused_ahead_ = true;
     return packed.nbytes();
+  }
+
+  /// Called by runs that read B as stored (one-row products): the packs made ahead go while no
+  /// run has read them, so that a model only ever run one row at a time (a decoder fed one
+  /// token at a time) holds its weights once after its first run, as without packing ahead.
+  void release_unused_ahead() const {
+    if (!unused_ahead_.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::any_of(packs_.begin(), packs_.end(), [](const Pack& p) { return !p.ahead; })) return;
+    packs_.clear();
+    unused_ahead_ = false;
   }
 
  private:
@@ -191,6 +206,7 @@ class PackedWeights {
   };
   mutable std::mutex mu_;
   mutable std::vector<Pack> packs_;
+  mutable std::atomic<bool> unused_ahead_{false};  // packs_ holds packs made ahead, none read
 };
 
 /// Rows of a matrix product's A known before any run: the product of A's dims but its last
@@ -294,6 +310,7 @@ class MatMulKernel final : public Kernel {
     if (A.dtype() == DataType::Float && s.M == 1 && shape_numel(s.batch) == 1 &&
         attrs_.alpha == 1.0f) {
       gemv_f32(s.K, s.N, A.data<float>(), B.data<float>(), tb, Y.data<float>(), ctx.threads());
+      packed_.release_unused_ahead();
       epilogue();
       return;
     }
@@ -450,6 +467,7 @@ class GemmKernel final : public Kernel {
     if (dt == DataType::Float && M == 1 && K > 0) {
       float* y = Y.data<float>();
       gemv_f32(K, N, A.data<float>(), B.data<float>(), trans_b_, y, ctx.threads());
+      packed_.release_unused_ahead();
       const float* c = use_c ? C->data<float>() : nullptr;
       for (int64_t j = 0; j < N; ++j)
         y[j] = alpha_ * y[j] + (c ? beta_ * c[cn == 1 ? 0 : j] : 0.0f);
