@@ -39,10 +39,14 @@ class ConvKernel final : public Kernel {
     const ValueType& xt = node_.inputs[0]->type;
     if (!xt.is_tensor() || !xt.shape || xt.shape->empty()) return 0;
     Shape xs;
+    int64_t elements = 1;
     for (size_t i = 0; i < xt.shape->size(); ++i) {
       const Dim& d = (*xt.shape)[i];
       if (!d.is_fixed() && i != 0) return 0;
       xs.push_back(d.is_fixed() ? d.value : 1);
+      // A declared X no tensor could be (a malformed model's) is left to the run to refuse.
+      if (xs.back() > (int64_t{1} << 31) || (elements *= std::max<int64_t>(xs.back(), 1)) > (int64_t{1} << 34))
+        return 0;
     }
     const Tensor& W = *w_const_;
     const bool x_blocked = block_ != 0 && xs.size() == 5;

@@ -210,8 +210,10 @@ class PackedWeights {
 };
 
 /// Rows of a matrix product's A known before any run: the product of A's dims but its last
-/// (the first with transA), from the graph's inferred shapes; 0 when some dim is not fixed.
+/// (the first with transA), from the graph's inferred shapes; 0 when some dim is not fixed or
+/// the declared dims make more rows than any tensor could hold (a malformed model's).
 int64_t static_rows(const Node& node, bool trans_a, bool gemm) {
+  constexpr int64_t kMaxRows = int64_t{1} << 31;
   if (!node.has_input(0) || !node.inputs[0]->type.is_tensor() || !node.inputs[0]->type.shape)
     return 0;
   const SymShape& a = *node.inputs[0]->type.shape;
@@ -219,9 +221,13 @@ int64_t static_rows(const Node& node, bool trans_a, bool gemm) {
   for (const Dim& d : a)
     if (!d.is_fixed()) return 0;
   if (a.size() == 1) return 1;
-  if (gemm) return a.size() == 2 ? a[trans_a ? 1 : 0].value : 0;
+  if (gemm) return a.size() == 2 && a[trans_a ? 1 : 0].value <= kMaxRows ? a[trans_a ? 1 : 0].value : 0;
   int64_t rows = 1;
-  for (size_t i = 0; i + 1 < a.size(); ++i) rows *= a[i].value;
+  for (size_t i = 0; i + 1 < a.size(); ++i) {
+    if (a[i].value > kMaxRows) return 0;
+    rows *= a[i].value;
+    if (rows > kMaxRows) return 0;
+  }
   return rows;
 }
 

@@ -307,5 +307,22 @@ TEST(Prepack, ConvolutionWeightsArePackedAtCreationWhenXsShapeIsKnownButTheBatch
   }
 }
 
+TEST(Prepack, DeclaredShapesNoTensorCouldHaveLeaveCreationToTheRun) {
+  // A malformed model declares A with 2^80 rows and X 2^40 x 2^40: creation packs nothing for
+  // them (no overflow, no oneDNN call on such sizes) and a run is refused by the input check.
+  const int64_t huge = int64_t{1} << 40;
+  ModelBuilder b(17);
+  b.input("a", DataType::Float, Shape{huge, huge, 64});
+  b.input("x", DataType::Float, Shape{1, 3, huge, huge});
+  b.initializer("w", randn({64, 48}, 1));
+  b.node("MatMul", {"a", "w"}, {"y"});
+  add_conv(b, "x", "c", 3, 16, 3, 2);
+  b.output("y");
+  b.output("c");
+  Session s = b.session();
+  expect_error([&] { s.run({{"a", randn({2, 2, 64}, 3)}, {"x", randn({1, 3, 8, 8}, 4)}}); },
+               "expects shape");
+}
+
 }  // namespace
 }  // namespace onyx::test
