@@ -67,8 +67,10 @@ class ConvKernel final : public Kernel {
       if (!e.ok) return 0;
       e.packed = packs_.for_entry(e, true);
       return pack_constant_conv_weights(ctx, e, W);
-    } catch (const Error&) {
-      return 0;  // shapes the run will refuse, naming what is wrong
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception&) {
+      return 0;  // shapes the run will refuse (naming what is wrong) or a layout it will not take
     }
   }
 
