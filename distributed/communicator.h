@@ -29,7 +29,9 @@
 // reports the job as failed and stops the remaining processes. Open MPI's own behaviour
 // when a rank process dies (e.g. SIGKILL): mpirun notices at once, prints "mpirun noticed
 // that process rank R ... exited on signal 9" and kills every other rank, usually before
-// the timeout fires.
+// the timeout fires. A thread stuck inside one MPI call for the peer timeout (Open MPI's TCP
+// transport can spin forever once a peer is gone) cannot be made to return: the MPI watchdog
+// (mpi_watchdog.h) then ends the process with exit code 1 and the same diagnosis.
 //
 // Communicators are created and destroyed collectively: every rank makes the same
 // sequence of make_*_communicator() calls and destroys them in the same order.

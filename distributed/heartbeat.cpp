@@ -10,12 +10,15 @@ namespace onyx::dist {
 namespace {
 constexpr int kTag = 7001;
 constexpr auto kInterval = std::chrono::milliseconds(100);
+int64_t ns(Heartbeat::Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 }  // namespace
 
 Heartbeat::Heartbeat(MPI_Comm comm, int rank, int size)
     : comm_(comm), rank_(rank), size_(size), peers_(size), next_send_(Clock::now()) {
   for (int p = 0; p < size_; ++p) {
-    peers_[p].last_heard = Clock::now();
+    peers_[p].heard_ns.store(ns(Clock::now()), std::memory_order_relaxed);
     if (p != rank_) post_recv(p);
   }
 }
@@ -32,9 +35,9 @@ void Heartbeat::receive() {
     while (peer.recv != MPI_REQUEST_NULL && done) {
       mpi::check(MPI_Test(&peer.recv, &done, MPI_STATUS_IGNORE), "MPI_Test (heartbeat)");
       if (!done) break;
-      peer.last_heard = Clock::now();
+      peer.heard_ns.store(ns(Clock::now()), std::memory_order_relaxed);
       peer.started = std::max(peer.started, peer.recv_buf[0]);
-      peer.closed = peer.recv_buf[1] != 0;
+      peer.closed.store(peer.recv_buf[1] != 0, std::memory_order_relaxed);
       if (!peer.closed) post_recv(p);  // no more messages follow a goodbye
     }
   }
@@ -58,12 +61,30 @@ void Heartbeat::poll(int64_t started) {
   }
 }
 
+double Heartbeat::quiet_s(int p, Clock::time_point now) const {
+  return static_cast<double>(ns(now) - peers_[p].heard_ns.load(std::memory_order_relaxed)) * 1e-9;
+}
+
 bool Heartbeat::any_silent(std::chrono::milliseconds silent) const {
   auto now = Clock::now();
+  const double limit = std::chrono::duration<double>(silent).count();
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_ && !peers_[p].closed && now - peers_[p].last_heard > silent) return true;
+    if (p != rank_ && !peers_[p].closed && quiet_s(p, now) > limit) return true;
   }
   return false;
+}
+
+std::string Heartbeat::silent_peers(std::chrono::milliseconds silent) const {
+  auto now = Clock::now();
+  const double limit = std::chrono::duration<double>(silent).count();
+  std::string out;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || peers_[p].closed.load(std::memory_order_relaxed)) continue;
+    double quiet = quiet_s(p, now);
+    if (quiet <= limit) continue;
+    out += fmt::format("{}rank {} not heard from for {:.1f} s", out.empty() ? "" : "; ", p, quiet);
+  }
+  return out;
 }
 
 std::string Heartbeat::diagnose(int64_t seq, std::chrono::milliseconds silent) const {
@@ -72,11 +93,11 @@ std::string Heartbeat::diagnose(int64_t seq, std::chrono::milliseconds silent) c
   auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    double quiet = std::chrono::duration<double>(now - peers_[p].last_heard).count();
+    double quiet = quiet_s(p, now);
     if (peers_[p].closed) {
       add(fmt::format("rank {} has destroyed its communicator (after {} collectives)", p,
                       peers_[p].started));
-    } else if (now - peers_[p].last_heard > silent) {
+    } else if (quiet > std::chrono::duration<double>(silent).count()) {
       add(fmt::format("rank {} not heard from for {:.1f} s (dead or hung)", p, quiet));
     } else if (peers_[p].started < seq) {
       add(fmt::format("rank {} has not started it (it has started {} collectives)", p,

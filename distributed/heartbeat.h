@@ -1,4 +1,5 @@
-// Liveness of a communicator's peers. Run by the communicator's thread only: every 100 ms
+// Liveness of a communicator's peers. Run by the communicator's thread only (but
+// silent_peers(), which the MPI watchdog reads from its own thread): every 100 ms
 // it sends each peer how many collectives this rank has started, and records when it last
 // heard from each peer and how far that peer has got, so a timed-out collective can name
 // the ranks that are dead, hung, or have not issued it.
@@ -6,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -26,6 +28,9 @@ class Heartbeat {
   std::string diagnose(int64_t seq, std::chrono::milliseconds silent) const;
   /// True when some peer has not been heard from for longer than `silent`.
   bool any_silent(std::chrono::milliseconds silent) const;
+  /// "rank P not heard from for S s" for each such peer, "; "-joined; empty when none.
+  /// Safe from any thread (it reads only atomics), also while another is inside MPI.
+  std::string silent_peers(std::chrono::milliseconds silent) const;
   /// Says goodbye to every peer; when `wait_for_peers`, waits up to `timeout` for theirs.
   /// True when every message was matched, so the MPI communicator can be freed. Otherwise
   /// receives are still posted into this object: keep it alive (mpi::keep_until_exit).
@@ -37,10 +42,12 @@ class Heartbeat {
     int64_t send_buf[2] = {0, 0};
     int64_t bye_buf[2] = {0, 1};
     MPI_Request recv = MPI_REQUEST_NULL, send = MPI_REQUEST_NULL, bye = MPI_REQUEST_NULL;
-    Clock::time_point last_heard;
+    std::atomic<int64_t> heard_ns{0};  // when last heard from: Clock's ns since its epoch
     int64_t started = 0;
-    bool closed = false;  // said goodbye: destroyed its communicator
+    std::atomic<bool> closed{false};  // said goodbye: destroyed its communicator
   };
+  /// Seconds since peer `p` was last heard from.
+  double quiet_s(int p, Clock::time_point now) const;
   void receive();
   void post_recv(int p);
 

@@ -18,6 +18,7 @@
 #include "distributed/collective_checks.h"
 #include "distributed/heartbeat.h"
 #include "distributed/mpi_runtime.h"
+#include "distributed/mpi_watchdog.h"
 #include "distributed/p2p_allreduce.h"
 #include "graph/error.h"
 
@@ -206,6 +207,10 @@ class MpiCommunicator : public Communicator {
     peer_timeout_ms_.store(default_peer_timeout().count());
     touch();
     heartbeat_ = std::make_unique<Heartbeat>(hb_comm_, rank_, size_);
+    watchdog_ = std::make_unique<MpiWatchdog>(
+        [this] { return stuck_limit(); },
+        // The heartbeat object outlives the watchdog (kept until exit or freed after it).
+        [this, hb = heartbeat_.get()](double s) { stuck(*hb, s); });
     link_->step = [this] { return step(); };
     if (mpi::local_size() > static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
       link_->spin_rounds = 0;
@@ -281,6 +286,7 @@ class MpiCommunicator : public Communicator {
   void start(Collective& c) {
     c.seq = ++started_;
     c.started = Clock::now();
+    watchdog_->set_context(fmt::format("{} (collective #{})", c.work->what(), c.seq));
     MPI_Datatype dt = c.kind == Kind::Barrier ? MPI_BYTE : mpi::datatype(c.out.dtype());
     switch (c.kind) {
       case Kind::Allreduce:
@@ -348,6 +354,7 @@ class MpiCommunicator : public Communicator {
   // fails it when a peer went silent or its deadline passed.
   Step step() {
     touch();
+    MpiWatchdog::Scope in_mpi(*watchdog_);
     try {
       if (heartbeat_ok_) heartbeat_->poll(started_);
       if (!active_) {
@@ -484,6 +491,8 @@ class MpiCommunicator : public Communicator {
     }
     bool freed = false;
     try {
+      // close() waits up to the collective timeout for the peers' goodbyes by itself.
+      MpiWatchdog::Scope in_mpi(*watchdog_, std::chrono::milliseconds(timeout_ms_->load()));
       bool clean = heartbeat_ok_ &&
                    heartbeat_->close(healthy, std::chrono::milliseconds(timeout_ms_->load()));
       // MPI communicators with unmatched traffic stay allocated so their ids are not reused.
@@ -512,11 +521,34 @@ class MpiCommunicator : public Communicator {
     }
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();
+    watchdog_.reset();  // before heartbeat_ (moved to the leftovers or freed) can go
+  }
+
+  // One MPI call may run this long before the watchdog ends the process: as long as a peer
+  // may be silent (the peers declare this rank dead then anyway), and never under 2 s.
+  std::chrono::milliseconds stuck_limit() const {
+    return std::max(std::chrono::milliseconds(peer_timeout_ms_.load()),
+                    std::chrono::milliseconds(2000));
+  }
+
+  // The watchdog's thread: a call into MPI has not returned for stuck_limit(). Reads only
+  // atomics and the watchdog's context (this rank's thread is inside MPI, holding the rest).
+  void stuck(const Heartbeat& heartbeat, double stuck_s) {
+    std::string silent = heartbeat.silent_peers(std::chrono::milliseconds(500));
+    MpiWatchdog::end_process(fmt::format(
+        "[mpi] rank {}: a call into MPI has not returned for {:.1f} s (working on {}); {}. "
+        "Open MPI does not return from such a call after a peer has died, so this process "
+        "ends now with exit code 1 rather than hang (the limit is the peer timeout, "
+        "ONYX_PEER_TIMEOUT)",
+        rank_, stuck_s, watchdog_->context().empty() ? "no collective yet" : watchdog_->context(),
+        silent.empty() ? "every peer was heard from in the last 0.5 s"
+                       : silent + " (dead or hung; no heartbeat arrives while MPI is stuck)"));
   }
 
   int rank_ = 0, size_ = 1;
   MPI_Comm coll_comm_ = MPI_COMM_NULL, hb_comm_ = MPI_COMM_NULL;
   std::unique_ptr<Heartbeat> heartbeat_;
+  std::unique_ptr<MpiWatchdog> watchdog_;  // after heartbeat_: it reads the heartbeat
   std::shared_ptr<std::atomic<int64_t>> last_loop_ = std::make_shared<std::atomic<int64_t>>(0);
   std::shared_ptr<std::atomic<int64_t>> timeout_ms_ = std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<int64_t> peer_timeout_ms_{0};
