@@ -68,6 +68,47 @@ bool can_transform_winograd_weights(const dnnl::memory::desc& from,
                                     dnnl::memory::format_tag::oihw);
 }
 
+namespace {
+
+/// One task: the transformed weights of output block `obk` for input channels [ic0, ic1).
+/// `kOcb` > 0 fixes the block's width at compile time, so the lane loops vectorise; 0 reads
+/// it from `ocb` (any other width oneDNN may choose).
+template <int kOcb>
+void transform_block(const float* w, int64_t M, int64_t C, const WinoOffsets& offset,
+                     const float (*G)[kR], int alpha, int64_t ocb_rt, int64_t obk, int64_t ic0,
+                     int64_t ic1, float* out) {
+  const int64_t ocb = kOcb > 0 ? kOcb : ocb_rt;
+  float g[kR * kR][kMaxBlock], tmp[kR][kMaxAlpha][kMaxBlock];
+  for (int64_t ic = ic0; ic < ic1; ++ic) {
+    // The 3x3 kernels of this input channel for the block's output channels, lane o.
+    for (int64_t o = 0; o < ocb; ++o) {
+      const int64_t oc = obk * ocb + o;
+      const bool inside = oc < M && ic < C;
+      const float* src = w + (oc * C + ic) * kR * kR;
+      for (int k = 0; k < kR * kR; ++k) g[k][o] = inside ? src[k] : 0.f;
+    }
+    // tmp = g G^T (each kernel row against G's rows), then U = G tmp, as oneDNN sums them.
+    for (int kh = 0; kh < kR; ++kh)
+      for (int j = 0; j < alpha; ++j) {
+        const float gj0 = G[j][0], gj1 = G[j][1], gj2 = G[j][2];
+        for (int64_t o = 0; o < ocb; ++o)
+          tmp[kh][j][o] = g[kh * kR + 0][o] * gj0 + g[kh * kR + 1][o] * gj1 +
+                          g[kh * kR + 2][o] * gj2;
+      }
+    for (int a = 0; a < alpha; ++a) {
+      // In locals: `out` could alias G as far as the compiler knows.
+      const float ga0 = G[a][0], ga1 = G[a][1], ga2 = G[a][2];
+      for (int j = 0; j < alpha; ++j) {
+        float* __restrict u = out + offset(a, j, ic, obk);  // ocb contiguous floats
+        for (int64_t o = 0; o < ocb; ++o)
+          u[o] = ga0 * tmp[0][j][o] + ga1 * tmp[1][j][o] + ga2 * tmp[2][j][o];
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void transform_winograd_weights(const float* w, int64_t M, int64_t C,
                                 const dnnl::memory::desc& to, float* out, int threads) {
   const dnnl_wino_desc_t& d = *wino_of(to);
@@ -83,31 +124,12 @@ void transform_winograd_weights(const float* w, int64_t M, int64_t C,
     std::memset(reinterpret_cast<char*>(out) + written, 0, to.get_size() - written);
   // One task per (output block, input block): it writes the output block's oc_block floats for
   // each of its input channels at each (u_h, u_w), which no other task writes.
+  // oneDNN 2.6's AVX-512 Winograd kernels use 16-wide output blocks.
+  auto* block = ocb == 16 ? &transform_block<16> : &transform_block<0>;
   parallel_for(nb_oc * nb_ic, threads, 1, [&](int64_t t0, int64_t t1) {
-    float g[kR * kR][kMaxBlock], tmp[kR][kMaxAlpha][kMaxBlock], u[kMaxBlock];
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t obk = t / nb_ic, ibk = t % nb_ic;
-      for (int64_t ic = ibk * d.ic_block; ic < (ibk + 1) * d.ic_block; ++ic) {
-        // The 3x3 kernels of this input channel for the block's output channels, lane o.
-        for (int64_t o = 0; o < ocb; ++o) {
-          const int64_t oc = obk * ocb + o;
-          const bool inside = oc < M && ic < C;
-          const float* src = w + (oc * C + ic) * kR * kR;
-          for (int k = 0; k < kR * kR; ++k) g[k][o] = inside ? src[k] : 0.f;
-        }
-        // tmp = g G^T (each kernel row against G's rows), then U = G tmp, as oneDNN sums them.
-        for (int kh = 0; kh < kR; ++kh)
-          for (int j = 0; j < alpha; ++j)
-            for (int64_t o = 0; o < ocb; ++o)
-              tmp[kh][j][o] = g[kh * kR + 0][o] * G[j][0] + g[kh * kR + 1][o] * G[j][1] +
-                              g[kh * kR + 2][o] * G[j][2];
-        for (int a = 0; a < alpha; ++a)
-          for (int j = 0; j < alpha; ++j) {
-            for (int64_t o = 0; o < ocb; ++o)
-              u[o] = G[a][0] * tmp[0][j][o] + G[a][1] * tmp[1][j][o] + G[a][2] * tmp[2][j][o];
-            std::memcpy(out + offset(a, j, ic, obk), u, static_cast<size_t>(ocb) * sizeof(float));
-          }
-      }
+      block(w, M, C, offset, G, alpha, ocb, obk, ibk * d.ic_block, (ibk + 1) * d.ic_block, out);
     }
   });
 }
