@@ -104,8 +104,10 @@ Storage::~Storage() {
 
 std::shared_ptr<Storage> Storage::allocate(size_t bytes, const std::shared_ptr<Allocator>& alloc) {
   void* p = alloc->allocate(bytes);
-  return std::make_shared<Storage>(p, bytes, alloc->device(),
-                                   [alloc, bytes](void* q) { alloc->deallocate(q, bytes); });
+  auto s = std::make_shared<Storage>(p, bytes, alloc->device(),
+                                     [alloc, bytes](void* q) { alloc->deallocate(q, bytes); });
+  s->owned_ = true;
+  return s;
 }
 
 Tensor::Tensor(DataType dtype, Shape shape, std::shared_ptr<Storage> storage, size_t offset)

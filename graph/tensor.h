@@ -66,6 +66,9 @@ class Storage {
   void* data() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  /// True for memory onyx allocated (Storage::allocate); false for memory it was lent (a
+  /// torch or DLPack tensor, a caller's buffer), which onyx never writes unasked.
+  bool owned() const { return owned_; }
   /// Number of std::string objects constructed in place (strings tensors only).
   size_t strings = 0;
 
@@ -74,6 +77,7 @@ class Storage {
   size_t bytes_;
   Device device_;
   std::function<void(void*)> release_;
+  bool owned_ = false;
 };
 
 class Tensor {

@@ -295,6 +295,59 @@ TEST(ConvFusions, BatchNormStaysWhereItMustNot) {
   }
 }
 
+TEST(ConvFusions, BatchNormFoldScalesTheWeightsInPlaceOnlyWhenNothingElseHoldsThem) {
+  enum class Holder { None, ModelCopy, LentBuffer };
+  auto floats = [](const Tensor& t) {
+    return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+  };
+  for (Holder holder : {Holder::None, Holder::ModelCopy, Holder::LentBuffer}) {
+    test::ModelBuilder b;
+    b.input("x", DataType::Float, Shape{1, 3, 6, 6});
+    conv(b, "x", "c", 3, 4, 3, 10, /*bias=*/false);
+    batchnorm(b, "c", "y", 4, 20);
+    b.output("y");
+    auto model = b.build();
+    Graph& g = *model->graph;
+    const std::vector<float> before = floats(g.initializers.at("c_w"));
+    // What the fold must give, W[m] * scale[m] / sqrt(var[m] + eps) in double, rounded once.
+    const auto scale = floats(g.initializers.at("y_s"));
+    const auto var = floats(g.initializers.at("y_v"));
+    std::vector<float> expected(before.size());
+    const size_t per_m = before.size() / scale.size();
+    for (size_t i = 0; i < before.size(); ++i) {
+      const size_t m = i / per_m;
+      expected[i] = static_cast<float>(static_cast<double>(before[i]) * (double(scale[m]) /
+                                       std::sqrt(double(var[m]) + double(1e-5f))));
+    }
+    Tensor copy;                   // another copy of the model's W (shares its memory)
+    std::vector<float> lent = before;  // a caller's buffer onyx was given
+    if (holder == Holder::ModelCopy) copy = g.initializers.at("c_w");
+    if (holder == Holder::LentBuffer)
+      g.initializers.at("c_w") = Tensor::wrap(DataType::Float, {4, 3, 3, 3}, lent.data());
+    const void* w_memory = g.initializers.at("c_w").raw();
+
+    ASSERT_EQ(fuse_batchnorm_into_conv(*model), 1u);
+    const Node* folded = nullptr;
+    for (const Node* n : g.topological_order())
+      if (n->op_type == "Conv") folded = n;
+    ASSERT_NE(folded, nullptr);
+    const Tensor& w = *g.initializer(folded->inputs[1]);
+    EXPECT_EQ(floats(w), expected);
+    if (holder == Holder::None) {
+      EXPECT_EQ(folded->inputs[1]->name, "c_w");
+      EXPECT_EQ(w.raw(), w_memory) << "scaled in a second buffer although nothing else held W";
+    } else {
+      EXPECT_NE(w.raw(), w_memory);
+    }
+    if (holder == Holder::ModelCopy) {
+      EXPECT_EQ(floats(copy), before);
+    }
+    if (holder == Holder::LentBuffer) {
+      EXPECT_EQ(lent, before);
+    }
+  }
+}
+
 // ---- Conv + Add (residual) ----
 
 TEST(ConvFusions, ResidualAddBecomesFusedConvZ) {
