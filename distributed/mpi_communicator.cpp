@@ -210,7 +210,9 @@ class MpiCommunicator : public Communicator {
     watchdog_ = std::make_unique<MpiWatchdog>(
         [this] { return stuck_limit(); },
         // The heartbeat object outlives the watchdog (kept until exit or freed after it).
-        [this, hb = heartbeat_.get()](double s) { stuck(*hb, s); });
+        [this, hb = heartbeat_.get()](double s, const std::string& context) {
+          stuck(*hb, s, context);
+        });
     link_->step = [this] { return step(); };
     if (mpi::local_size() > static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
       link_->spin_rounds = 0;
@@ -532,15 +534,15 @@ class MpiCommunicator : public Communicator {
   }
 
   // The watchdog's thread: a call into MPI has not returned for stuck_limit(). Reads only
-  // atomics and the watchdog's context (this rank's thread is inside MPI, holding the rest).
-  void stuck(const Heartbeat& heartbeat, double stuck_s) {
+  // atomics and what the watchdog hands it (this rank's thread is inside MPI, holding the rest).
+  void stuck(const Heartbeat& heartbeat, double stuck_s, const std::string& context) {
     std::string silent = heartbeat.silent_peers(std::chrono::milliseconds(500));
     MpiWatchdog::end_process(fmt::format(
         "[mpi] rank {}: a call into MPI has not returned for {:.1f} s (working on {}); {}. "
         "Open MPI does not return from such a call after a peer has died, so this process "
         "ends now with exit code 1 rather than hang (the limit is the peer timeout, "
         "ONYX_PEER_TIMEOUT)",
-        rank_, stuck_s, watchdog_->context().empty() ? "no collective yet" : watchdog_->context(),
+        rank_, stuck_s, context.empty() ? "no collective yet" : context,
         silent.empty() ? "every peer was heard from in the last 0.5 s"
                        : silent + " (dead or hung; no heartbeat arrives while MPI is stuck)"));
   }

@@ -39,11 +39,6 @@ void MpiWatchdog::set_context(std::string what) {
   context_ = std::move(what);
 }
 
-std::string MpiWatchdog::context() const {
-  std::lock_guard lk(mu_);
-  return context_;
-}
-
 void MpiWatchdog::end_process(const std::string& message) {
   std::fprintf(stderr, "onyx: %s\n", message.c_str());
   std::fflush(stderr);
@@ -66,8 +61,9 @@ void MpiWatchdog::run() {
     fired = state;
     double stuck_s =
         static_cast<double>(now_ns() - entered_ns_.load(std::memory_order_relaxed)) * 1e-9;
-    lk.unlock();  // on_stuck may read context()
-    on_stuck_(stuck_s);
+    std::string context = context_;
+    lk.unlock();  // the stuck thread may still set a context
+    on_stuck_(stuck_s, context);
     lk.lock();
   }
 }

@@ -25,8 +25,9 @@ class MpiWatchdog {
   /// How long one call may run; read at every tick (it follows the peer timeout).
   using Limit = std::function<std::chrono::milliseconds()>;
   /// Runs once per stuck call, on the watchdog's thread, with the seconds since the call
-  /// began. Must not call MPI. The communicator's ends the process (end_process).
-  using OnStuck = std::function<void(double stuck_s)>;
+  /// began and the context set last. Must not call MPI. The communicator's ends the process
+  /// (end_process).
+  using OnStuck = std::function<void(double stuck_s, const std::string& context)>;
 
   /// The limit is counted in ticks the watchdog itself saw, so a process stopped (SIGSTOP, a
   /// debugger) or starved of CPU does not count the time it was not running.
@@ -55,9 +56,8 @@ class MpiWatchdog {
     MpiWatchdog& w_;
   };
 
-  /// What the calls are working on, for the message (the collective in flight).
+  /// What the calls are working on, for the report (the collective in flight).
   void set_context(std::string what);
-  std::string context() const;
 
   /// Prints "onyx: <message>" to stderr and ends the process with exit code 1 at once: no
   /// destructors, no atexit handlers, no MPI_Finalize (each would wait on the stuck call).
@@ -73,7 +73,7 @@ class MpiWatchdog {
   std::atomic<uint64_t> state_{0};
   std::atomic<int64_t> entered_ns_{0};  // Clock's ns when the current call began
   std::atomic<int64_t> extra_ms_{0};
-  mutable std::mutex mu_;  // context_, stop_
+  std::mutex mu_;  // context_, stop_
   std::condition_variable cv_;
   std::string context_;
   bool stop_ = false;

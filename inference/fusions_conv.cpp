@@ -137,29 +137,32 @@ std::optional<std::pair<std::string, std::vector<float>>> fusable_activation(con
   return std::pair{op, bounds};
 }
 
-/// W with row m (its [m, ...] slice) multiplied by s[m] in double and rounded once to W's
-/// dtype. float32 weights go straight from one buffer to the other: through a double copy,
-/// a BatchNorm-heavy ResNet-18 spent ~100 ms of its session creation (94 MB of doubles
-/// faulted in and converted twice).
-/// float32 `src` (M rows) times s[m] into `dst`, which may be `src`.
-void scale_float_rows(const float* src, const std::vector<double>& s, int64_t per_m, float* dst) {
+/// float32 `W` with row m (its [m, ...] slice) times s[m] in double, rounded once, into `dst`
+/// (W's own data for the fold in place).
+void scale_float_rows(const Tensor& W, const std::vector<double>& s, float* dst) {
   const int64_t M = static_cast<int64_t>(s.size());
+  const int64_t per_m = W.numel() / std::max<int64_t>(M, 1);
+  const float* src = W.data<float>();
   for (int64_t m = 0; m < M; ++m)
     for (int64_t i = 0; i < per_m; ++i)
       dst[m * per_m + i] = static_cast<float>(static_cast<double>(src[m * per_m + i]) * s[m]);
 }
 
+/// W with row m (its [m, ...] slice) multiplied by s[m] in double and rounded once to W's
+/// dtype. float32 weights go straight from one buffer to the other: through a double copy,
+/// a BatchNorm-heavy ResNet-18 spent ~100 ms of its session creation (94 MB of doubles
+/// faulted in and converted twice).
 Tensor scale_rows(const Tensor& W, const std::vector<double>& s) {
-  const int64_t M = static_cast<int64_t>(s.size());
-  const int64_t per_m = W.numel() / std::max<int64_t>(M, 1);
   if (W.dtype() != DataType::Float) {
+    const int64_t M = static_cast<int64_t>(s.size());
+    const int64_t per_m = W.numel() / std::max<int64_t>(M, 1);
     std::vector<double> w = W.to_double_vector();
     for (int64_t m = 0; m < M; ++m)
       for (int64_t i = 0; i < per_m; ++i) w[m * per_m + i] *= s[m];
     return tensor_from_doubles(W.dtype(), W.shape(), w);
   }
   Tensor out = Tensor::empty(DataType::Float, W.shape());
-  scale_float_rows(W.data<float>(), s, per_m, out.data<float>());
+  scale_float_rows(W, s, out.data<float>());
   return out;
 }
 
@@ -228,8 +231,7 @@ size_t fuse_batchnorm_into_conv(Model& model) {
     // other nodes, another copy of the model, or memory onyx was lent).
     Value* wv = conv->inputs[1];
     if (Tensor* own = weight_to_scale_in_place(g, wv, conv)) {
-      scale_float_rows(own->data<float>(), s, own->numel() / std::max<int64_t>(M, 1),
-                       own->data<float>());
+      scale_float_rows(*own, s, own->data<float>());
     } else {
       wv = g.add_unique_value(conv->inputs[1]->name + "_bn");
       g.add_initializer(wv->name, scale_rows(*W, s));

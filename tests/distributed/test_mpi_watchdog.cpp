@@ -16,9 +16,11 @@ using namespace std::chrono_literals;
 struct Reports {
   std::atomic<int> count{0};
   std::atomic<double> last_s{0};
+  std::string last_context;  // written before count, read after it
   MpiWatchdog::OnStuck record() {
-    return [this](double s) {
+    return [this](double s, const std::string& context) {
       last_s.store(s);
+      last_context = context;
       count.fetch_add(1);
     };
   }
@@ -41,7 +43,7 @@ TEST(MpiWatchdog, ReportsACallStuckPastTheLimitOnce) {
   std::this_thread::sleep_for(300ms);  // still stuck: no second report for the same call
   w.leave();
   EXPECT_EQ(r.count.load(), 1);
-  EXPECT_EQ(w.context(), "allreduce (4 x float, sum) (collective #7)");
+  EXPECT_EQ(r.last_context, "allreduce (4 x float, sum) (collective #7)");
 }
 
 TEST(MpiWatchdog, EachStuckCallIsReported) {
