@@ -14,6 +14,7 @@
 #include "kernels/cpu/simd/simd.h"
 #include "graph/dispatch.h"
 #include "kernels/parallel.h"
+#include <vector>
 
 namespace onyx::cpu {
 namespace {
@@ -70,16 +71,39 @@ void ref_matmul(const MatMulShape& s, const T* A, const T* B, T* C, int threads,
 
 /// y[N] = x[K] * B for one float32 row: B is [K, N] (row stride N) or, when `trans_b`, stored
 /// as [N, K]. A one-row product only streams B, and oneDNN's gemm reads it at about half the
-/// memory bandwidth (a batch-1 MLP ran at 1.85x ONNX Runtime's time). Each thread takes one
-/// contiguous range of columns so B is read in long sequential runs.
+/// memory bandwidth (a batch-1 MLP ran at 1.85x ONNX Runtime's time), so each thread streams
+/// one contiguous block of B: with `trans_b` a range of B's rows (columns of y); without it a
+/// range of B's rows too, i.e. of k, each thread summing into its own partial y that are added
+/// up after. Splitting a plain B by columns instead gave each thread strided half-rows, and
+/// two threads read 98-108 GB/s where whole blocks read 140-150 (3 x 4 MB layers, 2 cores).
 void gemv_f32(int64_t K, int64_t N, const float* x, const float* B, bool trans_b, float* y,
               int threads) {
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, N / 64));
   const auto gemv_cols = simd().gemv_cols;  // the active ISA's loops (simd/simd_body.inc)
+  const int64_t split = trans_b ? N : K;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, split / 64));
+  if (trans_b || parts == 1) {
+    parallel_for(parts, threads, 1, [&](int64_t b, int64_t e) {
+      for (int64_t part = b; part < e; ++part)
+        gemv_cols(K, N, x, B, trans_b, y, N * part / parts, N * (part + 1) / parts);
+    });
+    return;
+  }
+  // Part 0 writes y itself; the others their own rows of `partial`, kept by the calling thread
+  // across calls (grown once; no allocation per run).
+  thread_local std::vector<float> partial;
+  if (partial.size() < static_cast<size_t>((parts - 1) * N)) partial.resize((parts - 1) * N);
+  float* rest = partial.data();
   parallel_for(parts, threads, 1, [&](int64_t b, int64_t e) {
-    for (int64_t part = b; part < e; ++part)
-      gemv_cols(K, N, x, B, trans_b, y, N * part / parts, N * (part + 1) / parts);
+    for (int64_t part = b; part < e; ++part) {
+      const int64_t k0 = K * part / parts, k1 = K * (part + 1) / parts;
+      float* out = part == 0 ? y : rest + (part - 1) * N;
+      gemv_cols(k1 - k0, N, x + k0, B + k0 * N, false, out, 0, N);
+    }
   });
+  for (int64_t part = 1; part < parts; ++part) {
+    const float* p = rest + (part - 1) * N;
+    for (int64_t j = 0; j < N; ++j) y[j] += p[j];
+  }
 }
 
 /// A oneDNN matmul and the dtype it runs in (float32 when the 16-bit one has no fast path).

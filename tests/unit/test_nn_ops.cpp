@@ -133,6 +133,37 @@ TEST(NnOps, OneRowProductsMatchTheDefinition) {
   }
 }
 
+// With more than one thread a one-row product splits B into contiguous blocks: a plain B by
+// rows (ranges of k, each thread summing its own partial row, added up after) and a transposed
+// B by columns. Sizes give 1-3 blocks with uneven ends and vector tails in every block.
+TEST(NnOps, OneRowProductsSplitAcrossThreadsMatchTheDefinition) {
+  for (auto [K, N] : std::vector<std::pair<int64_t, int64_t>>{{517, 70}, {200, 301}, {130, 5}}) {
+    std::vector<double> xv(K), bv(K * N);
+    for (int64_t i = 0; i < K; ++i) xv[i] = 0.01 * double((i * 13) % 29) - 0.1;
+    for (int64_t i = 0; i < K * N; ++i) bv[i] = 0.02 * double((i * 7) % 31) - 0.3;
+    for (bool trans_b : {false, true}) {
+      std::vector<double> want(N);
+      for (int64_t j = 0; j < N; ++j)
+        for (int64_t k = 0; k < K; ++k) want[j] += xv[k] * bv[trans_b ? j * K + k : k * N + j];
+      for (int threads : {1, 2, 3}) {
+        SCOPED_TRACE(fmt::format("K {} N {} trans_b {} threads {}", K, N, trans_b, threads));
+        ModelBuilder b(17);
+        b.input("a", DataType::Float, Shape{1, K});
+        b.input("b", DataType::Float, trans_b ? Shape{N, K} : Shape{K, N});
+        b.node("Gemm", {"a", "b"}, {"y"}).attrs["transB"] = attr_int("transB", trans_b);
+        b.output("y");
+        SessionOptions opts;
+        opts.intra_op_threads = threads;
+        Session s = b.session(opts);
+        for (int run = 0; run < 2; ++run)  // the second run reuses the partial rows' buffer
+          expect_near(s.run({{"a", T_({1, K}, xv)}, {"b", T_(trans_b ? Shape{N, K} : Shape{K, N}, bv)}})
+                          .at("y"),
+                      want, 1e-5);
+      }
+    }
+  }
+}
+
 // Constant weights are reordered once into the primitive's layout (one copy per layout, shared by
 // the entries of every row count): MatMul, transposed FusedMatMul and Gemm with an initializer
 // B give the double reference on every run, for several row counts, in float32 and bfloat16.
