@@ -23,11 +23,10 @@ class ConvKernel final : public Kernel {
         act_(Activation::from_node(info.node)),
         block_(op == ConvOp::ConvNchwc ? info.node.attr_int("block", 8) : 0),
         winograd_(op == ConvOp::ConvNchwc && info.node.attr_int("winograd", 0) == 1),
-        const_weights_(info.constant_input(1) != nullptr),
         node_(info.node) {
     ONYX_CHECK(op != ConvOp::ConvNchwc || du::is_layout_block(block_),
                "[{}] block must be 8, 16 or -1 (channels-last), got {}", info.label(), block_);
-    if (const_weights_) w_const_ = *info.constant_input(1);
+    if (const Tensor* w = info.constant_input(1)) w_const_ = *w;
   }
 
   /// Packs constant weights now rather than in the first run, for X's shape as inferred with a
@@ -114,13 +113,13 @@ class ConvKernel final : public Kernel {
       key.insert(key.end(), W.shape().begin(), W.shape().end());
       auto e = cache_.get(key, [&] {
         ConvEntry made = make_conv_entry(g, spec(X.dtype(), B != nullptr, Z != nullptr, x_blocked));
-        if (made.ok && const_weights_) made.packed = packs_.for_entry(made, false);
+        if (made.ok && w_const_) made.packed = packs_.for_entry(made, false);
         return made;
       });
       if (X.dtype() != DataType::Float && e->run_dt != X.dtype())
         du::note_slow_path(ctx.node().op_type, X.dtype(), e->why);
       if (e->ok) {
-        run_conv_entry(ctx, *e, X, W, B, Z, Y, const_weights_);
+        run_conv_entry(ctx, *e, X, W, B, Z, Y, w_const_.has_value());
         return;
       }
     }
@@ -166,9 +165,9 @@ class ConvKernel final : public Kernel {
   Activation act_;
   int64_t block_;
   bool winograd_;  // ConvNchwc marked by the NCHWc pass (inference/layout_nchwc.cpp)
-  bool const_weights_;
   const Node& node_;
-  std::optional<Tensor> w_const_;  // the constant W, for prepare()
+  // W when it is an initializer: packed once per layout (packs_), ahead of the runs by prepare().
+  std::optional<Tensor> w_const_;
   mutable ConvWeightPacks packs_;  // constant W per layout, shared by the entries
   du::PrimitiveCache<ConvEntry> cache_;
 };

@@ -315,10 +315,9 @@ class MatMulKernel final : public Kernel {
  public:
   explicit MatMulKernel(const KernelInfo& info)
       : attrs_(info),
-        const_b_(info.constant_input(1) != nullptr),
         static_rows_(static_rows(info.node, attrs_.trans_a, false)),
         label_(info.label()) {
-    if (const_b_) b_const_ = *info.constant_input(1);
+    if (const Tensor* b = info.constant_input(1)) b_const_ = *b;
   }
 
   void compute(KernelContext& ctx) const override {
@@ -436,14 +435,14 @@ class MatMulKernel final : public Kernel {
                             du::strided_desc({K, N}, run, tb ? Shape{1, K} : Shape{N, 1}),
                             du::plain_desc({rows, N}, run)};
         },
-        const_b_, bias ? Shape{1, N} : Shape{}, primitive);
+        b_const_.has_value(), bias ? Shape{1, N} : Shape{}, primitive);
   }
 
  public:
   /// Packs a constant 2-D B for oneDNN now rather than in the first run, unless A's shape says
   /// the product has one row (gemv_f32 reads B as it is) or A is transposed (no shared B).
   size_t prepare(int threads) override {
-    if (!const_b_ || !b_const_ || b_const_->rank() != 2 || !dnnl_float(b_const_->dtype()) ||
+    if (!b_const_ || b_const_->rank() != 2 || !dnnl_float(b_const_->dtype()) ||
         attrs_.trans_a)
       return 0;
     const Tensor& B = *b_const_;
@@ -459,8 +458,9 @@ class MatMulKernel final : public Kernel {
 
  private:
   MatMulAttrs attrs_;
-  bool const_b_;  // B is an initializer: packed once per layout (packed_)
-  std::optional<Tensor> b_const_;  // that initializer, for prepare()
+  // B when it is an initializer: packed once per layout (packed_), ahead of the runs by
+  // prepare().
+  std::optional<Tensor> b_const_;
   int64_t static_rows_;            // rows of A known at creation, 0 when not
   std::string label_;
   du::PrimitiveCache<MatMulEntry> cache_;
@@ -475,11 +475,10 @@ class GemmKernel final : public Kernel {
         beta_(info.node.attr_float("beta", 1.0f)),
         trans_a_(info.node.attr_int("transA", 0) != 0),
         trans_b_(info.node.attr_int("transB", 0) != 0),
-        const_b_(info.constant_input(1) != nullptr),
         static_rows_(static_rows(info.node, trans_a_, true)),
         with_c_(info.node.has_input(2) && beta_ != 0.0f),
         label_(info.label()) {
-    if (const_b_) b_const_ = *info.constant_input(1);
+    if (const Tensor* b = info.constant_input(1)) b_const_ = *b;
   }
 
   void compute(KernelContext& ctx) const override {
@@ -581,7 +580,7 @@ class GemmKernel final : public Kernel {
                             du::strided_desc({K, N}, run, trans_b_ ? Shape{1, K} : Shape{N, 1}),
                             du::plain_desc({M, N}, run)};
         },
-        const_b_, {}, primitive);
+        b_const_.has_value(), {}, primitive);
   }
 
  public:
@@ -601,8 +600,9 @@ class GemmKernel final : public Kernel {
  private:
   float alpha_, beta_;
   bool trans_a_, trans_b_;
-  bool const_b_;  // B is an initializer: packed once per layout (packed_)
-  std::optional<Tensor> b_const_;  // that initializer, for prepare()
+  // B when it is an initializer: packed once per layout (packed_), ahead of the runs by
+  // prepare().
+  std::optional<Tensor> b_const_;
   int64_t static_rows_;            // rows of op(A) known at creation, 0 when not
   bool with_c_;                    // C given and beta != 0
   std::string label_;
