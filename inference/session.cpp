@@ -116,6 +116,14 @@ struct Session::Impl {
 
   void build() {
     spdlog::set_level(spdlog::level::from_str(options.log_level));
+    using Clock = std::chrono::steady_clock;
+    auto t = Clock::now();
+    auto lap = [&t] {  // ms since the last lap, for the debug line on where creation's time goes
+      const auto now = Clock::now();
+      const double ms = std::chrono::duration<double, std::milli>(now - t).count();
+      t = now;
+      return ms;
+    };
     threads = options.intra_op_threads > 0 ? options.intra_op_threads
                                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     Graph& g = *model->graph;
@@ -133,16 +141,26 @@ struct Session::Impl {
     AutocastReport amp = autocast_for_providers(*model, options.precision);
     if (options.precision != Precision::Float32)
       spdlog::info("session: {}", autocast_summary(amp, options.precision));
+    const double prologue_ms = lap();
     make_providers();
     omp_set_num_threads(threads);
+    const double providers_ms = lap();
     // Layout passes follow the provider that gets the convolutions: the first in the list.
     LayoutPreferences layout = providers.front()->layout_preferences();
     if (!options.winograd_convolutions) layout.winograd_channel_block = 0;
     size_t removed =
         optimize_graph(*model, options.opt_level, *cpu, layout, options.approximate_fusions);
+    const double optimize_ms = lap();
     placement = partition_graph(*model, providers);
     plan = compile_plan(g, *model, placement);
+    const double plan_ms = lap();
     const size_t prepared = options.prepack_weights ? prepare_kernels(*plan) : 0;
+    const double prepare_ms = lap();
+    spdlog::debug(
+        "session: built in {:.1f} ms: gradient ops, opsets and autocast {:.1f}, providers {:.1f}, "
+        "optimization {:.1f}, placement and plan {:.1f}, kernels prepared {:.1f}",
+        prologue_ms + providers_ms + optimize_ms + plan_ms + prepare_ms, prologue_ms,
+        providers_ms, optimize_ms, plan_ms, prepare_ms);
     spdlog::info(
         "session: {} nodes ({} removed by optimization), {} initializers, {} threads, {:.1f} MB "
         "of weights packed at creation",
