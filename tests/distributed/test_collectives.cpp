@@ -119,7 +119,8 @@ TEST(CollectivesLarge, TensOfMegabytes) {
 }
 
 // The point-to-point allreduce schedules (p2p_allreduce.h): recursive doubling up to 64 KB on a
-// power-of-two number of ranks, a ring cut into 256 KB segments above. Sizes on both sides of
+// power-of-two number of ranks, a pipelined ring cut into kRingSegmentBytes segments above (the
+// last segment of a chunk one element short is empty and still exchanged). Sizes on both sides of
 // each edge; values whose float sums round, so a schedule that added in a rank-dependent order
 // would leave ranks with different bits. Every rank must hold the same bits (data-parallel
 // replicas stay identical) and the float64 sum within float32 rounding.
