@@ -40,6 +40,21 @@ inline std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const V
   return std::vector<int64_t>(t->data<int32_t>(), t->data<int32_t>() + t->numel());
 }
 
+/// True when `t` is a Transpose that swaps exactly the last two axes of its input.
+inline bool swaps_last_two_axes(const Node& t) {
+  if (t.op_type != "Transpose" || !t.domain.empty() || !t.has_input(0)) return false;
+  std::vector<int64_t> perm = t.attr_ints("perm");
+  if (perm.empty()) {  // the default reverses every axis: a swap of the last two only for rank 2
+    const ValueType& in = t.inputs[0]->type;
+    return in.is_tensor() && in.shape && in.shape->size() == 2;
+  }
+  const int64_t r = static_cast<int64_t>(perm.size());
+  if (r < 2) return false;
+  for (int64_t i = 0; i < r - 2; ++i)
+    if (perm[i] != i) return false;
+  return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
+}
+
 /// The single node that reads `v`, through one input, when `v` is not a graph output (so the
 /// value may disappear into a fusion); else nullptr.
 inline Node* only_consumer(const Graph& g, const Value* v) {

@@ -11,21 +11,6 @@
 namespace onyx {
 namespace {
 
-/// True when `t` is a Transpose that swaps exactly the last two axes of its input.
-bool swaps_last_two_axes(const Node& t) {
-  if (t.op_type != "Transpose" || !t.domain.empty() || !t.has_input(0)) return false;
-  std::vector<int64_t> perm = t.attr_ints("perm");
-  if (perm.empty()) {  // the default reverses every axis: a swap of the last two only for rank 2
-    const ValueType& in = t.inputs[0]->type;
-    return in.is_tensor() && in.shape && in.shape->size() == 2;
-  }
-  const int64_t r = static_cast<int64_t>(perm.size());
-  if (r < 2) return false;
-  for (int64_t i = 0; i < r - 2; ++i)
-    if (perm[i] != i) return false;
-  return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
-}
-
 /// The fixed size of `v`'s dim `i` from the end (1 = last), or -1.
 int64_t fixed_dim_from_end(const Value* v, size_t i) {
   if (!v || !v->type.is_tensor() || !v->type.shape || v->type.shape->size() < i) return -1;

@@ -14,8 +14,12 @@ namespace onyx {
 size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu,
                       const LayoutPreferences& layout, bool approximate_fusions = true);
 
-/// Evaluates nodes whose inputs are all constant and replaces them by initializers.
-size_t fold_constants(Model& model, const ExecutionProvider& cpu);
+/// Evaluates nodes whose inputs are all constant and replaces them by initializers (results up
+/// to 64 MB; a node whose inferred output is larger is not evaluated). With
+/// `transposes_fused_later` (fuse_transpose_into_matmul runs after), a Transpose of the last two
+/// axes that only MatMuls read stays, for them to read its input in place.
+size_t fold_constants(Model& model, const ExecutionProvider& cpu,
+                      bool transposes_fused_later = false);
 /// Removes nodes whose outputs nobody reads, and unused initializers.
 size_t eliminate_dead_code(Graph& graph);
 

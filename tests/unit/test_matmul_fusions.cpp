@@ -2,7 +2,9 @@
 // should not, and leaves the results equal to the unfused graph.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "test_util.h"
 
@@ -63,6 +65,46 @@ TEST(FuseTransposeIntoMatMul, TransposedWeightIsReadInPlace) {
   double want = 0;
   for (int k = 0; k < 4; ++k) want += double(x[(1 * 3 + 2) * 4 + k]) * w[3 * 4 + k];
   EXPECT_NEAR(fused["y"].data<float>()[(1 * 3 + 2) * 5 + 3], want, 1e-6);
+}
+
+// A tied embedding: the weight is gathered for the input and read transposed by the output
+// product. Constant folding must leave the Transpose for the fusion (one copy of the weight, read
+// in place by FusedMatMul) rather than add a transposed second copy; without the fusion (basic
+// level) the Transpose is folded as before. Same results either way.
+TEST(FuseTransposeIntoMatMul, ATransposedConstantWeightIsNotCopiedByFolding) {
+  auto build = [](test::ModelBuilder& b) {
+    b.input("ids", DataType::Int64, Shape{2});
+    b.input("x", DataType::Float, Shape{2, 3, 4});
+    b.initializer("w", ramp<float>({5, 4}));
+    b.node("Gather", {"w", "ids"}, {"e"});
+    b.node("Transpose", {"w"}, {"wt"}).attrs["perm"] = test::attr_ints("perm", {1, 0});
+    b.node("MatMul", {"x", "wt"}, {"y"});
+    b.output("e");
+    b.output("y");
+  };
+  NamedTensors feeds{{"ids", Tensor::from_vector<int64_t>({2}, {4, 1})},
+                     {"x", ramp<float>({2, 3, 4})}};
+  std::map<OptLevel, NamedTensors> outs;
+  for (OptLevel level : {OptLevel::Basic, OptLevel::Extended}) {
+    test::ModelBuilder b(17);
+    build(b);
+    SessionOptions opts;
+    opts.opt_level = level;
+    Session s = b.session(opts);
+    const Graph& g = *s.model().graph;
+    std::vector<std::string> ops;
+    for (const Node* n : g.topological_order()) ops.push_back(n->op_type);
+    std::sort(ops.begin(), ops.end());
+    if (level == OptLevel::Basic) {
+      EXPECT_EQ(g.initializers.size(), 2u);  // w and its folded transpose
+      EXPECT_EQ(ops, (std::vector<std::string>{"Gather", "MatMul"}));
+    } else {
+      EXPECT_EQ(g.initializers.size(), 1u);  // w alone
+      EXPECT_EQ(ops, (std::vector<std::string>{"FusedMatMul", "Gather"}));
+    }
+    outs[level] = s.run(feeds);
+  }
+  expect_same(outs[OptLevel::Extended], outs[OptLevel::Basic], 1e-6);
 }
 
 TEST(FuseTransposeIntoMatMul, BatchedTransposedAAndIntegers) {
