@@ -32,8 +32,9 @@ bool shape_fully_known(const Value* v, Shape* out);
 bool known_too_large_to_fold(const Node& node) {
   for (const Value* v : node.outputs) {
     Shape s;
-    if (!v || !shape_fully_known(v, &s)) continue;
-    const std::optional<size_t> bytes = checked_nbytes(v->type.elem, s);
+    if (!v || !shape_fully_known(v, &s) || !dtype_is_known(static_cast<int32_t>(v->type.elem)))
+      continue;
+    const std::optional<size_t> bytes = checked_nbytes(v->type.elem, s);  // nullopt: overflow
     if (!bytes || *bytes > kMaxFoldedBytes) return true;
   }
   return false;
