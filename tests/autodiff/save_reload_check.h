@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -26,8 +28,13 @@ inline void expect_same_after_save_reload(const Model& forward, const autodiff::
   auto tg = autodiff::build_training_graph(forward, loss, params);
   ASSERT_FALSE(tg.grads.empty());
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               (std::string("onyx_train_") + info->name() + ".onnx");
+  // Suite, test and process in the name: ctest runs tests of one name from two suites
+  // (GradNorm and GradElementwise.MultiOpGraphSurvivesSaveReload) at once, and one rewriting the
+  // file the other had mapped ended it with SIGBUS.
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      (std::string("onyx_train_") + info->test_suite_name() + "." + info->name() + "." +
+       std::to_string(::getpid()) + ".onnx");
   save_model(*tg.model, path.string());
   auto reloaded = load_model(path.string());
   std::filesystem::remove(path);
