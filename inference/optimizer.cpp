@@ -24,7 +24,15 @@ bool foldable_op(const Node& n) {
 // Folded results above this size stay computed at run time rather than bloating the model.
 constexpr size_t kMaxFoldedBytes = size_t(64) << 20;
 
-bool shape_fully_known(const Value* v, Shape* out);
+bool shape_fully_known(const Value* v, Shape* out) {
+  if (!v || !v->type.is_tensor() || !v->type.shape) return false;
+  out->clear();
+  for (const Dim& d : *v->type.shape) {
+    if (!d.is_fixed()) return false;
+    out->push_back(d.value);
+  }
+  return true;
+}
 
 /// True when some output of `node` is known, from its inferred type, to exceed the fold limit:
 /// such a node is not evaluated at all (GPT-2-small's tied LM head, a Transpose of its 154 MB
@@ -53,15 +61,6 @@ bool matmuls_read_it_in_place(const Graph& g, const Node& node) {
   return true;
 }
 
-bool shape_fully_known(const Value* v, Shape* out) {
-  if (!v || !v->type.is_tensor() || !v->type.shape) return false;
-  out->clear();
-  for (const Dim& d : *v->type.shape) {
-    if (!d.is_fixed()) return false;
-    out->push_back(d.value);
-  }
-  return true;
-}
 
 }  // namespace
 

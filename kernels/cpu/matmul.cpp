@@ -6,6 +6,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
@@ -14,7 +15,6 @@
 #include "kernels/cpu/simd/simd.h"
 #include "graph/dispatch.h"
 #include "kernels/parallel.h"
-#include <vector>
 
 namespace onyx::cpu {
 namespace {
@@ -75,7 +75,8 @@ void ref_matmul(const MatMulShape& s, const T* A, const T* B, T* C, int threads,
 /// one contiguous block of B: with `trans_b` a range of B's rows (columns of y); without it a
 /// range of B's rows too, i.e. of k, each thread summing into its own partial y that are added
 /// up after. Splitting a plain B by columns instead gave each thread strided half-rows, and
-/// two threads read 98-108 GB/s where whole blocks read 140-150 (3 x 4 MB layers, 2 cores).
+/// two threads read 90-95 GB/s where whole blocks read 135-141 (3 x 4 MB layers, 2 cores,
+/// medians; bench/README.md).
 void gemv_f32(int64_t K, int64_t N, const float* x, const float* B, bool trans_b, float* y,
               int threads) {
   const auto gemv_cols = simd().gemv_cols;  // the active ISA's loops (simd/simd_body.inc)
