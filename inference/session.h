@@ -55,8 +55,10 @@ struct SessionOptions {
   bool winograd_convolutions = true;
   /// Constant weights of matrix products packed into oneDNN's layout here, at creation, on
   /// every core at once, instead of in the first run (one copy per weight either way). Off:
-  /// each weight is packed in the first run that needs it, and never for products that only
-  /// ever see one row (which read the weights as stored): for decoders fed one token at a time.
+  /// each weight is packed in the first run that needs it. Either way a float32 product whose
+  /// declared shapes allow one row (an MLP's [batch, 784] input, a decoder fed one token at a
+  /// time) is packed by its first run with more rows, never at creation: one-row products read
+  /// the weights as stored.
   bool prepack_weights = true;
   /// Execution providers in placement priority order: each node goes to the first one with a
   /// kernel for its op, opset and dtype; "cpu" is the fallback and is appended when missing.

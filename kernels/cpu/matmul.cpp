@@ -1,7 +1,6 @@
 // MatMul, com.microsoft FusedMatMul, ai.onyx FusedMatMulBias and Gemm (the integer forms are in quantize.cpp). float32 and the 16-bit floats run on oneDNN's
 // matmul primitive (cached per shape); double and integer types on our own blocked gemm.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -183,12 +182,10 @@ class PackedWeights {
     for (Pack& p : packs_)
       if (p.layout == e.b_p) {
         p.ahead = false;
-        unused_ahead_ = false;  // a run reads packs: none is released any more
         return p.data;
       }
     // A pack made ahead in a layout no run has asked for is not kept beside this one.
     std::erase_if(packs_, [](const Pack& p) { return p.ahead; });
-    unused_ahead_ = false;
     Tensor plain = convert ? du::to_float32(ctx, B) : B;
     Tensor packed = Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.b_p.get_size())});
     du::execute(ctx, *e.b_r,
@@ -208,19 +205,7 @@ class PackedWeights {
                 {{DNNL_ARG_FROM, du::wrap(e.b, B.raw())}, {DNNL_ARG_TO, du::wrap(e.b_p, packed.raw())}});
     std::lock_guard<std::mutex> lock(mu_);
     packs_.push_back({e.b_p, packed, true});
-    unused_ahead_ = true;
     return packed.nbytes();
-  }
-
-  /// Called by runs that read B as stored (one-row products): the packs made ahead go while no
-  /// run has read them, so that a model only ever run one row at a time (a decoder fed one
-  /// token at a time) holds its weights once after its first run, as without packing ahead.
-  void release_unused_ahead() const {
-    if (!unused_ahead_.load(std::memory_order_relaxed)) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (std::any_of(packs_.begin(), packs_.end(), [](const Pack& p) { return !p.ahead; })) return;
-    packs_.clear();
-    unused_ahead_ = false;
   }
 
  private:
@@ -231,29 +216,52 @@ class PackedWeights {
   };
   mutable std::mutex mu_;
   mutable std::vector<Pack> packs_;
-  mutable std::atomic<bool> unused_ahead_{false};  // packs_ holds packs made ahead, none read
 };
 
-/// Rows of a matrix product's A known before any run: the product of A's dims but its last
-/// (the first with transA), from the graph's inferred shapes; 0 when some dim is not fixed or
-/// the declared dims make more rows than any tensor could hold (a malformed model's).
-int64_t static_rows(const Node& node, bool trans_a, bool gemm) {
+/// Rows of a matrix product's A as far as the graph's inferred shapes tell before any run:
+/// the product of A's dims but its last (the first with transA).
+struct KnownRows {
+  int64_t exact = 0;     // every dim fixed: the rows; 0 when some dim is not
+  int64_t at_least = 0;  // the fixed dims alone (a symbolic dim counted as 1): a lower bound for
+                         // any run but an empty one; 0 when A's shape is not known
+};
+
+/// KnownRows of `node`'s A; both 0 when the declared dims make more rows than any tensor could
+/// hold (a malformed model's).
+KnownRows known_rows(const Node& node, bool trans_a, bool gemm) {
   constexpr int64_t kMaxRows = int64_t{1} << 31;
   if (!node.has_input(0) || !node.inputs[0]->type.is_tensor() || !node.inputs[0]->type.shape)
-    return 0;
+    return {};
   const SymShape& a = *node.inputs[0]->type.shape;
-  if (a.empty()) return 0;
-  for (const Dim& d : a)
-    if (!d.is_fixed()) return 0;
-  if (a.size() == 1) return 1;
-  if (gemm) return a.size() == 2 && a[trans_a ? 1 : 0].value <= kMaxRows ? a[trans_a ? 1 : 0].value : 0;
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < a.size(); ++i) {
-    if (a[i].value > kMaxRows) return 0;
-    rows *= a[i].value;
-    if (rows > kMaxRows) return 0;
+  if (a.empty()) return {};
+  if (a.size() == 1) return {1, 1};
+  size_t first = 0, last = a.size() - 1;  // the dims that make rows: [first, last)
+  if (gemm) {
+    if (a.size() != 2) return {};
+    first = trans_a ? 1 : 0;
+    last = first + 1;
+  }
+  KnownRows rows{1, 1};
+  for (size_t i = first; i < last; ++i) {
+    if (!a[i].is_fixed()) {
+      rows.exact = 0;
+      continue;
+    }
+    if (a[i].value > kMaxRows) return {};
+    rows.at_least *= a[i].value;
+    if (rows.exact) rows.exact *= a[i].value;
+    if (rows.at_least > kMaxRows) return {};
   }
   return rows;
+}
+
+/// Whether a constant weight is worth packing at session creation: not when the product may
+/// have one row, where a float32 product is gemv_f32's, which reads B as stored (an MLP of
+/// dynamic batch run one sample at a time never reads a pack; making one took half its
+/// creation + first run), and the first run with more rows packs it instead.
+bool pack_ahead(const KnownRows& rows, bool gemv_eligible) {
+  if (!gemv_eligible) return true;
+  return rows.exact > 1 || (rows.exact == 0 && rows.at_least > 1);
 }
 
 /// Rows a weight is packed for ahead of the runs when A's are not known: oneDNN 2.6's
@@ -316,7 +324,7 @@ class MatMulKernel final : public Kernel {
  public:
   explicit MatMulKernel(const KernelInfo& info)
       : attrs_(info),
-        static_rows_(static_rows(info.node, attrs_.trans_a, false)),
+        rows_(known_rows(info.node, attrs_.trans_a, false)),
         label_(info.label()) {
     if (const Tensor* b = info.constant_input(1)) b_const_ = *b;
   }
@@ -340,7 +348,6 @@ class MatMulKernel final : public Kernel {
     if (A.dtype() == DataType::Float && s.M == 1 && shape_numel(s.batch) == 1 &&
         attrs_.alpha == 1.0f) {
       gemv_f32(s.K, s.N, A.data<float>(), B.data<float>(), tb, Y.data<float>(), ctx.threads());
-      packed_.release_unused_ahead();
       epilogue();
       return;
     }
@@ -440,19 +447,19 @@ class MatMulKernel final : public Kernel {
   }
 
  public:
-  /// Packs a constant 2-D B for oneDNN now rather than in the first run, unless A's shape says
-  /// the product has one row (gemv_f32 reads B as it is) or A is transposed (no shared B).
+  /// Packs a constant 2-D B for oneDNN now rather than in the first run, unless the product
+  /// may have one row (pack_ahead) or A is transposed (no shared B).
   size_t prepare(int threads) override {
     if (!b_const_ || b_const_->rank() != 2 || !dnnl_float(b_const_->dtype()) ||
         attrs_.trans_a)
       return 0;
     const Tensor& B = *b_const_;
-    if (static_rows_ == 1 && B.dtype() == DataType::Float && attrs_.alpha == 1.0f) return 0;
+    if (!pack_ahead(rows_, B.dtype() == DataType::Float && attrs_.alpha == 1.0f)) return 0;
     const bool tb = attrs_.trans_b;
     const int64_t K = B.shape()[tb ? 1 : 0], N = B.shape()[tb ? 0 : 1];
     if (K == 0 || N == 0) return 0;
     du::ThreadScope scope(threads);
-    const int64_t rows = static_rows_ > 0 ? static_rows_ : kAheadRows;
+    const int64_t rows = rows_.exact > 0 ? rows_.exact : kAheadRows;
     return packed_.make_ahead(shared_b_entry(B.dtype(), rows, K, N, tb, attrs_.bias, false), B,
                               label_);
   }
@@ -462,7 +469,7 @@ class MatMulKernel final : public Kernel {
   // B when it is an initializer: packed once per layout (packed_), ahead of the runs by
   // prepare().
   std::optional<Tensor> b_const_;
-  int64_t static_rows_;            // rows of A known at creation, 0 when not
+  KnownRows rows_;                 // rows of A as known at creation
   std::string label_;
   du::PrimitiveCache<MatMulEntry> cache_;
   PackedWeights packed_;
@@ -476,7 +483,7 @@ class GemmKernel final : public Kernel {
         beta_(info.node.attr_float("beta", 1.0f)),
         trans_a_(info.node.attr_int("transA", 0) != 0),
         trans_b_(info.node.attr_int("transB", 0) != 0),
-        static_rows_(static_rows(info.node, trans_a_, true)),
+        rows_(known_rows(info.node, trans_a_, true)),
         with_c_(info.node.has_input(2) && beta_ != 0.0f),
         label_(info.label()) {
     if (const Tensor* b = info.constant_input(1)) b_const_ = *b;
@@ -497,7 +504,6 @@ class GemmKernel final : public Kernel {
     if (dt == DataType::Float && M == 1 && K > 0) {
       float* y = Y.data<float>();
       gemv_f32(K, N, A.data<float>(), B.data<float>(), trans_b_, y, ctx.threads());
-      packed_.release_unused_ahead();
       const float* c = use_c ? C->data<float>() : nullptr;
       for (int64_t j = 0; j < N; ++j)
         y[j] = alpha_ * y[j] + (c ? beta_ * c[cn == 1 ? 0 : j] : 0.0f);
@@ -585,16 +591,16 @@ class GemmKernel final : public Kernel {
   }
 
  public:
-  /// Packs a constant B for oneDNN now rather than in the first run, unless A's shape says
-  /// the product has one row (gemv_f32 reads B as it is).
+  /// Packs a constant B for oneDNN now rather than in the first run, unless the product may
+  /// have one row (pack_ahead).
   size_t prepare(int threads) override {
     if (!b_const_ || b_const_->rank() != 2 || !dnnl_float(b_const_->dtype())) return 0;
     const Tensor& B = *b_const_;
-    if (static_rows_ == 1 && B.dtype() == DataType::Float) return 0;
+    if (!pack_ahead(rows_, B.dtype() == DataType::Float)) return 0;
     const int64_t K = B.shape()[trans_b_ ? 1 : 0], N = B.shape()[trans_b_ ? 0 : 1];
     if (K == 0 || N == 0) return 0;
     du::ThreadScope scope(threads);
-    const int64_t M = static_rows_ > 0 ? static_rows_ : kAheadRows;
+    const int64_t M = rows_.exact > 0 ? rows_.exact : kAheadRows;
     return packed_.make_ahead(entry(B.dtype(), M, N, K, with_c_, false), B, label_);
   }
 
@@ -604,7 +610,7 @@ class GemmKernel final : public Kernel {
   // B when it is an initializer: packed once per layout (packed_), ahead of the runs by
   // prepare().
   std::optional<Tensor> b_const_;
-  int64_t static_rows_;            // rows of op(A) known at creation, 0 when not
+  KnownRows rows_;                 // rows of op(A) as known at creation
   bool with_c_;                    // C given and beta != 0
   std::string label_;
   du::PrimitiveCache<MatMulEntry> cache_;
