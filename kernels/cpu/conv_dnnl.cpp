@@ -115,12 +115,13 @@ ConvEntry make_conv_entry(const Geometry& g, const ConvSpec& spec) {
   };
   const bool blocked = spec.layout.src_block != 0 || spec.layout.dst_block != 0;
   const char* prim_name = spec.transpose ? "deconvolution" : "convolution";
-  // Why a 16-bit dtype ends in float32: emulated or reference primitives only, or none.
+  // Why a 16-bit dtype ends in float32: emulated, no faster or reference primitives only, or
+  // none.
   du::LowPrecisionGap gap = du::LowPrecisionGap::None;
   auto fallback_why = [&] { return du::float32_fallback_why(prim_name, spec.dt, gap); };
   for (DataType run : {spec.dt, DataType::Float}) {
-    if (run != DataType::Float && du::emulates_low_precision(run)) {
-      gap = du::LowPrecisionGap::Emulated;
+    if (const auto why = du::low_precision_gap(run); why != du::LowPrecisionGap::None) {
+      gap = why;
       continue;
     }
     // Winograd (when asked, float32) on exactly our blocked layouts first. Blocked tensors

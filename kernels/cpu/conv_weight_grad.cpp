@@ -116,8 +116,8 @@ bool try_primitive(WgEntry& e, const WgGeometry& g, const Shape& x_shape, DataTy
 WgEntry make_entry(const WgGeometry& g, const Shape& x_shape, DataType dt) {
   du::LowPrecisionGap gap = du::LowPrecisionGap::None;
   for (DataType run : {dt, DataType::Float}) {
-    if (run != DataType::Float && du::emulates_low_precision(run)) {
-      gap = du::LowPrecisionGap::Emulated;
+    if (const auto why = du::low_precision_gap(run); why != du::LowPrecisionGap::None) {
+      gap = why;
       continue;
     }
     // 16-bit inputs accumulate into float32 weights first (no rounding of dW), else 16-bit.

@@ -207,11 +207,25 @@ bool slow_path_noted(std::string_view op, DataType dt) {
   return slow_seen.count({std::string(op), dt}) > 0;
 }
 
-bool emulates_low_precision(DataType dt) {
-  return dt == DataType::BFloat16 && active_isa() == Isa::Avx512;
+LowPrecisionGap low_precision_gap(DataType dt) {
+  if (dt != DataType::BFloat16) return LowPrecisionGap::None;
+  const Isa isa = active_isa();
+  if (isa == Isa::Avx512) return LowPrecisionGap::Emulated;
+  static const bool native_asked = [] {
+    const char* env = std::getenv("ONYX_BF16_NATIVE");
+    return env && std::string_view(env) == "1";
+  }();
+  if (isa == Isa::Avx512Bf16 && intel_cpu() && !native_asked) return LowPrecisionGap::NoFaster;
+  return LowPrecisionGap::None;
 }
 
 std::string float32_fallback_why(std::string_view primitive, DataType dt, LowPrecisionGap gap) {
+  if (gap == LowPrecisionGap::NoFaster)
+    return fmt::format(
+        "an Intel CPU without AMX runs {} dot products at half float32's rate (ISA {}); the "
+        "inputs are converted to float32 for the float32 {} and the result rounded back "
+        "(ONYX_BF16_NATIVE=1 keeps oneDNN's native kernels)",
+        dtype_name(dt), isa_name(active_isa()), primitive);
   const char* has = gap == LowPrecisionGap::Emulated    ? "only an emulated (4.5x slower)"
                     : gap == LowPrecisionGap::Reference ? "only a reference (slow)"
                                                         : "no";

@@ -113,11 +113,19 @@ void note_slow_path(std::string_view op, DataType dt, std::string_view why);
 /// True once note_slow_path(op, dt, ...) has been called in this process.
 bool slow_path_noted(std::string_view op, DataType dt);
 /// What oneDNN offers for a 16-bit dtype on the active ISA when onyx does not use it.
-enum class LowPrecisionGap { None, Reference, Emulated };
-/// True when oneDNN would only emulate `dt`: bfloat16 on AVX-512 without AVX-512-BF16, where its
-/// JIT kernels widen every operand and run 4.5x slower than converting once to float32 and
-/// running the float32 primitive (1024^3 MatMul and a 64-channel 3x3 Conv at one thread).
-bool emulates_low_precision(DataType dt);
+enum class LowPrecisionGap { None, Reference, Emulated, NoFaster };
+/// Why oneDNN's `dt` products and convolutions should not run on this CPU (they then run in
+/// float32 on converted inputs, as fast as float32 less one conversion), or None:
+///   Emulated  bfloat16 on AVX-512 without AVX-512-BF16: oneDNN's JIT kernels widen every
+///             operand and run 4.5x slower than converting once and running the float32
+///             primitive (1024^3 MatMul and a 64-channel 3x3 Conv at one thread);
+///   NoFaster  bfloat16 on an Intel CPU with AVX-512-BF16 but no AMX (Cooper Lake, or a VM that
+///             hides AMX): its bf16 dot products issue at half the rate of its two float32 FMA
+///             ports, so the same flops take as long before the conversions (Xeon model 207,
+///             one thread: 128x768x768 at 84 GFLOP/s against 163 in float32; BERT-base
+///             inference 279 ms native against 175 ms through float32). ONYX_BF16_NATIVE=1
+///             keeps the native kernels there (tests, comparisons).
+LowPrecisionGap low_precision_gap(DataType dt);
 /// Why a 16-bit `primitive` ("matmul", "convolution") runs in float32 instead.
 std::string float32_fallback_why(std::string_view primitive, DataType dt, LowPrecisionGap gap);
 

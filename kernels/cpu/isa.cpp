@@ -88,6 +88,16 @@ Isa parse_isa(const std::string& value, Isa best) {
              "amx or native)", value);
 }
 
+bool intel_cpu() {
+  static const bool intel = [] {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    // The vendor string is EBX, EDX, ECX: "Genu" "ineI" "ntel".
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;
+  }();
+  return intel;
+}
+
 Isa active_isa() {
   struct Choice {
     Isa isa = Isa::Avx2;

@@ -27,6 +27,9 @@ Isa best_isa();
 /// level the CPU lacks.
 Isa parse_isa(const std::string& value, Isa best);
 
+/// True on an Intel CPU (CPUID vendor "GenuineIntel").
+bool intel_cpu();
+
 /// The level the kernels use in this process: best_isa(), lowered by ONYX_ISA. Decided once
 /// (thread-safe); the first call also caps oneDNN's ISA when ONYX_ISA asks for less than
 /// the CPU has. Throws onyx::Error for a bad ONYX_ISA value (on every call).

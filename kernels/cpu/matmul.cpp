@@ -131,8 +131,8 @@ MatMulEntry make_matmul(DataType dt, const dnnl::primitive_attr& attr, Descs&& d
                         bool pack_b = false, const Shape& bias_dims = {}, bool primitive = true) {
   MatMulEntry e;
   for (DataType run : {dt, DataType::Float}) {
-    if (run != DataType::Float && du::emulates_low_precision(run)) {
-      e.why = du::float32_fallback_why("matmul", dt, du::LowPrecisionGap::Emulated);
+    if (const auto gap = du::low_precision_gap(run); gap != du::LowPrecisionGap::None) {
+      e.why = du::float32_fallback_why("matmul", dt, gap);
       continue;
     }
     try {
