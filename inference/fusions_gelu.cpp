@@ -67,16 +67,6 @@ std::optional<GradMatch> match_gelu_grad(const Graph& g, Node* out) {
   return GradMatch{out, out->inputs[0], x};
 }
 
-/// Replaces the node producing `y` (output 0) by a new node of `op` over `inputs`.
-void replace_producer(Model& model, Value* y, const char* op, const char* domain,
-                      std::vector<Value*> inputs) {
-  Graph& g = *model.graph;
-  Node* old = y->producer;
-  detach_output(g, old, 0);
-  g.add_node(op, std::move(inputs), {y}, domain, old->name + "_fused");
-  import_domain(model, domain);
-}
-
 }  // namespace
 
 size_t fuse_gelu(Model& model, bool tanh_form) {

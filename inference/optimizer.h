@@ -7,12 +7,14 @@
 namespace onyx {
 
 /// Runs the passes `level` enables on the main graph: basic = constant folding (on `cpu`),
-/// then dead-code elimination; extended adds the fusions below; all adds the NCHWc layout
-/// pass with `layout`'s block (the preference of the provider that runs convolutions; 0
-/// skips the pass), or its Winograd block (convert_convs_to_nchwc). Returns the number of nodes removed.
-/// `approximate_fusions`: see SessionOptions::approximate_fusions.
+/// then dead-code elimination; extended adds the fusions below (those into a provider's own ops
+/// only where `first`, the provider placement tries first, has their kernels); all adds the
+/// NCHWc layout pass with `layout`'s block (the preference of the provider that runs
+/// convolutions; 0 skips the pass), or its Winograd block (convert_convs_to_nchwc). Returns the
+/// number of nodes removed. `approximate_fusions`: see SessionOptions::approximate_fusions.
 size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu,
-                      const LayoutPreferences& layout, bool approximate_fusions = true);
+                      const ExecutionProvider& first, const LayoutPreferences& layout,
+                      bool approximate_fusions = true);
 
 /// Evaluates nodes whose inputs are all constant and replaces them by initializers (results up
 /// to 64 MB; a node whose inferred output is larger is not evaluated). With
@@ -55,6 +57,9 @@ size_t fuse_gelu(Model& model, bool tanh_form = true);
 /// Training graphs (fusions_gelu.cpp): the input gradient of GELU as the Gelu rule writes it
 /// (about ten plain ONNX nodes) -> ai.onyx GeluGrad(dY, x).
 size_t fuse_gelu_grad(Model& model);
+/// Training's ReLU gradient, Where(Greater(Y, 0), dY, 0) with dY and Y of one shape ->
+/// ai.onyx ReluGrad(dY, Y), where `runs_it` (the session's first provider) has that kernel.
+size_t fuse_relu_grad(Model& model, const ExecutionProvider& runs_it);
 
 // CNN fusions (fusions_conv.cpp), in pipeline order; none fuses away a graph output.
 /// Conv -> BatchNormalization (inference mode, only Y read) with constant W, B and statistics,

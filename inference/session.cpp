@@ -149,7 +149,8 @@ struct Session::Impl {
     LayoutPreferences layout = providers.front()->layout_preferences();
     if (!options.winograd_convolutions) layout.winograd_channel_block = 0;
     size_t removed =
-        optimize_graph(*model, options.opt_level, *cpu, layout, options.approximate_fusions);
+        optimize_graph(*model, options.opt_level, *cpu, *providers.front(), layout,
+                       options.approximate_fusions);
     const double optimize_ms = lap();
     placement = partition_graph(*model, providers);
     plan = compile_plan(g, *model, placement);
