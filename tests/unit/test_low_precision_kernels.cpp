@@ -940,7 +940,11 @@ TEST(LowPrecisionFallback, WhichPathMatMulAndConvTake) {
                        (isa == cpu::Isa::Avx512Bf16 && cpu::intel_cpu() && !native_asked);
   EXPECT_EQ(du::slow_path_noted("MatMul", bf), float32) << cpu::isa_name(isa);
   EXPECT_EQ(du::slow_path_noted("Conv", bf), float32) << cpu::isa_name(isa);
-  EXPECT_EQ(du::low_precision_gap(bf) == du::LowPrecisionGap::None, !float32);
+  // On AVX2 oneDNN offers only reference bf16 primitives, found when they are made: no gap
+  // is known ahead there.
+  if (isa >= cpu::Isa::Avx512) {
+    EXPECT_EQ(du::low_precision_gap(bf) == du::LowPrecisionGap::None, !float32);
+  }
 }
 
 // ---- whole models through the optimizer ------------------------------------------------------
