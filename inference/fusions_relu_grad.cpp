@@ -1,7 +1,7 @@
 // fuse_relu_grad: training differentiates Relu (autodiff/rules_activation.cpp) as
 //   dX = Where(Greater(Y, 0), dY, 0)
 // in plain ONNX, so the training graph stays portable: two passes over the activation and a
-// bool tensor between them (7 % of a torch-exported ResNet-18's training step at 2 threads).
+// bool tensor between them (2.7 % of a torch-exported ResNet-18's training step at 1 thread).
 // -> ai.onyx ReluGrad(dY, Y) (the CPU provider's relu_grad.cpp), one pass, the same bits.
 #include <cmath>
 #include <optional>
@@ -47,8 +47,7 @@ std::optional<ReluGradMatch> match_relu_grad(const Graph& g, Node* n) {
     return std::nullopt;
   Value* y = gt->inputs[0];
   if (!y || !constant_zero(g, gt->inputs[1], true)) return std::nullopt;
-  if (!y->type.is_tensor() || !dy->type.is_tensor() || y->type.elem != dy->type.elem ||
-      !is_float(y->type.elem) || !provably_same_shape(y, dy))
+  if (!provably_same_shape(y, dy) || y->type.elem != dy->type.elem || !is_float(y->type.elem))
     return std::nullopt;
   return ReluGradMatch{n, dy, y};
 }
