@@ -25,6 +25,8 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   using namespace onyx;
   int64_t max_bytes = (argc > 1 ? std::atoll(argv[1]) : 256) << 20;
+  // Sizes grow by this factor from 1 KB (2 finds where one schedule overtakes the other).
+  const int64_t step = std::max<int64_t>(argc > 2 ? std::atoll(argv[2]) : 4, 2);
   auto comm = dist::make_mpi_communicator();  // initialises MPI
   const int n = comm->size();
   const double bus = 2.0 * (n - 1) / n;  // bytes each rank moves per byte reduced (ring)
@@ -36,7 +38,7 @@ int main(int argc, char** argv) {
                 "| MPI busbw (GB/s) | onyx / MPI time |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
   }
-  for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
+  for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= step) {
     int64_t count = bytes / 4;
     Tensor t = Tensor::empty(DataType::Float, {count});
     float* p = t.data<float>();

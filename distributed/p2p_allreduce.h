@@ -32,9 +32,12 @@ class P2pAllreduce {
   virtual bool test() = 0;
 };
 
-/// Buffers up to this size use recursive doubling when it applies (measured in bench/README.md:
-/// below it one round of whole-buffer exchange beats the ring's 2 (N - 1) rounds).
-constexpr int64_t kRecursiveDoublingMaxBytes = 64 << 10;
+/// Buffers up to this size use recursive doubling when it applies (measured in bench/README.md,
+/// 2 ranks on shared memory: up to 16 KB one round of whole-buffer exchange is as fast as the
+/// ring's 2 (N - 1) rounds or faster; from 32 KB the ring's half-size messages win, 64 KB taking
+/// 16 against 23 us on an Intel Xeon host where 64 KB by recursive doubling was 1.5x
+/// MPI_Allreduce's time).
+constexpr int64_t kRecursiveDoublingMaxBytes = 16 << 10;
 
 /// Reduces `count` elements of `dt` at `buf` in place with `op` across `comm`'s ranks. Messages
 /// carry `tag`; the caller keeps one collective on `comm` at a time. `sum_like`: `op` is a sum
