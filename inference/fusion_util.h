@@ -29,6 +29,19 @@ inline bool is_op(const Node* n, const char* op, const char* domain = "") {
   return n && n->op_type == op && n->domain == domain;
 }
 
+/// The producer of v when it is `op` (of ai.onnx), else nullptr.
+inline Node* made_by(const Value* v, const char* op) {
+  return v && v->producer && is_op(v->producer, op) ? v->producer : nullptr;
+}
+
+/// The other input of a two-input node, given one of them; nullptr when `v` is not an input.
+inline Value* other_input(const Node* n, const Value* v) {
+  if (n->num_inputs() != 2) return nullptr;
+  if (n->inputs[0] == v) return n->inputs[1];
+  if (n->inputs[1] == v) return n->inputs[0];
+  return nullptr;
+}
+
 /// The values of `v` when it is a constant (see constant_value) int64 or int32 scalar or 1-D
 /// tensor; else nullopt (also for a null `v`).
 inline std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const Value* v) {

@@ -20,19 +20,6 @@
 namespace onyx {
 namespace {
 
-/// The producer of v when it is `op`, else nullptr.
-Node* made_by(const Value* v, const char* op) {
-  return v && v->producer && is_op(v->producer, op) ? v->producer : nullptr;
-}
-
-/// The other input of a two-input node, given one of them; nullptr when `v` is not an input.
-Value* other_input(const Node* n, const Value* v) {
-  if (n->num_inputs() != 2) return nullptr;
-  if (n->inputs[0] == v) return n->inputs[1];
-  if (n->inputs[1] == v) return n->inputs[0];
-  return nullptr;
-}
-
 /// A single-valued float constant, else nullopt.
 std::optional<double> const_scalar(const Graph& g, const Value* v) {
   const Tensor* t = constant_value(g, v);

@@ -50,6 +50,13 @@ size_t fuse_conv_weight_grad(Model& model);
 /// of dY and dY * xhat that the parameter gradients read.
 size_t fuse_batch_norm_grad(Model& model);
 
+/// Training graphs (fusions_layer_norm_grad.cpp): the gradients of a LayerNormalization as the
+/// gradient rule writes them (about fifteen plain ONNX nodes over an [outer, inner] view, from
+/// the forward node's Mean and InvStdDev) -> one ai.onyx LayerNormalizationGrad(dY, X, scale,
+/// Mean, InvStdDev) writing dX and, where sum_to wrote them in its static form, the scale's and
+/// bias's gradients; where `runs_it` (the session's first provider) has that kernel.
+size_t fuse_layer_norm_grad(Model& model, const ExecutionProvider& runs_it);
+
 /// GELU (fusions_gelu.cpp): the Erf spelling exporters write (graph/gelu_pattern.h), its
 /// intermediates read inside alone -> com.microsoft Gelu(x); the tanh spelling ->
 /// com.microsoft FastGelu(x) (with `tanh_form`).
