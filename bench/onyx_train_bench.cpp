@@ -4,7 +4,7 @@
 //
 //   onyx_train_bench --model m.onnx --data DIR [--threads 2] [--warmup 3] [--iters 10]
 //                    [--max-seconds 60] [--lr 1e-3] [--weight-decay 0.01]
-//                    [--precision fp32|bf16|fp16] [--profile trace.json]
+//                    [--precision fp32|bf16|fp16] [--profile trace.json] [--keep-denormals]
 //
 // DIR holds <name>.pb (TensorProto) for every batch input the session asks for (the model's
 // inputs, then "labels"). The loss is softmax cross-entropy (mean) on the model's first
@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
   app.add_option("--class-axis", class_axis,
                  "axis of the scores holding the classes (1: [N, C, ...]; -1: LM logits [N, S, C])")
       ->capture_default_str();
+  bool keep_denormals = false;
+  app.add_flag("--keep-denormals", keep_denormals,
+               "IEEE denormals in the training graph (the default flushes them to zero)");
   app.add_option("--profile", profile,
                  "Chrome trace of the training graph's runs (adds time to the steps it times)");
   CLI11_PARSE(app, argc, argv);
@@ -97,6 +100,7 @@ int main(int argc, char** argv) {
     cfg.threads = threads;
     cfg.precision = onyx::parse_precision(precision);
     cfg.profile_path = profile;
+    cfg.flush_denormals = !keep_denormals;
     auto t0 = Clock::now();
     onyx::TrainingSession ts(model, cfg);
     const double setup_ms = ms_since(t0);

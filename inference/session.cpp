@@ -11,6 +11,7 @@
 #include "graph/onnx_io.h"
 #include "inference/run_allocator.h"
 #include "kernels/arena.h"
+#include "kernels/denormals.h"
 #include "inference/executor.h"
 #include "inference/optimizer.h"
 #include "inference/partition.h"
@@ -229,6 +230,7 @@ struct Session::Impl {
   NamedValues run(const NamedValues& feeds, const std::vector<std::string>& wanted, RunStats* stats,
                   const RunOptions& ro = {}) const {
     auto t0 = std::chrono::steady_clock::now();
+    FlushDenormals denormals(options.flush_denormals, threads);
     std::map<std::string, int64_t> symbols;
     std::vector<Datum> ordered(inputs.size());
     for (const auto& [name, d] : feeds) {

@@ -60,6 +60,13 @@ struct SessionOptions {
   /// time) is packed by its first run with more rows, never at creation: one-row products read
   /// the weights as stored.
   bool prepack_weights = true;
+  /// Denormal floats read and written as zero while the session runs (x86 FTZ and DAZ, on the
+  /// calling thread and the kernels' threads, each given its previous mode back after the run;
+  /// kernels/denormals.h): on Intel CPUs arithmetic on denormals takes a microcode assist per
+  /// operation, ~100x its time. Values below 1.2e-38 (float32) become 0. Off by default for
+  /// inference, as in ONNX Runtime (its session.set_denormal_as_zero); training graphs turn it
+  /// on (TrainingConfig::flush_denormals), as TensorFlow and XLA do on CPUs.
+  bool flush_denormals = false;
   /// Execution providers in placement priority order: each node goes to the first one with a
   /// kernel for its op, opset and dtype; "cpu" is the fallback and is appended when missing.
   /// {"cuda", "cpu"} needs a CUDA device (onyx::Error "[cuda] no CUDA device: ..." otherwise).

@@ -21,6 +21,7 @@ struct BenchOptions {
   int64_t batch = 1;
   uint64_t seed = 0;
   bool no_winograd = false;
+  bool flush_denormals = false;
 };
 
 /// Nearest-rank percentile of sorted `v`.
@@ -35,6 +36,7 @@ int bench(const BenchOptions& o, const CommonOptions& common) {
   so.opt_level = opt_level_from_name(o.opt);
   so.precision = parse_precision(o.precision);
   so.winograd_convolutions = !o.no_winograd;
+  so.flush_denormals = o.flush_denormals;
   apply_provider_options(o.provider, so.providers, so.device_id);
   so.log_level = common.log_level;
   Session session(o.model, so);
@@ -91,6 +93,7 @@ Command add_bench_command(CLI::App& parent, const CommonOptions& common) {
       ->check(CLI::IsMember({"none", "basic", "extended", "all"}));
   add_precision_option(app, o->precision);
   add_winograd_option(app, o->no_winograd);
+  add_flush_denormals_option(app, o->flush_denormals);
   add_provider_options(app, o->provider);
   return {app, [o, &common] { return bench(*o, common); }};
 }

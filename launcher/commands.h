@@ -18,6 +18,7 @@ struct CommonOptions {
 CLI::Option* add_precision_option(CLI::App* app, std::string& precision);
 /// --no-winograd: SessionOptions::winograd_convolutions off (direct convolutions everywhere).
 CLI::Option* add_winograd_option(CLI::App* app, bool& no_winograd);
+CLI::Option* add_flush_denormals_option(CLI::App* app, bool& flush);
 
 /// --provider LIST and --device N of the commands that build an inference session.
 struct ProviderOptions {

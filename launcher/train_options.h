@@ -32,6 +32,7 @@ struct TrainOptions {
   std::string precision = "fp32";  // fp32 | bf16 | fp16
   double init_loss_scale = 65536.0;
   int64_t loss_scale_interval = 2000;
+  bool keep_denormals = false;  // IEEE denormals in the training graph (default: flushed)
   // Optimizer and learning-rate schedule.
   std::string optimizer = "adamw";
   double lr = 1e-3, momentum = 0, weight_decay = 0, eps = 1e-8;

@@ -233,6 +233,7 @@ struct TrainingSession::Impl {
   SessionOptions training_options(SessionOptions base) const {
     base.approximate_fusions = false;  // recomputed segments must match, bit for bit
     base.winograd_convolutions = false;  // training keeps PyTorch's direct convolutions
+    base.flush_denormals = cfg.flush_denormals;
     base.profiling = !cfg.profile_path.empty();
     if (base.profiling) base.profile_path = cfg.profile_path;
     return base;

@@ -80,6 +80,29 @@ class SessionOptions:
         # onyx's own: False packs constant weights for the CPU's kernels in the first run that
         # needs them instead of at creation (ORT's "session.disable_prepacking").
         self.prepack_weights = True
+        # onyx's own name for ORT's "session.set_denormal_as_zero": denormal floats read and
+        # written as zero during runs (on Intel CPUs each operation on one takes ~100x its time).
+        self.flush_denormals = False
+        self._config = {}
+
+    def add_session_config_entry(self, key, value):
+        """ORT's session configuration entries; onyx acts on "session.set_denormal_as_zero"
+        and "session.disable_prepacking" ("0" or "1") and keeps the others for
+        get_session_config_entry, as ORT keeps the keys it does not know."""
+        key, value = str(key), str(value)
+        if key in ("session.set_denormal_as_zero", "session.disable_prepacking"):
+            if value not in ("0", "1"):
+                raise _onyx.Error(f'[python] session config "{key}" takes "0" or "1", got "{value}"')
+            if key == "session.set_denormal_as_zero":
+                self.flush_denormals = value == "1"
+            else:
+                self.prepack_weights = value == "0"
+        self._config[key] = value
+
+    def get_session_config_entry(self, key):
+        if str(key) not in self._config:
+            raise _onyx.Error(f'[python] no session config entry "{key}"')
+        return self._config[str(key)]
 
     def _onyx_kwargs(self):
         level = GraphOptimizationLevel(int(self.graph_optimization_level))
@@ -94,7 +117,8 @@ class SessionOptions:
                     log_level=_LOG_LEVELS[self.log_severity_level],
                     precision=str(self.precision),
                     winograd=bool(self.winograd_convolutions),
-                    prepack=bool(self.prepack_weights))
+                    prepack=bool(self.prepack_weights),
+                    flush_denormals=bool(self.flush_denormals))
 
 
 class RunOptions:

@@ -94,7 +94,7 @@ void bind_inference(nb::module_& m) {
           [](Session* self, nb::handle model, int threads, const std::string& opt_level,
              bool profiling, const std::string& profile_path, const std::string& log_level,
              const std::string& precision, const std::vector<std::string>& providers, int device_id,
-             bool winograd, bool prepack) {
+             bool winograd, bool prepack, bool flush_denormals) {
             std::unique_ptr<Model> loaded = load_model_arg(model);
             SessionOptions options;
             options.intra_op_threads = threads;
@@ -107,13 +107,14 @@ void bind_inference(nb::module_& m) {
             options.device_id = device_id;
             options.winograd_convolutions = winograd;
             options.prepack_weights = prepack;
+            options.flush_denormals = flush_denormals;
             nb::gil_scoped_release unlocked;
             new (self) Session(std::move(loaded), options);
           },
           "model"_a, nb::kw_only(), "threads"_a = 0, "opt_level"_a = "all",
           "profiling"_a = false, "profile_path"_a = "onyx_profile.json", "log_level"_a = "warn",
           "precision"_a = "fp32", "providers"_a = std::vector<std::string>{"cpu"}, "device_id"_a = 0,
-          "winograd"_a = true, "prepack"_a = true)
+          "winograd"_a = true, "prepack"_a = true, "flush_denormals"_a = false)
       .def("run", &run, "output_names"_a.none(), "input_feed"_a, "seed"_a = nb::none(),
            "Runs the model; returns the outputs (all when output_names is None or empty) as "
            "numpy arrays viewing onyx's buffers.")

@@ -88,7 +88,7 @@ void bind_training(nb::module_& m) {
              std::vector<std::string> trainable, std::vector<std::string> freeze,
              const nb::list& param_groups, std::optional<std::string> recompute,
              int recompute_every, const std::string& precision, double init_loss_scale,
-             int64_t loss_scale_interval) {
+             int64_t loss_scale_interval, bool flush_denormals) {
             TrainingConfig c;
             c.loss.kind = loss;
             c.loss.output = output.value_or("");
@@ -115,6 +115,7 @@ void bind_training(nb::module_& m) {
             c.precision = parse_precision(precision);
             c.loss_scaler.init_scale = init_loss_scale;
             c.loss_scaler.growth_interval = loss_scale_interval;
+            c.flush_denormals = flush_denormals;
             std::unique_ptr<Model> forward = load_model_arg(model);
             auto* s = new (self) PyTrainingSession();
             try {
@@ -136,6 +137,7 @@ void bind_training(nb::module_& m) {
           "trainable"_a = std::vector<std::string>{}, "freeze"_a = std::vector<std::string>{},
           "param_groups"_a = nb::list(), "recompute"_a = nb::none(), "recompute_every"_a = 1,
           "precision"_a = "fp32", "init_loss_scale"_a = 65536.0, "loss_scale_interval"_a = 2000,
+          "flush_denormals"_a = true,
           R"(model: path or serialized bytes of the forward ONNX model.
 loss: output (the model's own scalar output), softmax_cross_entropy, nll, mse, l1, huber,
   bce_with_logits; on `output` (default: the first output), labels fed as `labels`.
@@ -147,7 +149,9 @@ freeze: regexes of parameters kept fixed; param_groups: [{"match": regex, "lr": 
 recompute: regex of forward nodes whose activations backward recomputes (recompute_every: every
   k-th segment). threads: intra-op threads (0: one per core).
 precision: fp32, or bf16/fp16 mixed precision (float32 master weights); fp16 scales the loss
-  dynamically as torch.amp.GradScaler (init_loss_scale, loss_scale_interval).)")
+  dynamically as torch.amp.GradScaler (init_loss_scale, loss_scale_interval).
+flush_denormals: denormal floats read and written as zero in the training graph's runs (on
+  Intel CPUs each operation on one takes ~100x its time); False keeps them.)")
       .def("train_step",
            [](const PyTrainingSession& s, const nb::dict& batch) {
              NamedTensors b = batch_from_dict(batch);

@@ -400,3 +400,33 @@ def test_import_onyx_does_not_import_torch():
     code = "import sys, onyx; assert 'torch' not in sys.modules; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_set_denormal_as_zero_config_entry_as_in_onnxruntime():
+    """ORT's "session.set_denormal_as_zero": off by default (denormal results kept), on flushes
+    them to zero; other keys are kept and read back, bad values raise onyx.Error."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "k"], ["y"])], "mul",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in ("x", "k")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    data = model.SerializeToString()
+    feeds = {"x": np.full(4, 1e-30, dtype=np.float32), "k": np.full(4, 1e-10, dtype=np.float32)}
+    so = onyx.SessionOptions()
+    assert so.flush_denormals is False
+    y_kept = onyx.InferenceSession(data, so).run(None, feeds)[0]
+    so.add_session_config_entry("session.set_denormal_as_zero", "1")
+    assert so.get_session_config_entry("session.set_denormal_as_zero") == "1"
+    y_flushed = onyx.InferenceSession(data, so).run(None, feeds)[0]
+    tiny = np.finfo(np.float32).tiny  # the smallest normal float32
+    assert np.all((y_kept > 0) & (y_kept < tiny)), y_kept
+    assert np.all(y_flushed == 0), y_flushed
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    assert so.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    with pytest.raises(onyx.Error, match="takes"):
+        so.add_session_config_entry("session.set_denormal_as_zero", "yes")
+    with pytest.raises(onyx.Error, match="no session config entry"):
+        so.get_session_config_entry("session.unknown")

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 
 #include "autodiff/training_graph.h"
 #include "graph/onnx_io.h"
+#include "kernels/denormals.h"
 #include "training/training_session.h"
 #include "training_models.h"
 
@@ -335,5 +337,33 @@ TEST(TrainingSession, NoGradientRuleNamesTheNode) {
     EXPECT_NE(m.find("determinant"), std::string::npos) << m;
   }
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+// TrainingConfig::flush_denormals (on by default): the training graph reads and writes
+// denormals as zero, so a gradient made of denormal inputs is exactly 0; off keeps IEEE
+// denormals. The process's own mode is untouched either way.
+TEST(TrainingSession, DenormalsAreFlushedInTrainingStepsUnlessAskedNotTo) {
+  const int64_t N = 4, I = 3, O = 2;
+  const float denormal = std::numeric_limits<float>::denorm_min() * 1000.0f;  // ~1.4e-42
+  Tensor x = Tensor::from_vector<float>({N, I}, std::vector<float>(N * I, denormal));
+  Tensor t = Tensor::from_vector<float>({N, O}, std::vector<float>(N * O, 1.0f));
+  for (bool flush : {true, false}) {
+    TrainingConfig c = sgd_mse(0.0);
+    c.flush_denormals = flush;
+    TrainingSession ts(linear_model(I, O), c);
+    ts.train_step({{"x", x}, {"labels", t}});
+    // dW = 2 / (N O) r^T x: normal residuals times denormal inputs.
+    const Tensor g = ts.flat_gradients();
+    int subnormal = 0;
+    for (int64_t i = 0; i < g.numel(); ++i)
+      subnormal += std::fpclassify(g.data<float>()[i]) == FP_SUBNORMAL;
+    if (flush)
+      EXPECT_EQ(subnormal, 0) << "flushed: W's gradient is exactly 0";
+    else
+      EXPECT_EQ(subnormal, O * I) << "kept: W's gradient is denormal";
+    EXPECT_FALSE(FlushDenormals::active_here());
+  }
+}
+#endif
 
 }  // namespace onyx::test
