@@ -5,9 +5,11 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/simd/simd.h"
 #include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
@@ -63,23 +65,47 @@ class LossKernel final : public Kernel {
     dispatch<FloatTypes>(x.dtype(), who, [&]<typename T>() {
       using A = acc_t<T>;
       const T* xp = x.data<T>();
-      // Log-probabilities: the input itself for NLL, log-softmax over C for cross entropy.
-      std::vector<A> lp;
+      // Log-probabilities: the input itself for NLL, log-softmax over C for cross entropy;
+      // written straight into the second output when it is wanted in the accumulation type.
+      Tensor lp_buf;
+      A* lp = nullptr;
       if (softmax_) {
-        lp.resize(x.numel());
+        constexpr bool in_place = std::is_same_v<A, T>;
+        if (in_place && logp_out) {
+          lp_buf = *logp_out;
+        } else {
+          lp_buf = ctx.scratch(std::is_same_v<A, double> ? DataType::Double : DataType::Float,
+                               x.shape());
+        }
+        lp = lp_buf.data<A>();
         // 16-bit floats: widened once in blocks, then log-softmaxed in place.
         const A* src;
         if constexpr (is_half_v<T>) {
           parallel_for(x.numel(), ctx.threads(), 1 << 15,
-                       [&](int64_t b, int64_t e) { widen(xp + b, lp.data() + b, e - b); });
-          src = lp.data();
+                       [&](int64_t b, int64_t e) { widen(xp + b, lp + b, e - b); });
+          src = lp;
         } else {
           src = xp;
         }
         parallel_for(N * D, ctx.threads(), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, C)),
                      [&](int64_t b, int64_t e) {
+                       // exp(x - m) is wanted for its sum only: into the output row, or into
+                       // a row of its own where the input was widened into the output.
+                       std::vector<A> exps(src == lp && D == 1 ? static_cast<size_t>(C) : 0);
                        for (int64_t r = b; r < e; ++r) {
                          const int64_t n = r / D, d = r % D, base = n * C * D + d;
+                         if constexpr (std::is_same_v<A, float>) {
+                           if (D == 1) {  // classes contiguous: the vectorised row loops
+                             const float* row = src + base;
+                             float* out = lp + base;
+                             const float m = simd().row_max(row, C);
+                             const float s = simd().exp_minus(row, &m, false,
+                                                              exps.empty() ? out : exps.data(), C);
+                             const float shift = m + std::log(s);
+                             for (int64_t c = 0; c < C; ++c) out[c] = row[c] - shift;
+                             continue;
+                           }
+                         }
                          A m = -std::numeric_limits<A>::infinity();
                          for (int64_t c = 0; c < C; ++c) m = std::max(m, src[base + c * D]);
                          A s = A(0);
@@ -89,10 +115,10 @@ class LossKernel final : public Kernel {
                            lp[base + c * D] = src[base + c * D] - shift;
                        }
                      });
-        if (logp_out) {
+        if (logp_out && !(in_place && logp_out)) {
           T* o = logp_out->data<T>();
           if constexpr (is_half_v<T>)
-            narrow(lp.data(), o, x.numel());
+            narrow(lp, o, x.numel());
           else
             for (int64_t i = 0; i < x.numel(); ++i) o[i] = static_cast<T>(lp[i]);
         }

@@ -223,6 +223,11 @@ TEST(Losses, ClassAxisLastForSequenceLogits) {
     autodiff::LossSpec spec{.kind = "softmax_cross_entropy", .reduction = red, .class_axis = -1};
     auto tg = autodiff::build_training_graph(*m, spec, {});
     ASSERT_EQ(tg.params, (std::vector<std::string>{"B", "W"}));
+    // Classes last with a fixed count: the loss reads rows of [N * S, C] (a Reshape), not a
+    // transposed copy whose classes lie S apart.
+    size_t transposes = 0;
+    for (const Node* n : tg.model->graph->topological_order()) transposes += n->op_type == "Transpose";
+    EXPECT_EQ(transposes, 0u);
     NamedTensors feeds = {{"x", Tensor::from_vector<double>({kN, kIn}, d.x)},
                           {"labels", Tensor::from_vector<int64_t>({2, 2}, d.t)}};
     SessionOptions so;
