@@ -5,6 +5,9 @@
 //   exports as MatMul + Add, not Gemm) and the Relu or Gelu after it, folded into ai.onyx
 //   FusedMatMulBias: oneDNN adds the bias and applies the activation while the output tile
 //   is still in cache, instead of two more passes over [batch * seq, N].
+#include <optional>
+#include <utility>
+
 #include "inference/fusion_util.h"
 #include "inference/optimizer.h"
 
@@ -49,6 +52,17 @@ const char* fusable_activation(const Node* n) {
 bool is_float_type(DataType dt) {
   return dt == DataType::Float || dt == DataType::Float16 || dt == DataType::BFloat16 ||
          dt == DataType::Double;
+}
+
+/// transA / transB of a matrix product whose operands may be read transposed in place: MatMul
+/// (neither), FusedMatMul without batch transposes and Gemm; nullopt for anything else.
+std::optional<std::pair<bool, bool>> product_trans(const Node& n) {
+  if (is_op(&n, "MatMul")) return std::pair{false, false};
+  const bool fused = is_op(&n, "FusedMatMul", "com.microsoft");
+  if (!fused && !is_op(&n, "Gemm")) return std::nullopt;
+  if (fused && (n.attr_int("transBatchA", 0) != 0 || n.attr_int("transBatchB", 0) != 0))
+    return std::nullopt;
+  return std::pair{n.attr_int("transA", 0) != 0, n.attr_int("transB", 0) != 0};
 }
 
 }  // namespace
@@ -100,20 +114,51 @@ size_t fuse_bias_into_matmul(Model& model, bool activations) {
 size_t fuse_transpose_into_matmul(Model& model) {
   Graph& g = *model.graph;
   size_t fused = 0;
+  // Transpose(A * B) over the last two axes, the product read by the Transpose alone, becomes
+  // B^T * A^T with the operands read transposed in place: what the gradient of a transposed
+  // weight (dW = Transpose(dW^T), torch's Linear as MatMul(x, Transpose(W))) is made of.
+  for (Node* t : g.topological_order()) {
+    if (!swaps_last_two_axes(*t)) continue;
+    Node* p = t->inputs[0]->producer;
+    const bool gemm = is_op(p, "Gemm");
+    if (!p || only_consumer(g, t->inputs[0]) != t || !product_trans(*p) ||
+        (gemm && p->num_inputs() > 2 && p->has_input(2)) || p->num_inputs() < 2 ||
+        known_rank(p->inputs[0]) < 2 || known_rank(p->inputs[1]) < 2)
+      continue;
+    const auto [ta, tb] = *product_trans(*p);
+    Value* y = t->outputs[0];
+    detach_output(g, t, 0);
+    Node* f = g.add_node(gemm ? "Gemm" : "FusedMatMul", {p->inputs[1], p->inputs[0]}, {y},
+                         gemm ? "" : "com.microsoft", p->name + "_transposed");
+    f->attrs["transA"] = Attribute::of_int("transA", tb ? 0 : 1);
+    f->attrs["transB"] = Attribute::of_int("transB", ta ? 0 : 1);
+    f->attrs["alpha"] = Attribute::of_float("alpha", p->attr_float("alpha", 1.0f));
+    ++fused;
+  }
+  // A product reading a Transpose of the last two axes reads its source transposed instead.
   for (Node* n : g.topological_order()) {
-    if (n->op_type != "MatMul" || !n->domain.empty() || n->num_inputs() != 2) continue;
-    bool trans[2] = {false, false};
+    if (!product_trans(*n) || n->num_inputs() < 2) continue;
+    const bool plain = is_op(n, "MatMul");
+    auto [ta, tb] = *product_trans(*n);
+    bool trans[2] = {ta, tb};
+    bool changed = false;
     for (int i = 0; i < 2; ++i) {
-      const Value* v = n->inputs[i];
-      if (!v || !v->producer || !swaps_last_two_axes(*v->producer)) continue;
-      // A 1-D operand has nothing to transpose; the Transpose's rank is >= 2 by the checks above.
-      g.set_input(n, i, v->producer->inputs[0]);
-      trans[i] = true;
+      // Through every Transpose in a row: a gradient's Transpose of a forward one cancels.
+      for (const Value* v = n->inputs[i]; v && v->producer && swaps_last_two_axes(*v->producer);
+           v = n->inputs[i]) {
+        // Gemm's operands are 2-D: its transA / transB are exactly the swap.
+        if (is_op(n, "Gemm") && known_rank(v) != 2) break;
+        // A 1-D operand has nothing to transpose; the Transpose's rank is >= 2 by its checks.
+        g.set_input(n, i, v->producer->inputs[0]);
+        trans[i] = !trans[i];
+        changed = true;
+      }
     }
-    if (!trans[0] && !trans[1]) continue;
-    // ONNX Runtime's contrib op; ours also takes MatMul's integer types.
-    n->op_type = "FusedMatMul";
-    n->domain = "com.microsoft";
+    if (!changed) continue;
+    if (plain) {  // ONNX Runtime's contrib op; ours also takes MatMul's integer types.
+      n->op_type = "FusedMatMul";
+      n->domain = "com.microsoft";
+    }
     n->attrs["transA"] = Attribute::of_int("transA", trans[0] ? 1 : 0);
     n->attrs["transB"] = Attribute::of_int("transB", trans[1] ? 1 : 0);
     ++fused;

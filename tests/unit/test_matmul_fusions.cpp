@@ -160,6 +160,67 @@ TEST(FuseTransposeIntoMatMul, LeavesOtherPermutationsAndSharedTransposes) {
   expect_same(f2, p2, 1e-6);
 }
 
+TEST(FuseTransposeIntoMatMul, TransposedProductsAndTransposesOfTransposes) {
+  // What training graphs of torch's Linear hold: Wt = Transpose(W) read by the forward MatMul
+  // and, through the gradient's own Transpose, by dX's product; dW = Transpose(x^T * dY), the
+  // gradient of that Transpose. Every Transpose goes; the products read their operands in place.
+  auto build = [](test::ModelBuilder& b) {
+    b.input("x", DataType::Float, Shape{2, 3, 4});
+    b.input("w", DataType::Float, Shape{5, 4});
+    b.input("dy", DataType::Float, Shape{6, 5});
+    b.input("x2", DataType::Float, Shape{6, 4});
+    b.node("Transpose", {"w"}, {"wt"}).attrs["perm"] = test::attr_ints("perm", {1, 0});
+    b.node("MatMul", {"x", "wt"}, {"y"});
+    b.node("Transpose", {"wt"}, {"wtt"}).attrs["perm"] = test::attr_ints("perm", {1, 0});
+    b.node("MatMul", {"dy", "wtt"}, {"dx"});  // dY * W: through two Transposes
+    auto& gemm = b.node("Gemm", {"x2", "dy"}, {"dwt"});  // x2^T * dY = dWt [4, 5]
+    gemm.attrs["transA"] = test::attr_int("transA", 1);
+    gemm.attrs["alpha"] = test::attr_float("alpha", 0.5f);
+    b.node("Transpose", {"dwt"}, {"dw"}).attrs["perm"] = test::attr_ints("perm", {1, 0});
+    b.input("a", DataType::Float, Shape{2, 3, 4});
+    b.input("c", DataType::Float, Shape{2, 4, 5});
+    b.node("MatMul", {"a", "c"}, {"ac"});  // batched: (A C)^T = C^T A^T per batch
+    b.node("Transpose", {"ac"}, {"act"}).attrs["perm"] = test::attr_ints("perm", {0, 2, 1});
+    b.output("y").output("dx").output("dw").output("act");
+  };
+  NamedTensors feeds{{"x", ramp<float>({2, 3, 4})}, {"w", ramp<float>({5, 4})},
+                     {"dy", ramp<float>({6, 5})},   {"x2", ramp<float>({6, 4})},
+                     {"a", ramp<float>({2, 3, 4})}, {"c", ramp<float>({2, 4, 5})}};
+  auto [plain, plain_nodes] = run_at(build, OptLevel::Basic, feeds);
+  auto [fused, fused_nodes] = run_at(build, OptLevel::Extended, feeds);
+  EXPECT_EQ(plain_nodes, 8u);
+  EXPECT_EQ(fused_nodes, 4u);  // the four products, no Transpose
+  EXPECT_EQ(fused["dw"].shape(), (Shape{5, 4}));
+  EXPECT_EQ(fused["act"].shape(), (Shape{2, 5, 3}));
+  expect_same(fused, plain, 1e-6);
+}
+
+TEST(FuseTransposeIntoMatMul, LeavesTransposedProductsItCannotSwap) {
+  // A Gemm with C (C would need its own transpose), a product also read elsewhere, and a
+  // MatMul of a 1-D operand keep their Transpose.
+  auto build = [](test::ModelBuilder& b) {
+    b.input("a", DataType::Float, Shape{3, 4});
+    b.input("w", DataType::Float, Shape{4, 5});
+    b.input("c", DataType::Float, Shape{3, 5});
+    b.input("v", DataType::Float, Shape{4});
+    b.input("m", DataType::Float, Shape{2, 3, 4});
+    b.node("Gemm", {"a", "w", "c"}, {"g"});
+    b.node("Transpose", {"g"}, {"gt"}).attrs["perm"] = test::attr_ints("perm", {1, 0});
+    b.node("MatMul", {"a", "w"}, {"p"});
+    b.node("Transpose", {"p"}, {"pt"}).attrs["perm"] = test::attr_ints("perm", {1, 0});
+    b.node("MatMul", {"m", "v"}, {"mv"});  // [2, 3]
+    b.node("Transpose", {"mv"}, {"mvt"}).attrs["perm"] = test::attr_ints("perm", {1, 0});
+    b.output("gt").output("pt").output("p").output("mvt");
+  };
+  NamedTensors feeds{{"a", ramp<float>({3, 4})}, {"w", ramp<float>({4, 5})},
+                     {"c", ramp<float>({3, 5})}, {"v", ramp<float>({4})},
+                     {"m", ramp<float>({2, 3, 4})}};
+  auto [plain, plain_nodes] = run_at(build, OptLevel::Basic, feeds);
+  auto [fused, fused_nodes] = run_at(build, OptLevel::Extended, feeds);
+  EXPECT_EQ(fused_nodes, plain_nodes);
+  expect_same(fused, plain, 0.0);
+}
+
 TEST(FusedMatMul, ComMicrosoftOpFromAModel) {
   // What ONNX Runtime writes into optimized models: alpha * A x B^T.
   test::ModelBuilder b(17, "com.microsoft");
