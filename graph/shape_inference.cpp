@@ -4,6 +4,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
+#include <cctype>
 #include <unordered_map>
 
 #include "graph/schema.h"
@@ -161,6 +163,81 @@ void matmul(Ctx& c) {
   SymShape r = *batch;
   if (!va) r.push_back(A[A.size() - 2]);
   if (!vb) r.push_back(B.back());
+  c.set_shape(0, r);
+}
+
+// Einsum: each output letter takes its dim from the inputs that have it (a fixed dim other
+// than 1 wins over 1 and over an unknown one, as broadcasting does); "..." is the broadcast of
+// the inputs' ellipsis dims. Without "->" the output is the ellipsis dims, then the letters
+// that appear once, in alphabetical order. An equation that does not fit the inputs is left to
+// the kernel to refuse.
+void einsum(Ctx& c) {
+  std::string eq;
+  for (char ch : c.node.attr_string("equation", ""))
+    if (ch != ' ') eq += ch;
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms(1);
+  for (char ch : lhs) {
+    if (ch == ',')
+      terms.emplace_back();
+    else
+      terms.back().push_back(ch);
+  }
+  if (static_cast<int>(terms.size()) != c.node.num_inputs()) return;
+  std::map<char, Dim> dims;
+  std::map<char, int> count;
+  std::optional<SymShape> ell;
+  bool any_ellipsis = false;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const SymShape* s = c.in_shape(static_cast<int>(i));
+    if (!s) return;
+    const std::string& t = terms[i];
+    const size_t dots = t.find("...");
+    const int64_t letters = static_cast<int64_t>(t.size()) - (dots == std::string::npos ? 0 : 3);
+    const int64_t ell_rank = static_cast<int64_t>(s->size()) - letters;
+    if (ell_rank < 0 || (dots == std::string::npos && ell_rank != 0)) return;
+    size_t k = 0;
+    for (size_t j = 0; j < t.size(); ++j) {
+      if (t[j] == '.') {
+        if (j != dots) return;
+        any_ellipsis = true;
+        SymShape e(s->begin() + static_cast<int64_t>(k), s->begin() + static_cast<int64_t>(k) + ell_rank);
+        ell = ell ? broadcast_shapes(*ell, e) : e;
+        if (!ell) return;
+        k += static_cast<size_t>(ell_rank);
+        j += 2;
+        continue;
+      }
+      if (!std::isalpha(static_cast<unsigned char>(t[j]))) return;
+      const Dim& d = (*s)[k++];
+      ++count[t[j]];
+      auto [it, fresh] = dims.emplace(t[j], d);
+      const Dim& have = it->second;
+      if (!fresh && ((have.is_fixed() && have.value == 1) || (!have.is_fixed() && d.is_fixed())))
+        it->second = d;
+    }
+  }
+  std::string rhs;
+  if (arrow != std::string::npos) {
+    rhs = eq.substr(arrow + 2);
+  } else {
+    if (any_ellipsis) rhs = "...";
+    for (const auto& [ch, n] : count)  // std::map: alphabetical (upper case first, as numpy)
+      if (n == 1) rhs += ch;
+  }
+  SymShape r;
+  for (size_t j = 0; j < rhs.size(); ++j) {
+    if (rhs[j] == '.') {
+      if (rhs.compare(j, 3, "...") != 0) return;
+      if (ell) r.insert(r.end(), ell->begin(), ell->end());
+      j += 2;
+      continue;
+    }
+    auto it = dims.find(rhs[j]);
+    if (it == dims.end()) return;
+    r.push_back(it->second);
+  }
   c.set_shape(0, r);
 }
 
@@ -777,6 +854,7 @@ const std::unordered_map<std::string, Rule>& rules() {
         same_shape(c);
       };
     t["MatMul"] = matmul;
+    t["Einsum"] = einsum;
     t["Transpose"] = transpose;
     t["Shape"] = shape_op;
     t["Size"] = [](Ctx& c) { c.set_shape(0, {}); };

@@ -182,6 +182,36 @@ TEST(ShapeInference, SqueezeSliceSplitTileRange) {
   EXPECT_EQ(shape_of(*m, "ra"), sym({F(4)}));
 }
 
+// Einsum, as torch.onnx exports torch.outer (a LLaMA block's rotary angles: "i,j->ij"), bmm-like
+// products with symbolic dims, ellipses that broadcast, the implicit output (letters seen once,
+// alphabetical) and a diagonal; an equation that does not fit its inputs infers nothing.
+TEST(ShapeInference, Einsum) {
+  test::ModelBuilder b(17);
+  b.input("i", DataType::Float, sym({F(16)})).input("j", DataType::Float, sym({F(8)}));
+  b.input("x", DataType::Float, sym({S("b"), F(3), F(4)}));
+  b.input("y", DataType::Float, sym({S("b"), F(4), F(5)}));
+  b.input("e", DataType::Float, sym({F(1), F(7), F(3), F(4)}));
+  b.input("y7", DataType::Float, sym({F(7), F(4), F(5)}));
+  b.input("sq", DataType::Float, sym({F(6), F(6)}));
+  auto eq = [&](const char* e, std::vector<std::string> in, const char* out) {
+    b.node("Einsum", in, {out}).attrs["equation"] = attr_string("equation", e);
+    b.output(out);
+  };
+  eq("i,j->ij", {"i", "j"}, "outer");
+  eq("bij, bjk -> bik", {"x", "y"}, "bmm");
+  eq("...ij,...jk->...ik", {"e", "y7"}, "ell");  // ellipses [1, 7] and [7]
+  eq("ij,jk", {"sq", "sq"}, "implicit");
+  eq("ii->i", {"sq"}, "diag");
+  eq("ij,jk->ik", {"i", "j"}, "misfit");  // rank-1 inputs for two-letter terms
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "outer"), sym({F(16), F(8)}));
+  EXPECT_EQ(shape_of(*m, "bmm"), sym({S("b"), F(3), F(5)}));
+  EXPECT_EQ(shape_of(*m, "ell"), sym({F(1), F(7), F(3), F(5)}));
+  EXPECT_EQ(shape_of(*m, "implicit"), sym({F(6), F(6)}));
+  EXPECT_EQ(shape_of(*m, "diag"), sym({F(6)}));
+  EXPECT_FALSE(shape_of(*m, "misfit").has_value());
+}
+
 // Range's count from constants past int64 (INT64_MIN to INT64_MAX) and Resize scales of 1e30
 // or NaN leave the dimension unknown instead of an undefined conversion; the kernels name them.
 TEST(ShapeInference, RangeAndResizeSizesPastInt64AreUnknown) {
