@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "autodiff/gradient_rules.h"
+#include "graph/shape_inference.h"
 #include "graph/error.h"
 
 namespace onyx::autodiff {
@@ -25,11 +26,12 @@ ReduceAxes reduce_axes(GradContext& c, const Graph& g) {
   if (n.has_attr("axes")) {
     axes = n.attr_ints("axes");
   } else if (n.has_input(1)) {
-    const Tensor* t = g.initializer(n.inputs[1]);
-    ONYX_CHECK(t,
+    // A constant, or a computation over constants (the dynamo exporter's Reshape of a Constant).
+    auto known = known_int_values(g, n.inputs[1]);
+    ONYX_CHECK(known,
                "{}: the axes input '{}' is computed at run time; its gradient needs constant axes",
                c.label(), n.inputs[1]->name);
-    axes = t->to_int64_vector();
+    axes = *known;
   }
   if (axes.empty()) {
     ra.noop = n.attr_int("noop_with_empty_axes", 0) != 0;

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "autodiff/gradient_rules.h"
+#include "graph/shape_inference.h"
 #include "graph/error.h"
 
 namespace onyx::autodiff {
@@ -23,6 +24,13 @@ std::optional<std::vector<int64_t>> const_ints(const Value* v) {
   if (const Attribute* a = p->attr("value_ints")) return a->ints;
   if (const Attribute* a = p->attr("value_int")) return std::vector<int64_t>{a->i};
   return std::nullopt;
+}
+
+/// const_ints, or the values data propagation finds for a computation over constants (the
+/// dynamo exporter's Reshape / Concat of Constants).
+std::optional<std::vector<int64_t>> known_ints(const Value* v) {
+  if (auto c = const_ints(v)) return c;
+  return v && v->owner ? known_int_values(*v->owner, v) : std::nullopt;
 }
 
 /// x's shape when every dim is fixed.
@@ -150,19 +158,19 @@ void split_grad(GradContext& c) {
 /// Slice with constant unit steps on static dims: the pads that put dy back in place.
 std::optional<std::vector<int64_t>> slice_as_pads(GradContext& c) {
   auto shape = fixed_shape(c, c.in(0));
-  auto starts = const_ints(c.in(1)), ends = const_ints(c.in(2));
+  auto starts = known_ints(c.in(1)), ends = known_ints(c.in(2));
   if (!shape || !starts || !ends) return std::nullopt;
   auto r = static_cast<int64_t>(shape->size());
   std::vector<int64_t> axes, steps(starts->size(), 1);
   if (c.node().has_input(3)) {
-    auto a = const_ints(c.in(3));
+    auto a = known_ints(c.in(3));
     if (!a) return std::nullopt;
     axes = *a;
   } else {
     for (size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
   if (c.node().has_input(4)) {
-    auto s = const_ints(c.in(4));
+    auto s = known_ints(c.in(4));
     if (!s) return std::nullopt;
     steps = *s;
   }
@@ -230,7 +238,7 @@ void expand_grad(GradContext& c) { c.set_din(0, c.sum_to(c.dout(0), c.in(0))); }
 void tile_grad(GradContext& c) {
   Value *x = c.in(0), *reps = c.in(1);
   auto shape = fixed_shape(c, x);
-  auto rv = const_ints(reps);
+  auto rv = known_ints(reps);
   int64_t r = c.rank(x) >= 0 ? c.rank(x) : rv ? static_cast<int64_t>(rv->size()) : -1;
   if (r == 0) return c.set_din(0, c.dout(0));
   Value* pairs;
@@ -268,7 +276,7 @@ void pad_grad(GradContext& c) {
   Value* axes = c.node().has_input(3) ? c.in(3) : nullptr;
   if (mode == "constant") {
     Value* neg;
-    if (auto p = const_ints(c.in(1))) {
+    if (auto p = known_ints(c.in(1))) {
       std::vector<int64_t> v = *p;
       for (int64_t& e : v) e = -e;
       neg = c.ints(v);

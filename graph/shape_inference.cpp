@@ -1028,3 +1028,41 @@ void infer_subgraph_types(const Model& model, Graph& g) {
 }
 
 }  // namespace onyx
+
+namespace onyx {
+
+std::optional<std::vector<int64_t>> known_int_values(const Graph& g, const Value* v) {
+  if (!v) return std::nullopt;
+  // The producers `v` depends on, each once, inputs before readers (a post-order walk); a
+  // chain longer than a shape computation's is left unknown.
+  constexpr size_t kMaxNodes = 64;
+  std::vector<const Node*> order;
+  std::unordered_map<const Node*, bool> seen;  // true once its inputs are ordered
+  std::vector<std::pair<const Node*, size_t>> stack;
+  if (v->producer) stack.emplace_back(v->producer, 0);
+  while (!stack.empty()) {
+    auto& [n, next] = stack.back();
+    if (next == 0 && seen.count(n)) {
+      stack.pop_back();
+      continue;
+    }
+    seen.emplace(n, false);
+    if (next < n->inputs.size()) {
+      const Value* in = n->inputs[next++];
+      if (in && in->producer && !seen.count(in->producer)) {
+        if (seen.size() > kMaxNodes) return std::nullopt;
+        stack.emplace_back(in->producer, 0);
+      }
+      continue;
+    }
+    seen[n] = true;
+    order.push_back(n);
+    stack.pop_back();
+  }
+  shape_values::Known known;
+  for (const Node* n : order) shape_values::propagate(*n, g, known);
+  auto ints = shape_values::lookup(known, g, v);
+  return ints ? ints->values() : std::nullopt;
+}
+
+}  // namespace onyx

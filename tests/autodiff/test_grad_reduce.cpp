@@ -167,15 +167,16 @@ TEST(GradReduce, CumSumExclusiveReverseEveryAxis) {
 }
 
 TEST(GradReduce, RunTimeAxesAreAnError) {
-  // ReduceMean's axes come from a computation, so the rule cannot know which axes to restore.
+  // ReduceMean's axes are fed at run time, so the rule cannot know which axes to restore.
   auto m = std::make_unique<Model>();
   m->ir_version = 9;
   m->opsets.push_back({"", 18});
   m->graph = std::make_unique<Graph>("reduce");
   Graph& g = *m->graph;
   g.add_initializer("w", Tensor::from_vector<double>({2, 3}, {1, 2, 3, 4, 5, 6}));
-  g.add_initializer("a0", Tensor::from_vector<int64_t>({1}, {1}));
-  Value* axes = add(g, "Identity", {g.find_value("a0")});
+  Value* axes = g.get_or_add_value("axes");
+  axes->type = ValueType::tensor(DataType::Int64, SymShape{Dim::fixed(1)});
+  g.inputs.push_back(axes);
   Value* y = add(g, "ReduceMean", {g.find_value("w"), axes}, {attr_int("keepdims", 0)});
   g.outputs = {add(g, "ReduceSum", {y}, {attr_int("keepdims", 0)})};
   try {
@@ -187,6 +188,19 @@ TEST(GradReduce, RunTimeAxesAreAnError) {
     EXPECT_NE(what.find("ReduceMean"), std::string::npos) << what;
     EXPECT_NE(what.find("constant axes"), std::string::npos) << what;
   }
+}
+
+TEST(GradReduce, AxesComputedFromConstantsAreKnown) {
+  // The dynamo exporter (optimize=False) writes axes as Reshape(Constant([-1]), Constant([-1]));
+  // data propagation evaluates it, so the gradient builds, and matches central differences.
+  check_gradient({.op = "ReduceMean",
+                  .inputs = {P("x", {2, 3, 4}), C("a", {1}, {-1}), C("to", {1}, {-1})},
+                  .opset = 18,
+                  .build = [](Graph& g) -> std::vector<Value*> {
+                    Value* axes = add(g, "Reshape", {g.find_value("a"), g.find_value("to")});
+                    return {add(g, "ReduceMean", {g.find_value("x"), axes},
+                                {attr_int("keepdims", 1)})};
+                  }});
 }
 
 TEST(GradReduce, NegativeAxesOnUnknownRankAreAnError) {
