@@ -10,6 +10,7 @@ any name mapping. Both sides take one fixed batch, softmax cross-entropy (mean) 
 fresh process each, and report the median step time, peak RSS and the first losses.
 
   bench/torch_export_train_bench.py [--models resnet18 gpt2] [--threads 2] [--iters 5]
+                                    [--torch-flush-denormal]  (PyTorch flushes denormals too)
 
 Models (bench/models/train_torch/<name>/, made on first use):
   resnet18  torchvision-shaped ResNet-18 (BasicBlocks, BatchNorm in training mode), 64x64 input,
@@ -89,6 +90,8 @@ def run_torch(args):
     base_mb = status_mb("VmRSS")
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
+    if args.torch_flush_denormal:
+        torch.set_flush_denormal(True)
     folder = os.path.join(OUT, args.model)
     meta = json.load(open(os.path.join(folder, "meta.json")))
     model, _, _, class_axis = build(args.model, torch)
@@ -152,7 +155,9 @@ def table(args):
         torch_ = last_json([sys.executable, __file__, "run-torch", "--model", name,
                             "--threads", str(args.threads), "--warmup", str(args.warmup),
                             "--iters", str(args.iters), "--lr", str(args.lr),
-                            "--weight-decay", str(args.weight_decay)], env, f"PyTorch on {name}")
+                            "--weight-decay", str(args.weight_decay)]
+                           + (["--torch-flush-denormal"] if args.torch_flush_denormal else []),
+                           env, f"PyTorch on {name}")
         rows.append((name, meta, onyx, torch_))
     print("| model | threads | onyx ms/step | PyTorch ms/step | onyx / PyTorch | "
           "onyx peak MB | PyTorch peak MB | first two losses onyx / PyTorch |")
@@ -164,7 +169,9 @@ def table(args):
               f"{o['losses'][0]:.5f}, {o['losses'][1]:.5f} / "
               f"{t['losses'][0]:.5f}, {t['losses'][1]:.5f} |")
     print(f"load average before {load_before:.2f}, after {os.getloadavg()[0]:.2f} on "
-          f"{os.cpu_count()} CPUs; AdamW lr {args.lr}, weight decay {args.weight_decay}")
+          f"{os.cpu_count()} CPUs; AdamW lr {args.lr}, weight decay {args.weight_decay}; "
+          f"denormals: onyx flushes them (its training default), PyTorch "
+          f"{'flushes them (--torch-flush-denormal)' if args.torch_flush_denormal else 'keeps them (its default)'}")
 
 
 def main():
@@ -178,6 +185,8 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--torch-flush-denormal", action="store_true",
+                    help="PyTorch with torch.set_flush_denormal(True), as onyx trains by default")
     ap.add_argument("--onyx-bench", default=os.path.join(HERE, "..", "build", "bench",
                                                          "onyx_train_bench"))
     args = ap.parse_args()
