@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <random>
@@ -96,6 +97,30 @@ inline std::vector<Value*> node(Graph& g, const std::string& op,
   Node* nd = g.add_node(op, in, out, "", base);
   for (auto& a : attrs) nd->attrs[a.name] = a;
   return out;
+}
+
+/// A float or double tensor (by `dt`) holding `v`.
+inline Tensor float_tensor(DataType dt, const Shape& shape, const std::vector<double>& v) {
+  return dt == DataType::Double ? T_<double>(shape, v) : T_<float>(shape, v);
+}
+
+/// How many nodes of `op` a session's compiled graph holds (what a fusion left).
+inline size_t count_ops(const Session& s, const std::string& op) {
+  size_t n = 0;
+  for (const Node* node : s.model().graph->topological_order()) n += node->op_type == op;
+  return n;
+}
+
+/// The feeds of the norm-gradient fusion tests: `in` and `r` of `shape`, smooth and distinct.
+inline NamedTensors in_and_r_feeds(const Shape& shape, DataType dt) {
+  NamedTensors feeds;
+  for (const char* name : {"in", "r"}) {
+    std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = std::cos((name[0] == 'i' ? 1.3 : 0.45) * static_cast<double>(i)) * 3.0 + 1.0;
+    feeds[name] = float_tensor(dt, shape, v);
+  }
+  return feeds;
 }
 
 /// Builds the forward model (inputs as initializers), the projection loss, the training

@@ -16,13 +16,10 @@ using test::add;
 using test::attr_float;
 using test::attr_int;
 
-/// A tensor of `dt` (float or double) holding `v`.
-Tensor of(DataType dt, const Shape& shape, const std::vector<double>& v) {
-  return dt == DataType::Double ? test::T_<double>(shape, v) : test::T_<float>(shape, v);
-}
-
 /// t (float or double) as `dt`.
-Tensor as(const Tensor& t, DataType dt) { return of(dt, t.shape(), t.to_double_vector()); }
+Tensor as(const Tensor& t, DataType dt) {
+  return test::float_tensor(dt, t.shape(), t.to_double_vector());
+}
 
 struct Case {
   Shape x;
@@ -43,7 +40,7 @@ autodiff::TrainingGraph bn_training_graph(const Case& c) {
   auto values = [&](int64_t n, double phase) {
     std::vector<double> v(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) v[i] = std::sin(phase + 0.37 * static_cast<double>(i)) * 2.0 + 0.5;
-    return of(c.dt, {n}, v);
+    return test::float_tensor(c.dt, {n}, v);
   };
   Value* in = g.get_or_add_value("in");
   SymShape xs;
@@ -55,12 +52,12 @@ autodiff::TrainingGraph bn_training_graph(const Case& c) {
   ws[0] = C;
   std::vector<double> wv(static_cast<size_t>(C));
   for (int64_t i = 0; i < C; ++i) wv[i] = 0.8 + 0.1 * static_cast<double>(i);
-  g.add_initializer("w0", of(c.dt, ws, wv));
+  g.add_initializer("w0", test::float_tensor(c.dt, ws, wv));
   Value* x = add(g, "Mul", {in, g.find_value("w0")});
   g.add_initializer("scale", values(C, 0.3));
   g.add_initializer("b", values(C, 1.1));
   g.add_initializer("mean", values(C, 0.7));
-  g.add_initializer("var", of(c.dt, {C}, std::vector<double>(static_cast<size_t>(C), 1.5)));
+  g.add_initializer("var", test::float_tensor(c.dt, {C}, std::vector<double>(static_cast<size_t>(C), 1.5)));
   Value* r = g.get_or_add_value("r");
   r->type = in->type;
   g.inputs.push_back(r);
@@ -75,7 +72,7 @@ autodiff::TrainingGraph bn_training_graph(const Case& c) {
   bn->attrs["epsilon"] = attr_float("epsilon", 1e-3f);
   Value* loss = add(g, "ReduceSum", {add(g, "Mul", {y, r})}, {attr_int("keepdims", 0)});
   if (c.running_in_loss) {
-    Value* k = g.add_initializer("k", of(c.dt, {}, {0.3}));
+    Value* k = g.add_initializer("k", test::float_tensor(c.dt, {}, {0.3}));
     loss = add(g, "Add", {loss, add(g, "Mul", {add(g, "ReduceSum", {rm}, {attr_int("keepdims", 0)}), k})});
   }
   g.outputs.push_back(loss);
@@ -83,23 +80,11 @@ autodiff::TrainingGraph bn_training_graph(const Case& c) {
                                         {"w0", "scale", "b"});
 }
 
-size_t count_ops(const Session& s, const std::string& op) {
-  size_t n = 0;
-  for (const Node* node : s.model().graph->topological_order()) n += node->op_type == op;
-  return n;
-}
-
 void check(const Case& c) {
   SCOPED_TRACE(fmt::format("X {} {}{}{}", shape_str(c.x), dtype_name(c.dt),
                            c.symbolic_batch ? " symbolic batch" : "",
                            c.running_in_loss ? " running mean in the loss" : ""));
-  NamedTensors feeds;
-  for (const char* name : {"in", "r"}) {
-    std::vector<double> v(static_cast<size_t>(shape_numel(c.x)));
-    for (size_t i = 0; i < v.size(); ++i)
-      v[i] = std::cos((name[0] == 'i' ? 1.3 : 0.45) * static_cast<double>(i)) * 3.0 + 1.0;
-    feeds[name] = of(c.dt, c.x, v);
-  }
+  NamedTensors feeds = test::in_and_r_feeds(c.x, c.dt);
   SessionOptions plain, fused;
   plain.opt_level = OptLevel::None;
   fused.opt_level = OptLevel::Extended;
@@ -107,9 +92,9 @@ void check(const Case& c) {
   for (const char* p : {"w0", "scale", "b"}) feeds[p] = tg.model->graph->initializers.at(p);
   auto tg2 = bn_training_graph(c);
   Session a(std::move(tg.model), plain), b(std::move(tg2.model), fused);
-  EXPECT_EQ(count_ops(b, "BatchNormTrainingGrad"), c.running_in_loss ? 0u : 1u);
+  EXPECT_EQ(test::count_ops(b, "BatchNormTrainingGrad"), c.running_in_loss ? 0u : 1u);
   if (!c.running_in_loss) {
-    EXPECT_EQ(count_ops(b, "Reciprocal"), 0u);
+    EXPECT_EQ(test::count_ops(b, "Reciprocal"), 0u);
   }
   auto want = a.run(feeds), got = b.run(feeds);
   const double tol = c.dt == DataType::Double ? 1e-10 : 2e-5;
@@ -151,8 +136,8 @@ TEST(BatchNormGradFusion, LargeMeanSmallSpread) {
     xv[i] = 1000.0 + std::sin(0.1 * static_cast<double>(i));
     rv[i] = std::cos(0.3 * static_cast<double>(i));
   }
-  feeds["in"] = of(DataType::Float, c.x, xv);
-  feeds["r"] = of(DataType::Float, c.x, rv);
+  feeds["in"] = test::float_tensor(DataType::Float, c.x, xv);
+  feeds["r"] = test::float_tensor(DataType::Float, c.x, rv);
   for (const char* p : {"w0", "scale", "b"}) feeds[p] = tg.model->graph->initializers.at(p);
   // Reference: the rule's nodes in float64.
   Case d = c;

@@ -16,10 +16,6 @@ namespace {
 using test::add;
 using test::attr_int;
 
-Tensor of(DataType dt, const Shape& shape, const std::vector<double>& v) {
-  return dt == DataType::Double ? test::T_<double>(shape, v) : test::T_<float>(shape, v);
-}
-
 struct Case {
   Shape x;
   int64_t axis;
@@ -45,7 +41,7 @@ autodiff::TrainingGraph ln_training_graph(const Case& c) {
     std::vector<double> v(static_cast<size_t>(shape_numel(s)));
     for (size_t i = 0; i < v.size(); ++i)
       v[i] = std::sin(phase + 0.37 * static_cast<double>(i)) * 0.5 + base;
-    return of(c.dt, s, v);
+    return test::float_tensor(c.dt, s, v);
   };
   SymShape xs;
   for (int64_t i = 0; i < rank; ++i)
@@ -71,7 +67,7 @@ autodiff::TrainingGraph ln_training_graph(const Case& c) {
   Value* loss =
       add(g, "ReduceSum", {add(g, "Mul", {y, g.find_value("r")})}, {attr_int("keepdims", 0)});
   if (c.mean_in_loss) {
-    Value* k = g.add_initializer("k", of(c.dt, {}, {0.3}));
+    Value* k = g.add_initializer("k", test::float_tensor(c.dt, {}, {0.3}));
     loss = add(g, "Add",
                {loss, add(g, "Mul", {add(g, "ReduceSum", {mean}, {attr_int("keepdims", 0)}), k})});
   }
@@ -81,12 +77,6 @@ autodiff::TrainingGraph ln_training_graph(const Case& c) {
   return autodiff::build_training_graph(*m, {.kind = "output", .output = loss->name}, params);
 }
 
-size_t count_ops(const Session& s, const std::string& op) {
-  size_t n = 0;
-  for (const Node* node : s.model().graph->topological_order()) n += node->op_type == op;
-  return n;
-}
-
 /// Runs the case fused and unfused; returns how many LayerNormalizationGrad nodes the fused
 /// session holds after checking every gradient against the unfused graph's.
 size_t check(const Case& c) {
@@ -94,13 +84,7 @@ size_t check(const Case& c) {
                            c.symbolic ? " symbolic" : "", c.bias ? "" : " no bias",
                            c.mean_in_loss ? " Mean in the loss" : "",
                            c.stash ? fmt::format(" stash_type {}", c.stash) : ""));
-  NamedTensors feeds;
-  for (const char* name : {"in", "r"}) {
-    std::vector<double> v(static_cast<size_t>(shape_numel(c.x)));
-    for (size_t i = 0; i < v.size(); ++i)
-      v[i] = std::cos((name[0] == 'i' ? 1.3 : 0.45) * static_cast<double>(i)) * 3.0 + 1.0;
-    feeds[name] = of(c.dt, c.x, v);
-  }
+  NamedTensors feeds = test::in_and_r_feeds(c.x, c.dt);
   SessionOptions plain, fused;
   plain.opt_level = OptLevel::None;
   fused.opt_level = OptLevel::Extended;
@@ -119,7 +103,7 @@ size_t check(const Case& c) {
     for (size_t i = 0; i < w.size(); ++i)
       EXPECT_NEAR(h[i], w[i], tol * std::max(1.0, scale)) << name << "[" << i << "]";
   }
-  return count_ops(b, "LayerNormalizationGrad");
+  return test::count_ops(b, "LayerNormalizationGrad");
 }
 
 TEST(LayerNormGradFusion, FusedGradientsEqualTheRulesNodes) {
@@ -143,9 +127,9 @@ TEST(LayerNormGradFusion, ParameterGradientsAreTheFusedNodesRowSums) {
   SessionOptions fused;
   fused.opt_level = OptLevel::Extended;
   Session s(std::move(tg.model), fused);
-  EXPECT_EQ(count_ops(s, "LayerNormalizationGrad"), 1u);
-  EXPECT_EQ(count_ops(s, "Sub"), 0u);
-  EXPECT_EQ(count_ops(s, "ReduceMean"), 0u);
+  EXPECT_EQ(test::count_ops(s, "LayerNormalizationGrad"), 1u);
+  EXPECT_EQ(test::count_ops(s, "Sub"), 0u);
+  EXPECT_EQ(test::count_ops(s, "ReduceMean"), 0u);
 }
 
 TEST(LayerNormGradFusion, OtherSpellingsStayUnfused) {
