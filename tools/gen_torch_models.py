@@ -49,6 +49,10 @@ losses of 5 plain SGD steps, lr 0.1, on that one batch):
     bert_block  input_ids, attention_mask int64 [B, S] -> embeddings + LayerNorm -> one
                 Hugging Face-style BERT layer in plain torch (mask extended to [B, 1, 1, S]
                 as (1 - mask) * -1e4, erf GELU, post-LN) -> Linear         logits [B, S, 7]
+    llama_block input_ids int64 [B, S] -> Embedding -> one LLaMA-style layer as transformers
+                writes it (float32 RMSNorm, rotary angles by torch.outer = Einsum, grouped-query
+                attention, finfo.min causal mask, SiLU gate) -> RMSNorm -> Linear
+                                                                          logits [B, S, 7]
 
 All logits are trained with mean cross-entropy over the last axis against labels [B, S].
 
@@ -254,6 +258,70 @@ class BertBlock(nn.Module):
         return self.head(self.layer(h, ext))
 
 
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rotate_half(x):
+    return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    """A LLaMA-style decoder layer as Hugging Face transformers writes it: RMSNorm in float32,
+    rotary angles from torch.outer (which exports as Einsum), grouped-query attention (repeat_kv
+    by expand + reshape), a finfo.min causal mask, a SiLU-gated MLP."""
+
+    def __init__(self, dim=16, heads=4, kv_heads=2, inter=32):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.embed_tokens = nn.Embedding(VOCAB, dim)
+        self.input_layernorm = LlamaRMSNorm(dim)
+        self.q_proj = nn.Linear(dim, heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(dim, dim, bias=False)
+        self.post_attention_layernorm = LlamaRMSNorm(dim)
+        self.gate_proj = nn.Linear(dim, inter, bias=False)
+        self.up_proj = nn.Linear(dim, inter, bias=False)
+        self.down_proj = nn.Linear(inter, dim, bias=False)
+        self.norm = LlamaRMSNorm(dim)
+        self.head = nn.Linear(dim, SEQ_CLASSES, bias=False)
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, input_ids):
+        B, S = input_ids.shape
+        h = self.embed_tokens(input_ids)
+        freqs = torch.outer(torch.arange(S, device=input_ids.device).float(), self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+        x = self.input_layernorm(h)
+        q = self.q_proj(x).view(B, S, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, S, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, S, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        rep = self.heads // self.kv_heads
+        k = k[:, :, None].expand(B, self.kv_heads, rep, S, self.head_dim).reshape(B, self.heads, S, self.head_dim)
+        v = v[:, :, None].expand(B, self.kv_heads, rep, S, self.head_dim).reshape(B, self.heads, S, self.head_dim)
+        scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        mask = torch.full((S, S), torch.finfo(scores.dtype).min, device=input_ids.device).triu(1)
+        probs = F.softmax(scores + mask, dim=-1, dtype=torch.float32).to(q.dtype)
+        y = torch.matmul(probs, v).transpose(1, 2).reshape(B, S, -1)
+        h = h + self.o_proj(y)
+        x = self.post_attention_layernorm(h)
+        h = h + self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.head(self.norm(h))
+
+
 def perturb_(model, gen):
     """Adds noise to every parameter: the exporter merges initializers with equal values
     (all-ones LayerNorm scales, the deep-copied layers of nn.TransformerEncoder), which would
@@ -397,7 +465,12 @@ def coverage(out, name, model, inputs, input_names, dynamic, labels):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="tests/data/torch", help="folder for the model folders")
+    ap.add_argument("--only", nargs="+", help="write these models alone (the others' files stay)")
     args = ap.parse_args()
+
+    def want(name):
+        return not args.only or name in args.only
+
     try:
         import onnxscript  # noqa: F401
     except ImportError:
@@ -416,8 +489,9 @@ def main():
     x = torch.randn(NUM_BATCHES, B, 16, generator=gen)
     teacher = torch.randn(16, CLASSES, generator=gen)
     y = (x @ teacher).argmax(-1)
-    trajectory(args.out, "mlp", model, [x], y, ["x"], {"x": {0: "batch"}, **batch_axis},
-               sgd_lr=0.03, adamw_lr=1e-2)
+    if want("mlp"):
+        trajectory(args.out, "mlp", model, [x], y, ["x"], {"x": {0: "batch"}, **batch_axis},
+                   sgd_lr=0.03, adamw_lr=1e-2)
 
     torch.manual_seed(2)
     model = CnnBn()
@@ -425,8 +499,9 @@ def main():
     x = torch.randn(NUM_BATCHES, B, 1, 8, 8, generator=gen)
     teacher = torch.randn(64, CLASSES, generator=gen)
     y = (x.reshape(NUM_BATCHES, B, 64) @ teacher).argmax(-1)
-    trajectory(args.out, "cnn_bn", model, [x], y, ["x"], {"x": {0: "batch"}, **batch_axis},
-               sgd_lr=0.02, adamw_lr=1e-2, training_export=True)
+    if want("cnn_bn"):
+        trajectory(args.out, "cnn_bn", model, [x], y, ["x"], {"x": {0: "batch"}, **batch_axis},
+                   sgd_lr=0.02, adamw_lr=1e-2, training_export=True)
 
     # gpt2: next-token prediction on sequences that count up modulo the vocabulary.
     torch.manual_seed(3)
@@ -437,17 +512,19 @@ def main():
     seq = (start + step * torch.arange(T + 1)) % VOCAB
     seq_axes = {0: "batch", 1: "seq"}
     tokens = seq[..., :-1].contiguous()
-    trajectory(args.out, "gpt2", model, [tokens], seq[..., 1:].contiguous(),
-               ["tokens"], {"tokens": seq_axes, "logits": seq_axes}, sgd_lr=0.1, adamw_lr=3e-3,
-               dynamo=True)
+    if want("gpt2"):
+        trajectory(args.out, "gpt2", model, [tokens], seq[..., 1:].contiguous(),
+                   ["tokens"], {"tokens": seq_axes, "logits": seq_axes}, sgd_lr=0.1, adamw_lr=3e-3,
+                   dynamo=True)
 
     # Shape coverage: one batch each.
     torch.manual_seed(4)
     model = Encoder()
     perturb_(model, gen)
     tokens = torch.randint(0, VOCAB, (B, S), generator=gen)
-    coverage(args.out, "encoder", model, [tokens], ["tokens"],
-             {"tokens": seq_axes, "logits": seq_axes}, tokens % SEQ_CLASSES)
+    if want("encoder"):
+        coverage(args.out, "encoder", model, [tokens], ["tokens"],
+                 {"tokens": seq_axes, "logits": seq_axes}, tokens % SEQ_CLASSES)
 
     torch.manual_seed(5)
     model = Decoder()
@@ -455,8 +532,9 @@ def main():
     tgt = torch.randn(B, T, 16, generator=gen)
     memory = torch.randn(B, S + 2, 16, generator=gen)
     labels = torch.randint(0, SEQ_CLASSES, (B, T), generator=gen)
-    coverage(args.out, "decoder", model, [tgt, memory], ["tgt", "memory"],
-             {"tgt": seq_axes, "memory": {0: "batch", 1: "mem_seq"}, "logits": seq_axes}, labels)
+    if want("decoder"):
+        coverage(args.out, "decoder", model, [tgt, memory], ["tgt", "memory"],
+                 {"tgt": seq_axes, "memory": {0: "batch", 1: "mem_seq"}, "logits": seq_axes}, labels)
 
     torch.manual_seed(6)
     model = Mha()
@@ -465,8 +543,9 @@ def main():
     lengths = torch.randint(1, S + 1, (B, 1), generator=gen)
     pad = torch.arange(S)[None, :] >= lengths  # True: padding, never a whole row
     labels = torch.randint(0, SEQ_CLASSES, (B, S), generator=gen)
-    coverage(args.out, "mha", model, [x, pad], ["x", "key_padding_mask"],
-             {"x": seq_axes, "key_padding_mask": seq_axes, "logits": seq_axes}, labels)
+    if want("mha"):
+        coverage(args.out, "mha", model, [x, pad], ["x", "key_padding_mask"],
+                 {"x": seq_axes, "key_padding_mask": seq_axes, "logits": seq_axes}, labels)
 
     torch.manual_seed(7)
     model = BertBlock()
@@ -474,8 +553,20 @@ def main():
     ids = torch.randint(0, VOCAB, (B, S), generator=gen)
     mask = (torch.arange(S)[None, :] < lengths).to(torch.long)
     labels = torch.randint(0, SEQ_CLASSES, (B, S), generator=gen)
-    coverage(args.out, "bert_block", model, [ids, mask], ["input_ids", "attention_mask"],
-             {"input_ids": seq_axes, "attention_mask": seq_axes, "logits": seq_axes}, labels)
+    if want("bert_block"):
+        coverage(args.out, "bert_block", model, [ids, mask], ["input_ids", "attention_mask"],
+                 {"input_ids": seq_axes, "attention_mask": seq_axes, "logits": seq_axes}, labels)
+
+    # Its own generator, so that the models above keep their data when this one is added.
+    lgen = torch.Generator().manual_seed(8)
+    torch.manual_seed(8)
+    model = LlamaBlock()
+    perturb_(model, lgen)
+    ids = torch.randint(0, VOCAB, (B, S), generator=lgen)
+    labels = torch.randint(0, SEQ_CLASSES, (B, S), generator=lgen)
+    if want("llama_block"):
+        coverage(args.out, "llama_block", model, [ids], ["input_ids"],
+                 {"input_ids": seq_axes, "logits": seq_axes}, labels)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 // on the same batches in the same order as torch, with SGD momentum and with AdamW; every
 // step's loss must be within 1e-4 relative of torch's.
 // Shape coverage: encoder, decoder, mha and bert_block (nn.Transformer* layers,
-// nn.MultiheadAttention, a Hugging Face-style BERT layer) build a training graph, predict
+// nn.MultiheadAttention, Hugging Face-style BERT and LLaMA layers) build a training graph, predict
 // torch's forward output, and 5 SGD steps on one batch give torch's losses and lower the loss.
 #include <gtest/gtest.h>
 
@@ -181,7 +181,8 @@ TEST_P(TorchShapes, BuildsMatchesTorchForwardAndTrains) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, TorchShapes,
-                         testing::Combine(testing::Values("encoder", "decoder", "mha", "bert_block"),
+                         testing::Combine(testing::Values("encoder", "decoder", "mha", "bert_block",
+                                                          "llama_block"),
                                           testing::Values("model.onnx", "model_dynamo.onnx")),
                          [](const testing::TestParamInfo<std::tuple<std::string, std::string>>& p) {
                            return std::get<0>(p.param) +
