@@ -30,15 +30,14 @@ void leave() {
   if (t_depth > 0 && --t_depth == 0) _mm_setcsr((_mm_getcsr() & ~kFtzDaz) | t_saved);
 }
 
-/// fn() on the calling thread and on each thread of a team of `threads`.
+/// fn() on each worker of a team of `threads` (not on the calling thread: LLVM's OpenMP
+/// runtime gives the master its own floating-point control back after a parallel region, so
+/// the caller's mode is set outside one).
 template <typename F>
-void on_team(int threads, F fn) {
-  if (threads <= 1 || omp_in_parallel()) {
-    fn();
-    return;
-  }
+void on_workers(int threads, F fn) {
+  if (threads <= 1 || omp_in_parallel()) return;
 #pragma omp parallel num_threads(threads)
-  fn();
+  if (omp_get_thread_num() != 0) fn();
 }
 #endif
 
@@ -46,13 +45,19 @@ void on_team(int threads, F fn) {
 
 FlushDenormals::FlushDenormals(bool on, int threads) : on_(on), threads_(threads) {
 #ifdef ONYX_HAS_MXCSR
-  if (on_) on_team(threads_, enter);
+  if (!on_) return;
+  // Workers first: a worker created now inherits the caller's mode, which must still be the
+  // one to give back.
+  on_workers(threads_, enter);
+  enter();
 #endif
 }
 
 FlushDenormals::~FlushDenormals() {
 #ifdef ONYX_HAS_MXCSR
-  if (on_) on_team(threads_, leave);
+  if (!on_) return;
+  on_workers(threads_, leave);
+  leave();
 #endif
 }
 
