@@ -26,28 +26,25 @@ struct Emitter {
     return add(op, std::move(ins))->outputs[0];
   }
   /// A Constant node, not an initializer: float initializers count as trainable parameters.
-  Value* scalar(double v, DataType dt) {
-    if (dt != DataType::Double && dt != DataType::Float)
-      ONYX_THROW("[loss] regression losses need float or double predictions, found {}",
-                 dtype_name(dt));
+  Value* constant(Tensor t) {
     Attribute a;
     a.name = "value";
     a.type = Attribute::Type::Tensor;
-    a.t = dt == DataType::Double ? Tensor::scalar<double>(v)
-                                 : Tensor::scalar<float>(static_cast<float>(v));
+    a.t = std::move(t);
     Node* n = add("Constant", {});
     n->attrs["value"] = a;
     return n->outputs[0];
   }
+  Value* scalar(double v, DataType dt) {
+    if (dt != DataType::Double && dt != DataType::Float)
+      ONYX_THROW("[loss] regression losses need float or double predictions, found {}",
+                 dtype_name(dt));
+    return constant(dt == DataType::Double ? Tensor::scalar<double>(v)
+                                           : Tensor::scalar<float>(static_cast<float>(v)));
+  }
   /// An int64 1-D Constant node.
   Value* ints(const std::vector<int64_t>& v) {
-    Attribute a;
-    a.name = "value";
-    a.type = Attribute::Type::Tensor;
-    a.t = Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v);
-    Node* n = add("Constant", {});
-    n->attrs["value"] = a;
-    return n->outputs[0];
+    return constant(Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));
   }
   /// ReduceMean/ReduceSum over all axes to a scalar (no axes: valid in every opset).
   Value* reduce_all(Value* x, const std::string& reduction) {
@@ -126,7 +123,8 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
         // losses: mean and sum run over every row either way.
         scores = e.op("Reshape", {pred, e.ints({-1, classes.value})});
         Dim rows = Dim::fixed(1);
-        for (const Dim& d : *ls) rows = d.is_fixed() && rows.is_fixed() ? Dim::fixed(rows.value * d.value) : Dim{};
+        for (const Dim& d : *ls)
+          rows = d.is_fixed() && rows.is_fixed() ? Dim::fixed(rows.value * d.value) : Dim{};
         scores->type = ValueType::tensor(pred->type.elem, SymShape{rows, classes});
         label_rows = true;
       } else if (axis != 1) {  // move the classes to axis 1, where the ONNX loss ops read them
@@ -147,7 +145,8 @@ LossNodes append_loss(Model& model, const LossSpec& spec) {
                  spec.class_axis, pred->name);
     }
     labels->type = ValueType::tensor(DataType::Int64, ls);
-    std::vector<Value*> ins = {scores, label_rows ? e.op("Reshape", {labels, e.ints({-1})}) : labels};
+    std::vector<Value*> ins = {scores,
+                               label_rows ? e.op("Reshape", {labels, e.ints({-1})}) : labels};
     if (!spec.weight.empty()) {
       Value* w = g.find_value(spec.weight);
       ONYX_CHECK(w && g.is_initializer(w),

@@ -112,19 +112,13 @@ class LayerNormalizationGradKernel final : public Kernel {
           b /= static_cast<double>(inner);
           // Pass 2: dx = inv * (g - a - xhat * b), and the column sums.
           T* __restrict out = dx + r * inner;
-          if (sums) {
-            for (int64_t j = 0; j < inner; ++j) {
-              const double xh = (static_cast<double>(xr[j]) - mu) * iv;
-              const double d = static_cast<double>(dr[j]);
-              out[j] = static_cast<T>(iv * (d * static_cast<double>(s[j]) - a - xh * b));
+          for (int64_t j = 0; j < inner; ++j) {
+            const double xh = (static_cast<double>(xr[j]) - mu) * iv;
+            const double d = static_cast<double>(dr[j]);
+            out[j] = static_cast<T>(iv * (d * static_cast<double>(s[j]) - a - xh * b));
+            if (sums) {  // loop-invariant: the compiler keeps two copies of the loop
               p_dyxh[j] += d * xh;
               p_dy[j] += d;
-            }
-          } else {
-            for (int64_t j = 0; j < inner; ++j) {
-              const double xh = (static_cast<double>(xr[j]) - mu) * iv;
-              const double g = static_cast<double>(dr[j]) * static_cast<double>(s[j]);
-              out[j] = static_cast<T>(iv * (g - a - xh * b));
             }
           }
         }
