@@ -9,6 +9,7 @@
 #include "graph/error.h"
 #include "graph/gelu_pattern.h"
 #include "graph/opset_upgrade.h"
+#include "graph/sequence_lowering.h"
 #include "graph/onnx_io.h"
 #include "graph/shape_inference.h"
 
@@ -93,9 +94,27 @@ void make_overridable_input(Graph& g, Value* v) {
   if (std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end()) g.inputs.push_back(v);
 }
 
+/// Up to `limit` of `g`'s floating-point initializer names, sorted, with the count: what a
+/// user who named a parameter the model lacks can choose from.
+std::string float_initializer_names(const Graph& g, size_t limit = 12) {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : g.initializers)
+    if (is_float(t.dtype()) && t.rank() > 0) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > limit) out += fmt::format(", ... ({} in all)", names.size());
+  return out.empty() ? "none" : out;
+}
+
 Value* find_or_throw(const Graph& g, const std::string& name, const char* what) {
   Value* v = g.find_value(name);
-  ONYX_CHECK(v, "[autodiff] the model has no {} named '{}'", what, name);
+  // An exporter's constant folding renames weights it rewrites: torch.onnx.export(dynamo=True)
+  // with its default optimize=True stores each Linear weight pre-transposed as "val_<n>".
+  ONYX_CHECK(v, "[autodiff] the model has no {} named '{}'; its floating-point initializers are: "
+             "{}. Exporters that fold constants rename the weights they transpose (torch.onnx."
+             "export(..., dynamo=True) does unless given optimize=False)", what, name,
+             float_initializer_names(g));
   return v;
 }
 
@@ -278,6 +297,9 @@ void prepare_for_training(Model& m) {
   // No ai.onnx op changed meaning from 13 to 14; 14 lets BatchNormalization train.
   for (auto& o : m.opsets)
     if (canonical_domain(o.domain).empty() && o.version == 13) o.version = 14;
+  infer_types_and_shapes(m);
+  // After shape inference, which fixes the dims a sequence's pieces are cut from.
+  if (lower_indexed_sequences(*m.graph) > 0) infer_types_and_shapes(m);
 }
 
 namespace {
@@ -379,7 +401,6 @@ TrainingGraph build_training_graph(const Model& forward, const LossSpec& loss,
   Model& m = *tg.model;
   Graph& g = *m.graph;
   prepare_for_training(m);
-  infer_types_and_shapes(m);
   for (Value* o : g.outputs) tg.forward_outputs.push_back(o->name);
   for (const auto& p : trainable) {
     Value* v = find_or_throw(g, p, "parameter");
@@ -485,7 +506,6 @@ void find_missing(const std::vector<Node*>& order, const Reach& r, const std::st
 std::vector<MissingGradient> missing_gradients(const Model& forward) {
   auto m = clone_model(forward);
   prepare_for_training(*m);
-  infer_types_and_shapes(*m);
   Graph& g = *m->graph;
   std::vector<Value*> cands;
   for (const auto& [name, t] : g.initializers)
@@ -503,7 +523,6 @@ std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& lo
                                         const std::vector<std::string>& params) {
   auto m = clone_model(forward);
   prepare_for_training(*m);
-  infer_types_and_shapes(*m);
   Graph& g = *m->graph;
   std::vector<Value*> fwd_outs = g.outputs;
   LossNodes ln = append_loss(*m, loss);
@@ -524,7 +543,6 @@ BackwardGraphs build_backward_graphs(const Model& forward, const std::vector<std
   BackwardGraphs bg;
   auto joint = clone_model(forward);
   prepare_for_training(*joint);
-  infer_types_and_shapes(*joint);
   Graph& g = *joint->graph;
   std::unordered_set<const Node*> fwd_nodes;
   for (const auto& n : g.nodes()) fwd_nodes.insert(n.get());

@@ -55,7 +55,9 @@ std::unique_ptr<Model> build_eval_graph(const Model& forward, const LossSpec& lo
                                         const std::vector<std::string>& params);
 
 /// Rewrites `m` into the form the gradient rules expect, in place: ai.onnx opset 7-12 to
-/// opset-13 meanings, com.microsoft fused ops into the ops they fuse, opset 13 raised to 14.
+/// opset-13 meanings, com.microsoft fused ops into the ops they fuse, opset 13 raised to 14;
+/// types and shapes inferred, and sequences that are only indexed (SplitToSequence read by
+/// constant SequenceAt) lowered to Slice/Gather, which have gradients.
 /// build_training_graph and build_backward_graphs do it themselves; callers that edit the
 /// graph first (set_training_mode) call it before.
 void prepare_for_training(Model& m);

@@ -60,7 +60,9 @@ gpt2 and the shape-coverage models also get model_dynamo.onnx: the same model an
 through the torch.export-based exporter (torch.onnx.export(..., dynamo=True)), which writes
 other spellings (and 0-d float initializers for scalar constants). It needs onnxscript, which
 is not a dependency of the project (hence the --target install above, which leaves the venv
-alone).
+alone). gpt2 also gets model_dynamo_unoptimized.onnx (optimize=False, as a user who wants the
+graph to keep torch's parameter names exports it): torch.split there is SplitToSequence read by
+SequenceAt, which training lowers to Slices.
 
 losses.json and meta.json also hold "params": for each model file, the initializers that
 hold torch's parameters (the dynamo exporter renames transposed Linear weights).
@@ -361,13 +363,14 @@ def check_initializers(model, path):
     return sorted(used)
 
 
-def export_dynamo(model, args, names, dynamic_shapes, path):
+def export_dynamo(model, args, names, dynamic_shapes, path, optimize=True):
     """The same model through the torch.export-based exporter (needs onnxscript). It has no
     opset 17 translations of its own: it writes opset 18 and converts down with onnx's
-    version converter."""
+    version converter. optimize=False keeps its graph as traced: torch.split as
+    SplitToSequence + SequenceAt, the Linear weights' Transposes as nodes."""
     torch.onnx.export(model, args, path, input_names=names, output_names=["logits"],
                       dynamic_shapes=dynamic_shapes, opset_version=OPSET, dynamo=True,
-                      external_data=False, verbose=False)
+                      external_data=False, verbose=False, optimize=optimize)
     return check_initializers(model, path)
 
 
@@ -381,13 +384,18 @@ def dynamo_dims(dynamic):
     return dims
 
 
-def export_both(model, args, names, dynamic, folder, training=False, dynamo=True):
-    """model.onnx (TorchScript) and model_dynamo.onnx; {file: parameter initializers}."""
+def export_both(model, args, names, dynamic, folder, training=False, dynamo=True, unoptimized=False):
+    """model.onnx (TorchScript) and model_dynamo.onnx (and with `unoptimized`
+    model_dynamo_unoptimized.onnx); {file: parameter initializers}."""
     params = {"model.onnx": export(model, args, names, dynamic, os.path.join(folder, "model.onnx"),
                                    training)}
     if dynamo:
         path = os.path.join(folder, "model_dynamo.onnx")
         params["model_dynamo.onnx"] = export_dynamo(model, args, names, dynamo_dims(dynamic), path)
+    if dynamo and unoptimized:
+        path = os.path.join(folder, "model_dynamo_unoptimized.onnx")
+        params["model_dynamo_unoptimized.onnx"] = export_dynamo(model, args, names, dynamo_dims(dynamic),
+                                                                path, optimize=False)
     return params
 
 
@@ -419,12 +427,12 @@ def save_npy(folder, name, array):
 
 
 def trajectory(out, name, model, inputs, labels, input_names, dynamic, sgd_lr, adamw_lr,
-               training_export=False, dynamo=False):
+               training_export=False, dynamo=False, unoptimized=False):
     """inputs/labels: lists (one per input) of stacked batch tensors [NB, B, ...]."""
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
     first = tuple(t[0] for t in inputs)
-    params = export_both(model, first, input_names, dynamic, folder, training_export, dynamo)
+    params = export_both(model, first, input_names, dynamic, folder, training_export, dynamo, unoptimized)
     for n, t in zip(input_names, inputs):
         save_npy(folder, n, t.numpy())
     save_npy(folder, "labels", labels.numpy())
@@ -515,7 +523,7 @@ def main():
     if want("gpt2"):
         trajectory(args.out, "gpt2", model, [tokens], seq[..., 1:].contiguous(),
                    ["tokens"], {"tokens": seq_axes, "logits": seq_axes}, sgd_lr=0.1, adamw_lr=3e-3,
-                   dynamo=True)
+                   dynamo=True, unoptimized=True)
 
     # Shape coverage: one batch each.
     torch.manual_seed(4)

@@ -85,6 +85,74 @@ TEST(GradShape, Split) {
                   .opset = 18});
 }
 
+namespace {
+
+/// SplitToSequence(x, split) read by SequenceAt at each of `positions`; the reads summed
+/// into one output when they have one shape, else returned apart.
+std::function<std::vector<Value*>(Graph&)> indexed_sequence(std::optional<std::vector<int64_t>> split,
+                                                            bool scalar_split, std::vector<Attribute> attrs,
+                                                            std::vector<int64_t> positions) {
+  return [=](Graph& g) -> std::vector<Value*> {
+    std::vector<Value*> ins = {g.find_value("x")};
+    if (split)
+      ins.push_back(g.add_initializer(
+          "split", scalar_split ? Tensor::scalar<int64_t>(split->at(0))
+                                : Tensor::from_vector<int64_t>({int64_t(split->size())}, *split)));
+    Value* seq = add(g, "SplitToSequence", ins, attrs);
+    std::vector<Value*> outs;
+    for (size_t i = 0; i < positions.size(); ++i) {
+      Value* k = g.add_initializer("k" + std::to_string(i), Tensor::scalar<int64_t>(positions[i]));
+      outs.push_back(add(g, "SequenceAt", {seq, k}));
+    }
+    return outs;
+  };
+}
+
+}  // namespace
+
+TEST(GradShape, SplitToSequenceReadByConstantPositions) {
+  // torch.split / chunk / unbind as the dynamo exporter writes them unoptimized: training
+  // lowers each read to a Slice (Gather for unbind), checked against the sequence kernels.
+  // Scalar split with a short last piece; negative positions; one piece read twice.
+  check_gradient({.op = "SplitToSequence",
+                  .inputs = {P("x", {2, 7})},
+                  .outputs = 4,
+                  .loss_outputs = {0, 1, 2, 3},
+                  .build = indexed_sequence(std::vector<int64_t>{3}, true, {attr_int("axis", 1)},
+                                            {0, 2, -1, -3})});
+  // Piece sizes, axis 0; the middle piece is never read (its gradient is zero).
+  check_gradient({.op = "SplitToSequence",
+                  .inputs = {P("x", {6, 2})},
+                  .outputs = 2,
+                  .loss_outputs = {0, 1},
+                  .build = indexed_sequence(std::vector<int64_t>{1, 2, 3}, false, {}, {-1, 0})});
+  // No split, keepdims 0 (unbind): squeezed pieces.
+  check_gradient({.op = "SplitToSequence",
+                  .inputs = {P("x", {3, 4})},
+                  .outputs = 3,
+                  .loss_outputs = {0, 1, 2},
+                  .build = indexed_sequence(std::nullopt, false,
+                                            {attr_int("axis", -1), attr_int("keepdims", 0)}, {0, -1, 2})});
+  // No split, keepdims 1: pieces of one along the axis.
+  check_gradient({.op = "SplitToSequence",
+                  .inputs = {P("x", {3, 2, 2})},
+                  .outputs = 1,
+                  .build = indexed_sequence(std::nullopt, false, {attr_int("axis", 1)}, {1})});
+}
+
+TEST(GradShape, SplitToSequenceLengthBecomesAConstant) {
+  check_gradient({.op = "SplitToSequence",
+                  .inputs = {P("x", {5, 3})},
+                  .build = [](Graph& g) -> std::vector<Value*> {
+                    Value* seq = add(g, "SplitToSequence",
+                                     {g.find_value("x"), g.add_initializer("two", Tensor::scalar<int64_t>(2))});
+                    Value* n = add(g, "SequenceLength", {seq});
+                    Value* last = add(g, "SequenceAt", {seq, g.add_initializer("k", Tensor::scalar<int64_t>(-1))});
+                    Value* nd = add(g, "Cast", {n}, {attr_int("to", int64_t(DataType::Double))});
+                    return {add(g, "Mul", {last, nd})};  // [1, 3] * 3
+                  }});
+}
+
 TEST(GradShape, SliceUnitSteps) {
   // starts/ends only (all leading axes), negative and clamped bounds: the Pad path.
   check_gradient({.op = "Slice", .inputs = {P("x", {4, 5}), I("b", {1, -4}), I("e", {100, -1})}});

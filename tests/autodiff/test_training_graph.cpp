@@ -171,7 +171,14 @@ TEST(TrainingGraph, SavedTrainingGraphReloadsAndRunsTheSame) {
 TEST(TrainingGraph, BadInputIsAClearError) {
   autodiff::LossSpec spec;
   spec.kind = "mse";
-  EXPECT_THROW(autodiff::build_training_graph(*two_layer(false), spec, {"nope"}), Error);
+  try {
+    autodiff::build_training_graph(*two_layer(false), spec, {"nope"});
+    ADD_FAILURE() << "an unknown parameter accepted";
+  } catch (const Error& e) {
+    // Names the missing one and what the model has to choose from.
+    EXPECT_NE(std::string(e.what()).find("no parameter named 'nope'; its floating-point initializers "
+                                         "are: w1, w2."), std::string::npos) << e.what();
+  }
   EXPECT_THROW(autodiff::build_training_graph(*two_layer(false), spec, {"x"}), Error);  // not an initializer
   EXPECT_THROW(autodiff::build_backward_graphs(*two_layer(false), {"nope"}), Error);
   // Opsets 7-12 are upgraded (test_opset_upgrade.cpp); below 7 there is nothing to upgrade.

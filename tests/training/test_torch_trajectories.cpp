@@ -129,7 +129,10 @@ INSTANTIATE_TEST_SUITE_P(Torch, TorchTrajectory,
                                          Trajectory{"cnn_bn", "sgd"}, Trajectory{"cnn_bn", "adamw"},
                                          Trajectory{"gpt2", "sgd"}, Trajectory{"gpt2", "adamw"},
                                          Trajectory{"gpt2", "sgd", "model_dynamo.onnx"},
-                                         Trajectory{"gpt2", "adamw", "model_dynamo.onnx"}),
+                                         Trajectory{"gpt2", "adamw", "model_dynamo.onnx"},
+                                         // torch.split as SplitToSequence + SequenceAt.
+                                         Trajectory{"gpt2", "sgd", "model_dynamo_unoptimized.onnx"},
+                                         Trajectory{"gpt2", "adamw", "model_dynamo_unoptimized.onnx"}),
                          trajectory_name);
 
 class TorchShapes : public testing::TestWithParam<std::tuple<std::string, std::string>> {};
