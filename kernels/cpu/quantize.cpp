@@ -13,6 +13,7 @@
 #include "graph/saturate_cast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/int8_matmul.h"
 #include "kernels/cpu/move_util.h"
 #include "kernels/cpu/window.h"
 
@@ -276,26 +277,61 @@ class DequantizeLinearKernel final : public Kernel {
   DataType output_dtype_ = DataType::Undefined;
 };
 
+/// Minimum and maximum of x[0, n), starting from mn and mx; a NaN is skipped (`v < lo ? v : lo`
+/// is the vector min instruction's own rule, so the loop vectorises with that meaning).
+void min_max(const float* __restrict x, int64_t n, float& mn, float& mx) {
+  float lo = mn, hi = mx;
+#pragma omp simd reduction(min : lo) reduction(max : hi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  mn = lo, mx = hi;
+}
+
+/// q[i] = saturate(round(x[i] / scale) + zp) for a finite scale; the clamp is saturate_cast's
+/// (NaN -> 0) in a form that vectorises.
+void quantize_u8(const float* __restrict x, uint8_t* __restrict q, int64_t n, float scale, float zp) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::nearbyint(x[i] / scale) + zp;
+    q[i] = static_cast<uint8_t>(v > 0.0f ? (v < 255.0f ? v : 255.0f) : 0.0f);
+  }
+}
+
 // y = saturate(round(x / scale) + zp) to uint8, with scale and zp from x's range
-// (which always includes 0).
+// (which always includes 0). onnxruntime.quantization.quantize_dynamic puts one before every
+// integer product, so both passes run vectorised on the session's threads.
 void dynamic_quantize_linear(KernelContext& ctx) {
   const Tensor& x = ctx.required_input(0);
   ONYX_CHECK(x.dtype() == DataType::Float, "[{}] x should be float but is {}", ctx.label(),
              dtype_name(x.dtype()));
   const float* p = x.data<float>();
+  const int64_t n = x.numel();
+  // Per-chunk ranges, combined in chunk order (min and max do not depend on it anyway).
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<float> lo(static_cast<size_t>(chunks), 0.0f), hi(static_cast<size_t>(chunks), 0.0f);
+  parallel_for(chunks, ctx.threads(), 2, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c)
+      min_max(p + c * kChunk, std::min(kChunk, n - c * kChunk), lo[c], hi[c]);
+  });
   float mx = 0, mn = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    mx = std::max(mx, p[i]);
-    mn = std::min(mn, p[i]);
-  }
+  for (int64_t c = 0; c < chunks; ++c) mn = std::min(mn, lo[c]), mx = std::max(mx, hi[c]);
   const float scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
   const float zp = std::nearbyint(std::clamp(0.0f - mn / scale, 0.0f, 255.0f));
   Tensor& y = ctx.allocate_output(0, DataType::UInt8, x.shape());
   uint8_t* q = y.data<uint8_t>();
-  parallel_for(x.numel(), ctx.threads(), kCheapGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      q[i] = saturate_cast<uint8_t>(std::nearbyint(p[i] / scale) + zp);
-  });
+  if (std::isfinite(scale)) {
+    parallel_for(n, ctx.threads(), kCheapGrain,
+                 [&](int64_t b, int64_t e) { quantize_u8(p + b, q + b, e - b, scale, zp); });
+  } else {
+    parallel_for(n, ctx.threads(), kCheapGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        q[i] = saturate_cast<uint8_t>(std::nearbyint(p[i] / scale) + zp);
+    });
+  }
   ctx.allocate_output(1, DataType::Float, {}).data<float>()[0] = scale;
   // An infinite x makes the scale infinite and these NaN: saturate_cast reads NaN as 0 where
   // a plain cast is undefined.
@@ -311,6 +347,20 @@ struct IntMatmul {
   int64_t M = 0, K = 0, N = 0;
   std::vector<int32_t> c;
 };
+
+/// The elements of an 8-bit integer tensor (any integer tensor) as int32.
+std::vector<int32_t> int32_values(const Tensor& t) {
+  std::vector<int32_t> v(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DataType::UInt8) {
+    std::copy_n(t.data<uint8_t>(), t.numel(), v.begin());
+  } else if (t.dtype() == DataType::Int8) {
+    std::copy_n(t.data<int8_t>(), t.numel(), v.begin());
+  } else {
+    const std::vector<int64_t> w = t.to_int64_vector();
+    for (size_t i = 0; i < w.size(); ++i) v[i] = int32_t(w[i]);
+  }
+  return v;
+}
 
 IntMatmul int_matmul(KernelContext& ctx, const Tensor& a, const Tensor* azp, const Tensor& b,
                      const Tensor* bzp) {
@@ -336,7 +386,7 @@ IntMatmul int_matmul(KernelContext& ctx, const Tensor& a, const Tensor* azp, con
                ctx.label(), shape_str(a.shape()), shape_str(b.shape()));
     batch[i] = std::max(da, db);
   }
-  const std::vector<double> av = a.to_double_vector(), bv = b.to_double_vector();
+  const std::vector<int32_t> av = int32_values(a), bv = int32_values(b);
   auto zps = [&](const Tensor* z, int64_t n, const char* what) {
     std::vector<int32_t> v(n, 0);
     if (!z) return v;
@@ -361,16 +411,17 @@ IntMatmul int_matmul(KernelContext& ctx, const Tensor& a, const Tensor* azp, con
         if (d + ab.size() >= nb && ab[d + ab.size() - nb] > 1) oa += idx * sa[d + ab.size() - nb];
         if (d + bb.size() >= nb && bb[d + bb.size() - nb] > 1) ob += idx * sb[d + bb.size() - nb];
       }
-      const double* pa = av.data() + (oa * r.M + m) * r.K;
-      const double* pb = bv.data() + ob * r.K * r.N;
-      for (int64_t k = 0; k < r.K; ++k) row[k] = int32_t(pa[k]) - za[m];
+      const int32_t* pa = av.data() + (oa * r.M + m) * r.K;
+      const int32_t* pb = bv.data() + ob * r.K * r.N;
+      for (int64_t k = 0; k < r.K; ++k) row[k] = pa[k] - za[m];
       int32_t* pc = r.c.data() + bm * r.N;
       for (int64_t k = 0; k < r.K; ++k) {
-        const int32_t ak = row[k];
-        const double* pbk = pb + k * r.N;
-        // int32 accumulation wraps around (as ONNX Runtime's does) instead of overflowing.
+        const uint32_t ak = uint32_t(row[k]);
+        const int32_t* pbk = pb + k * r.N;
+        // int32 accumulation wraps around (as ONNX Runtime's does) instead of overflowing:
+        // unsigned arithmetic, which also lets the loop vectorise.
         for (int64_t n = 0; n < r.N; ++n)
-          pc[n] = int32_t(uint32_t(pc[n]) + uint32_t(ak * (int32_t(pbk[n]) - zb[n])));
+          pc[n] = int32_t(uint32_t(pc[n]) + ak * uint32_t(pbk[n] - zb[n]));
       }
     }
   });
@@ -380,12 +431,22 @@ IntMatmul int_matmul(KernelContext& ctx, const Tensor& a, const Tensor* azp, con
   return r;
 }
 
-void matmul_integer(KernelContext& ctx) {
-  IntMatmul r =
-      int_matmul(ctx, ctx.required_input(0), ctx.input(2), ctx.required_input(1), ctx.input(3));
-  Tensor& y = ctx.allocate_output(0, DataType::Int32, r.out_shape);
-  std::copy(r.c.begin(), r.c.end(), y.data<int32_t>());
-}
+class MatMulIntegerKernel final : public Kernel {
+ public:
+  explicit MatMulIntegerKernel(const KernelInfo&) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& a = ctx.required_input(0);
+    const Tensor& b = ctx.required_input(1);
+    if (fast_.run(ctx, a, ctx.input(2), b, ctx.input(3))) return;
+    IntMatmul r = int_matmul(ctx, a, ctx.input(2), b, ctx.input(3));
+    Tensor& y = ctx.allocate_output(0, DataType::Int32, r.out_shape);
+    std::copy(r.c.begin(), r.c.end(), y.data<int32_t>());
+  }
+
+ private:
+  Int8MatMul fast_;  // oneDNN where it is exact (int8_matmul.h)
+};
 
 // Rounds a scale product in the scales' own type (float16 scales multiply in float16).
 double scale_ratio(const Tensor& s1, double a, double b, double y) {
@@ -644,7 +705,7 @@ void register_quantize_kernels(KernelRegistry& r) {
          0,
          {DataType::Float},
          function_factory(dynamic_quantize_linear)});
-  r.add({"MatMulInteger", "", 10, INT_MAX, "cpu", 0, u8s8, function_factory(matmul_integer)});
+  r.add({"MatMulInteger", "", 10, INT_MAX, "cpu", 0, u8s8, make_factory<MatMulIntegerKernel>()});
   r.add({"QLinearMatMul", "", 10, INT_MAX, "cpu", 0, u8s8, function_factory(qlinear_matmul)});
   r.add({"ConvInteger", "", 10, INT_MAX, "cpu", 0, u8s8, make_factory<ConvIntegerKernel>()});
   r.add({"QLinearConv", "", 10, INT_MAX, "cpu", 0, u8s8, make_factory<QLinearConvKernel>()});
