@@ -3,6 +3,7 @@
 #include <cpuid.h>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/parallel.h"
 
 namespace onyx::cpu {
 
@@ -34,6 +35,32 @@ int32_t zero_point_value(const Tensor& t) {
 
 }  // namespace
 
+Int8MatMul::Int8MatMul(const Tensor* constant_b) {
+  if (constant_b) b_const_ = *constant_b;
+}
+
+Tensor Int8MatMul::packed_b(KernelContext& ctx, const Entry& e, const Tensor& B) const {
+  if (!e.b_r) return B;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [layout, t] : packs_)
+    if (layout == e.b_p) return t;
+  Tensor packed = Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.b_p.get_size())});
+  du::execute(ctx, *e.b_r, {{DNNL_ARG_FROM, du::wrap(e.b, B.raw())}, {DNNL_ARG_TO, du::wrap(e.b_p, packed.raw())}});
+  packs_.emplace_back(e.b_p, packed);
+  return packed;
+}
+
+const std::vector<int32_t>& Int8MatMul::column_sums() const {
+  std::call_once(sums_once_, [&] {
+    const int64_t K = b_const_->dim(0), N = b_const_->dim(1);
+    const int8_t* b = b_const_->data<int8_t>();
+    col_sums_.assign(static_cast<size_t>(N), 0);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) col_sums_[n] += b[k * N + n];
+  });
+  return col_sums_;
+}
+
 bool Int8MatMul::run(KernelContext& ctx, const Tensor& A, const Tensor* a_zp, const Tensor& B,
                      const Tensor* b_zp) const {
   const DataType adt = A.dtype();
@@ -47,20 +74,30 @@ bool Int8MatMul::run(KernelContext& ctx, const Tensor& A, const Tensor* a_zp, co
   const int64_t rows = A.numel() / K;
   if (rows == 0) return false;
   du::ThreadScope threads(ctx.threads());
+  // The node's own constant B (not one fed in its place) is packed once.
+  const bool pack = b_const_ && b_const_->raw() == B.raw();
+  // With a packed B and uint8 A, the zero point is applied here: (A - z) B = A B - z colsum(B).
+  // Asking oneDNN for it puts a compensation into B's layout, whose reorder (a reference loop)
+  // took 4x a BERT-base run to pack its weights.
+  const bool own_zp = pack && adt == DataType::UInt8;
   du::PrimitiveCache<Entry>::Key key{static_cast<int64_t>(adt), ctx.threads(), rows, K, N,
-                                     a_zp != nullptr};
+                                     a_zp != nullptr, pack};
   auto e = cache_.get(key, [&] {
     Entry en;
     try {
       dnnl::primitive_attr attr = du::scratch_attr();
-      if (a_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      if (a_zp && !own_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
       en.a = du::plain_desc({rows, K}, adt);
       en.b = du::plain_desc({K, N}, DataType::Int8);
       en.c = du::plain_desc({rows, N}, DataType::Int32);
       en.zp = du::plain_desc({1}, DataType::Int32);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(en.a, en.b, en.c), attr, du::engine());
+      const dnnl::memory::desc b_any =
+          pack ? dnnl::memory::desc(en.b.dims(), en.b.data_type(), dnnl::memory::format_tag::any) : en.b;
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(en.a, b_any, en.c), attr, du::engine());
       if (du::is_reference_impl(pd)) return en;
       en.prim = du::make_prim<dnnl::matmul>(pd);
+      en.b_p = pd.weights_desc();
+      if (en.b_p != en.b) en.b_r = du::make_reorder(en.b, en.b_p);
       en.ok = true;
     } catch (const dnnl::error&) {
     }
@@ -71,11 +108,22 @@ bool Int8MatMul::run(KernelContext& ctx, const Tensor& A, const Tensor* a_zp, co
   out.back() = N;
   Tensor& Y = ctx.allocate_output(0, DataType::Int32, out);
   int32_t zp = a_zp ? zero_point_value(*a_zp) : 0;
+  const Tensor b = packed_b(ctx, *e, B);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, du::wrap(e->a, A.raw())},
-                                             {DNNL_ARG_WEIGHTS, du::wrap(e->b, B.raw())},
+                                             {DNNL_ARG_WEIGHTS, du::wrap(e->b_p, b.raw())},
                                              {DNNL_ARG_DST, du::wrap(e->c, Y.raw())}};
-  if (a_zp) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, du::wrap(e->zp, &zp));
+  if (a_zp && !own_zp) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, du::wrap(e->zp, &zp));
   du::execute(ctx, e->prim, args);
+  if (own_zp && zp != 0) {
+    // int32 sums wrap around, as the product's own do: unsigned arithmetic.
+    const std::vector<int32_t>& cs = column_sums();
+    uint32_t* y = static_cast<uint32_t*>(Y.raw());
+    const uint32_t z = uint32_t(zp);
+    parallel_for(rows, ctx.threads(), std::max<int64_t>(1, 32768 / N), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t n = 0; n < N; ++n) y[r * N + n] -= z * uint32_t(cs[n]);
+    });
+  }
   return true;
 }
 

@@ -3,6 +3,11 @@
 // activations times int8 weights) run ~15x faster than a loop of int32 multiply-adds.
 #pragma once
 
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "kernels/cpu/dnnl_util.h"
 
 namespace onyx::cpu {
@@ -16,6 +21,10 @@ bool exact_int8_dot_products();
 /// One MatMulInteger node's oneDNN primitives, cached by shape.
 class Int8MatMul {
  public:
+  /// `constant_b`: B when it is an initializer, which is then reordered once into the layout
+  /// the primitive reads (with oneDNN's zero-point compensation) instead of on every call.
+  explicit Int8MatMul(const Tensor* constant_b = nullptr);
+
   /// Y = (A - a_zp) @ B as int32 for A uint8/int8 of rank >= 2, B int8 [K, N] shared by every
   /// row, a_zp absent or one value, b_zp absent or all zero. Returns false (Y untouched) where
   /// these do not hold or oneDNN has no fast kernel; Y is allocated [A's dims but last, N].
@@ -25,10 +34,22 @@ class Int8MatMul {
  private:
   struct Entry {
     dnnl_util::Prim prim;
-    dnnl::memory::desc a, b, c, zp;
+    dnnl::memory::desc a, b, b_p, c, zp;
+    std::optional<dnnl_util::Prim> b_r;  // plain B -> b_p, for a constant B
     bool ok = false;
   };
+  /// B as entry `e` reads it: the constant one packed (once per layout), else B itself.
+  Tensor packed_b(KernelContext& ctx, const Entry& e, const Tensor& B) const;
+
+  /// The constant B's column sums (computed once), for a zero point applied after the product.
+  const std::vector<int32_t>& column_sums() const;
+
+  std::optional<Tensor> b_const_;
+  mutable std::once_flag sums_once_;
+  mutable std::vector<int32_t> col_sums_;
   dnnl_util::PrimitiveCache<Entry> cache_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::pair<dnnl::memory::desc, Tensor>> packs_;  // guarded by mu_
 };
 
 }  // namespace onyx::cpu

@@ -64,6 +64,27 @@ TEST(Int8MatMul, QuantizeDynamicShapesAreExact) {
   expect_product(big_a, none, big_b, none, 0, 0);
 }
 
+TEST(Int8MatMul, ConstantWeightsArePackedOnceAndStayExact) {
+  // B an initializer, as quantize_dynamic writes it: packed at the first run, reused after;
+  // the activations' zero point applied after the product (column sums of B).
+  Tensor b = random_ints<int8_t>({96, 40}, 11, -128, 127);
+  b.data<int8_t>()[0] = -128;  // the extreme weights beside the extreme activations
+  onyx::test::ModelBuilder mb(21);
+  mb.input("a", DataType::UInt8, Shape{2, 6, 96});
+  mb.input("az", DataType::UInt8, Shape{});
+  mb.initializer("b", b);
+  mb.node("MatMulInteger", {"a", "b", "az"}, {"y"});
+  mb.output("y");
+  Session session = mb.session({.intra_op_threads = 2});
+  for (int round = 0; round < 3; ++round) {
+    Tensor a = random_ints<uint8_t>({2, 6, 96}, 20 + round, 0, 255);
+    a.data<uint8_t>()[0] = 255;
+    const uint8_t z = round == 0 ? 0 : round == 1 ? 255 : 128;
+    NamedTensors out = session.run({{"a", a}, {"az", test::T_<uint8_t>({}, {double(z)})}});
+    EXPECT_EQ(out.at("y").to_int64_vector(), expected(a, z, b, 0)) << "round " << round;
+  }
+}
+
 TEST(Int8MatMul, OtherFormsRunOnOnyxsLoops) {
   const Tensor none;
   Tensor a = random_ints<uint8_t>({4, 24}, 5, 0, 255);
