@@ -142,6 +142,27 @@ ParamLayout param_layout(const std::string& who, const Shape& x, const Tensor& s
   return p;
 }
 
+/// q[i] = clamp(round_half_even(x[i] / scale) + zp, lo, hi) for 8-bit Q, NaN -> lo: the
+/// general path's result (round_clamp) for float x and a float scale, written so that the loop
+/// vectorises (QDQ models quantize every activation twice per layer).
+template <typename Q>
+void quantize_8bit(const float* __restrict x, Q* __restrict q, int64_t n, float scale, float zp,
+                   float lo, float hi) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::nearbyint(x[i] / scale) + zp;
+    q[i] = static_cast<Q>(v > lo ? (v < hi ? v : hi) : lo);
+  }
+}
+
+/// y[i] = (q[i] - zp) * scale in float for 8-bit Q: the general path's double product rounded
+/// to float is the same value (an 9-bit integer times a float scale is exact in double).
+template <typename Q>
+void dequantize_8bit(const Q* __restrict q, float* __restrict y, int64_t n, float scale, int zp) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(int(q[i]) - zp) * scale;
+}
+
 class QuantizeLinearKernel final : public Kernel {
  public:
   explicit QuantizeLinearKernel(const KernelInfo& info) {
@@ -174,6 +195,19 @@ class QuantizeLinearKernel final : public Kernel {
     const std::vector<double> s = values_of(scale);
     const std::vector<double> z = zp ? values_of(*zp) : std::vector<double>(s.size(), 0.0);
     Tensor& y = ctx.allocate_output(0, out, x.shape());
+    if (x.dtype() == DataType::Float && scale.dtype() == DataType::Float && s.size() == 1 &&
+        (out == DataType::UInt8 || out == DataType::Int8) &&
+        (precision_ == DataType::Undefined || precision_ == DataType::Float)) {
+      const float sc = float(s[0]), z0 = float(z[0]), flo = float(lo), fhi = float(hi);
+      const float* xv = x.data<float>();
+      parallel_for(x.numel(), ctx.threads(), kCheapGrain, [&](int64_t b, int64_t e) {
+        if (out == DataType::UInt8)
+          quantize_8bit(xv + b, y.data<uint8_t>() + b, e - b, sc, z0, flo, fhi);
+        else
+          quantize_8bit(xv + b, y.data<int8_t>() + b, e - b, sc, z0, flo, fhi);
+      });
+      return;
+    }
     // x / scale is computed in `precision` (default: x's type; double for int32 x).
     const DataType prec = precision_ != DataType::Undefined ? precision_
                           : x.dtype() == DataType::Int32    ? DataType::Double
@@ -242,6 +276,19 @@ class DequantizeLinearKernel final : public Kernel {
     // The reference computes in float32 (float64 for int32 x).
     const bool wide = x.dtype() == DataType::Int32;
     Tensor& y = ctx.allocate_output(0, out, x.shape());
+    if ((x.dtype() == DataType::UInt8 || x.dtype() == DataType::Int8) && out == DataType::Float &&
+        scale.dtype() == DataType::Float && s.size() == 1) {
+      const float sc = float(s[0]);
+      const int z0 = int(z[0]);
+      float* dst = y.data<float>();
+      parallel_for(x.numel(), ctx.threads(), kCheapGrain, [&](int64_t b, int64_t e) {
+        if (x.dtype() == DataType::UInt8)
+          dequantize_8bit(x.data<uint8_t>() + b, dst + b, e - b, sc, z0);
+        else
+          dequantize_8bit(x.data<int8_t>() + b, dst + b, e - b, sc, z0);
+      });
+      return;
+    }
     dispatch<FloatTypes>(out, ctx.label(), [&]<typename T>() {
       T* dst = y.data<T>();
       auto run = [&](auto load) {
@@ -290,16 +337,6 @@ void min_max(const float* __restrict x, int64_t n, float& mn, float& mx) {
   mn = lo, mx = hi;
 }
 
-/// q[i] = saturate(round(x[i] / scale) + zp) for a finite scale; the clamp is saturate_cast's
-/// (NaN -> 0) in a form that vectorises.
-void quantize_u8(const float* __restrict x, uint8_t* __restrict q, int64_t n, float scale, float zp) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = std::nearbyint(x[i] / scale) + zp;
-    q[i] = static_cast<uint8_t>(v > 0.0f ? (v < 255.0f ? v : 255.0f) : 0.0f);
-  }
-}
-
 // y = saturate(round(x / scale) + zp) to uint8, with scale and zp from x's range
 // (which always includes 0). onnxruntime.quantization.quantize_dynamic puts one before every
 // integer product, so both passes run vectorised on the session's threads.
@@ -325,7 +362,7 @@ void dynamic_quantize_linear(KernelContext& ctx) {
   uint8_t* q = y.data<uint8_t>();
   if (std::isfinite(scale)) {
     parallel_for(n, ctx.threads(), kCheapGrain,
-                 [&](int64_t b, int64_t e) { quantize_u8(p + b, q + b, e - b, scale, zp); });
+                 [&](int64_t b, int64_t e) { quantize_8bit(p + b, q + b, e - b, scale, zp, 0.0f, 255.0f); });
   } else {
     parallel_for(n, ctx.threads(), kCheapGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
@@ -433,7 +470,7 @@ IntMatmul int_matmul(KernelContext& ctx, const Tensor& a, const Tensor* azp, con
 
 class MatMulIntegerKernel final : public Kernel {
  public:
-  explicit MatMulIntegerKernel(const KernelInfo&) {}
+  explicit MatMulIntegerKernel(const KernelInfo& info) : fast_(info.constant_input(1)) {}
 
   void compute(KernelContext& ctx) const override {
     const Tensor& a = ctx.required_input(0);

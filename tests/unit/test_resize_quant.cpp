@@ -184,6 +184,32 @@ TEST(ResizeQuant, QuantizeLinearRoundsHalfToEvenAndSaturates) {
   expect_near(y.at("y0"), {-8, 3, 7});
 }
 
+TEST(ResizeQuant, EightBitPerTensorPathsMatchTheFormula) {
+  // The vectorised per-tensor paths QDQ models run (float x, float scale, 8-bit y) against
+  // the definition in double: halves to even, saturation, NaN -> the low end, infinities.
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t n = 100003;  // several threads' chunks and a tail
+  std::vector<double> xs(n);
+  for (int64_t i = 0; i < n; ++i) xs[i] = (double(i % 2001) - 1000.0) * 0.25 + (i % 7 == 0 ? 0.125 : 0.0);
+  xs[1] = std::nan(""), xs[2] = inf, xs[3] = -inf, xs[4] = 1e30, xs[5] = 0.375, xs[6] = -0.375;
+  const double scale = 0.25;
+  for (bool is_signed : {false, true}) {
+    const double zp = is_signed ? -3 : 131, lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
+    Tensor z = is_signed ? T_<int8_t>({}, {zp}) : T_<uint8_t>({}, {zp});
+    auto y = run_op("QuantizeLinear", {{"x", T_({n}, xs)}, {"s", T_({}, {scale})}, {"z", z}});
+    const std::vector<int64_t> q = y.at("y0").to_int64_vector();
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = double(float(xs[i]) / float(scale));
+      const double want = std::isnan(v) ? lo : std::clamp(std::nearbyint(v) + zp, lo, hi);
+      ASSERT_EQ(q[i], int64_t(want)) << "x " << xs[i] << (is_signed ? " int8" : " uint8");
+    }
+    auto d = run_op("DequantizeLinear", {{"x", y.at("y0")}, {"s", T_({}, {scale})}, {"z", z}});
+    const std::vector<double> back = d.at("y0").to_double_vector();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(back[i], double(float((double(q[i]) - zp) * scale))) << i;
+  }
+}
+
 TEST(ResizeQuant, DequantizeLinearBlockedAndDynamicQuantize) {
   auto y = run_op("DequantizeLinear",
                   {{"x", T_<int8_t>({1, 4}, {2, 4, 6, 8})}, {"s", T_({1, 2}, {1, 0.5})}},
