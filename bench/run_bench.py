@@ -28,13 +28,17 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gen_bench_models  # noqa: E402
+import gen_quant_bench_models  # noqa: E402
 import gen_torch_bench_models  # noqa: E402
 
-# The hand-written graphs and the same shapes as torch.onnx exports them; `bench` and
-# `torch` select one group.
+# The hand-written graphs, the same shapes as torch.onnx exports them, and int8 versions of
+# those exports made with onnxruntime.quantization; `bench`, `torch` and `quant` select one
+# group (quant is not in the default run).
 GENERATORS = {**{n: gen_bench_models for n in gen_bench_models.MODELS},
-              **{n: gen_torch_bench_models for n in gen_torch_bench_models.MODELS}}
-GROUPS = {"bench": list(gen_bench_models.MODELS), "torch": list(gen_torch_bench_models.MODELS)}
+              **{n: gen_torch_bench_models for n in gen_torch_bench_models.MODELS},
+              **{n: gen_quant_bench_models for n in gen_quant_bench_models.MODELS}}
+GROUPS = {"bench": list(gen_bench_models.MODELS), "torch": list(gen_torch_bench_models.MODELS),
+          "quant": list(gen_quant_bench_models.MODELS)}
 
 
 def make_inputs(meta, batch, seed):
