@@ -8,6 +8,7 @@
 
 #include "autodiff/gradient_op.h"
 #include "graph/canonicalize.h"
+#include "graph/quantized_contrib_ops.h"
 #include "graph/onnx_io.h"
 #include "inference/run_allocator.h"
 #include "kernels/arena.h"
@@ -139,6 +140,7 @@ struct Session::Impl {
     // The preview-training Gradient op is defined by autodiff of the graph around it.
     autodiff::expand_gradient_ops(*model);
     canonicalize_opsets(*model);
+    expand_quantized_contrib_ops(*model);
     AutocastReport amp = autocast_for_providers(*model, options.precision);
     if (options.precision != Precision::Float32)
       spdlog::info("session: {}", autocast_summary(amp, options.precision));

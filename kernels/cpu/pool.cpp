@@ -167,37 +167,40 @@ void ref_pool(const PoolGeometry& g, PoolKind kind, const PoolAttrs& a, const T*
   });
 }
 
-/// 2-D float max pooling without dilation, plane by plane: for each output row, the
-/// element-wise max of its input rows (contiguous, so it vectorises), then each output's
-/// window over that one row. oneDNN's plain-NCHW pooling is a scalar loop several times slower.
-void max_pool_2d(const PoolGeometry& g, const float* x, float* y, int threads) {
+/// 2-D max pooling without dilation (float, and the 8-bit integers of quantized CNNs), plane
+/// by plane: for each output row, the element-wise max of its input rows (contiguous, so it
+/// vectorises), then each output's window over that one row. oneDNN's plain-NCHW pooling is a
+/// scalar loop several times slower.
+template <typename T>
+void max_pool_2d(const PoolGeometry& g, const T* x, T* y, int threads) {
   const int64_t H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1];
   const int64_t KH = g.k[0], KW = g.k[1], SH = g.stride[0], SW = g.stride[1];
   const int64_t PT = g.pad_l[0], PL = g.pad_l[1];
-  constexpr float kLowest = -std::numeric_limits<float>::infinity();
+  constexpr T kLowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                               : std::numeric_limits<T>::lowest();
   parallel_for(g.N * g.C, threads, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> col_max(static_cast<size_t>(W));
+    std::vector<T> col_max(static_cast<size_t>(W));
     for (int64_t plane = b; plane < e; ++plane) {
-      const float* xp = x + plane * H * W;
-      float* yp = y + plane * OH * OW;
+      const T* xp = x + plane * H * W;
+      T* yp = y + plane * OH * OW;
       for (int64_t oh = 0; oh < OH; ++oh) {
         const int64_t h0 = std::max<int64_t>(0, oh * SH - PT),
                       h1 = std::min<int64_t>(H, oh * SH - PT + KH);
-        float* __restrict v = col_max.data();
+        T* __restrict v = col_max.data();
         if (h0 >= h1) {
           std::fill(v, v + W, kLowest);
         } else {
           std::copy(xp + h0 * W, xp + (h0 + 1) * W, v);
           for (int64_t ih = h0 + 1; ih < h1; ++ih) {
-            const float* __restrict row = xp + ih * W;
+            const T* __restrict row = xp + ih * W;
             for (int64_t j = 0; j < W; ++j) v[j] = row[j] > v[j] ? row[j] : v[j];
           }
         }
-        float* out = yp + oh * OW;
+        T* out = yp + oh * OW;
         for (int64_t ow = 0; ow < OW; ++ow) {
           const int64_t j0 = ow * SW - PL;
           const int64_t k0 = std::max<int64_t>(0, -j0), k1 = std::min<int64_t>(KW, W - j0);
-          float m = kLowest;
+          T m = kLowest;
           for (int64_t k = k0; k < k1; ++k) m = v[j0 + k] > m ? v[j0 + k] : m;
           out[ow] = m;
         }
@@ -330,10 +333,19 @@ class PoolKernel final : public Kernel {
     bool want_idx = kind_ == PoolKind::Max && ctx.num_outputs() > 1 && ctx.output_wanted(1);
     Tensor* idx = want_idx ? &ctx.allocate_output(1, DataType::Int64, out) : nullptr;
     if (Y.numel() == 0) return;
-    if (!want_idx && kind_ == PoolKind::Max && X.dtype() == DataType::Float && g.in.size() == 2 &&
-        g.dil[0] == 1 && g.dil[1] == 1) {
-      max_pool_2d(g, X.data<float>(), Y.data<float>(), ctx.threads());
-      return;
+    if (!want_idx && kind_ == PoolKind::Max && g.in.size() == 2 && g.dil[0] == 1 && g.dil[1] == 1) {
+      if (X.dtype() == DataType::Float) {
+        max_pool_2d(g, X.data<float>(), Y.data<float>(), ctx.threads());
+        return;
+      }
+      if (X.dtype() == DataType::UInt8) {
+        max_pool_2d(g, X.data<uint8_t>(), Y.data<uint8_t>(), ctx.threads());
+        return;
+      }
+      if (X.dtype() == DataType::Int8) {
+        max_pool_2d(g, X.data<int8_t>(), Y.data<int8_t>(), ctx.threads());
+        return;
+      }
     }
     if (!want_idx && try_dnnl(ctx, g, X, Y, 0)) return;
     if (want_idx && g.in.size() == 2 && !attrs_.column_major) {

@@ -13,6 +13,7 @@
 #include "graph/saturate_cast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/int8_conv.h"
 #include "kernels/cpu/int8_matmul.h"
 #include "kernels/cpu/move_util.h"
 #include "kernels/cpu/window.h"
@@ -681,8 +682,10 @@ class ConvIntegerKernel final : public Kernel {
 
 class QLinearConvKernel final : public Kernel {
  public:
-  explicit QLinearConvKernel(const KernelInfo& info) : at_(info.node) {}
+  explicit QLinearConvKernel(const KernelInfo& info)
+      : at_(info.node), fast_(info.node, info.constant_input(3)) {}
   void compute(KernelContext& ctx) const override {
+    if (fast_.run(ctx)) return;
     const Tensor& x = ctx.required_input(0);
     const Tensor& xs = ctx.required_input(1);
     const Tensor& w = ctx.required_input(3);
@@ -717,6 +720,7 @@ class QLinearConvKernel final : public Kernel {
 
  private:
   IntConvAttrs at_;
+  Int8Conv fast_;  // oneDNN where it is exact (int8_conv.h)
 };
 
 }  // namespace

@@ -105,3 +105,75 @@ TEST(Int8MatMul, MismatchedInnerDimensionsAreAnError) {
       },
       "inner dimensions differ");
 }
+
+namespace {
+
+struct QConvCase {
+  Shape x, w;
+  int64_t stride = 1, pad = 0, dilation = 1, group = 1;
+  int x_zp = 0, y_zp = 0;
+  bool is_signed = false, bias = true, per_channel = false;
+};
+
+/// QLinearConv against int64 sums requantized in double, with power-of-two scales so that the
+/// float requantization of oneDNN and the double one of onyx's loops agree exactly (halves
+/// included: those are rounded to even in both).
+void expect_qlinear_conv(const QConvCase& c, uint32_t seed) {
+  const int64_t N = c.x[0], C = c.x[1], H = c.x[2], W = c.x[3], M = c.w[0], KH = c.w[2], KW = c.w[3];
+  Tensor x = c.is_signed ? random_ints<int8_t>(c.x, seed, -128, 127) : random_ints<uint8_t>(c.x, seed, 0, 255);
+  Tensor w = random_ints<int8_t>(c.w, seed + 1, -128, 127);
+  std::vector<double> ws_v(c.per_channel ? M : 1);
+  for (size_t i = 0; i < ws_v.size(); ++i) ws_v[i] = std::ldexp(1.0, -6 - int(i % 3));
+  const double xs = 0.5, ys = 4.0;
+  std::vector<double> b_v(M);
+  for (int64_t m = 0; m < M; ++m) b_v[m] = double((m * 7919) % 20001 - 10000);
+  auto zp = [&](int v) { return c.is_signed ? test::T_<int8_t>({}, {double(v)}) : test::T_<uint8_t>({}, {double(v)}); };
+  onyx::test::Named in = {{"x", x}, {"xs", test::T_({}, {xs})}, {"xz", zp(c.x_zp)}, {"w", w},
+                          {"ws", test::T_({int64_t(ws_v.size())}, ws_v)}, {"wz", Tensor()},
+                          {"ys", test::T_({}, {ys})}, {"yz", zp(c.y_zp)}};
+  if (c.bias) in.push_back({"b", test::T_<int32_t>({M}, b_v)});
+  auto y = run_op("QLinearConv", in,
+                  {onyx::test::attr_ints("strides", {c.stride, c.stride}),
+                   onyx::test::attr_ints("pads", {c.pad, c.pad, c.pad, c.pad}),
+                   onyx::test::attr_ints("dilations", {c.dilation, c.dilation}),
+                   onyx::test::attr_int("group", c.group)});
+  const Tensor& got = y.at("y0");
+  const int64_t OH = (H + 2 * c.pad - (KH - 1) * c.dilation - 1) / c.stride + 1;
+  const int64_t OW = (W + 2 * c.pad - (KW - 1) * c.dilation - 1) / c.stride + 1;
+  ASSERT_EQ(got.shape(), (Shape{N, M, OH, OW}));
+  const std::vector<int64_t> xv = x.to_int64_vector(), wv = w.to_int64_vector(), gv = got.to_int64_vector();
+  const int64_t cg = C / c.group, mg = M / c.group;
+  const double lo = c.is_signed ? -128 : 0, hi = c.is_signed ? 127 : 255;
+  int64_t checked = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          int64_t acc = c.bias ? int64_t(b_v[m]) : 0;
+          const int64_t g = m / mg;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = oh * c.stride - c.pad + kh * c.dilation, iw = ow * c.stride - c.pad + kw * c.dilation;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                acc += (xv[((n * C + g * cg + ci) * H + ih) * W + iw] - c.x_zp) * wv[((m * cg + ci) * KH + kh) * KW + kw];
+              }
+          const double r = xs * ws_v[c.per_channel ? m : 0] / ys;
+          // As ONNX's reference: the zero point is added before rounding (half to even).
+          const double want = std::clamp(std::nearbyint(double(acc) * r + c.y_zp), lo, hi);
+          ASSERT_EQ(gv[((n * M + m) * OH + oh) * OW + ow], int64_t(want)) << "n " << n << " m " << m << " oh " << oh << " ow " << ow << " acc " << acc;
+          ++checked;
+        }
+  EXPECT_EQ(checked, got.numel());
+}
+
+}  // namespace
+
+TEST(Int8Conv, QLinearConvShapesOfInt8CNNsAreExact) {
+  SCOPED_TRACE(cpu::exact_int8_dot_products() ? "oneDNN int8 path" : "onyx's loops (no VNNI)");
+  expect_qlinear_conv({.x = {1, 8, 9, 9}, .w = {16, 8, 3, 3}, .pad = 1, .x_zp = 128, .y_zp = 100}, 1);
+  expect_qlinear_conv({.x = {2, 16, 12, 12}, .w = {32, 16, 1, 1}, .stride = 2, .x_zp = 3, .y_zp = 0, .per_channel = true}, 2);
+  expect_qlinear_conv({.x = {1, 12, 10, 10}, .w = {12, 1, 3, 3}, .pad = 1, .group = 12, .x_zp = 7, .y_zp = 9}, 3);  // depthwise
+  expect_qlinear_conv({.x = {1, 4, 11, 11}, .w = {6, 2, 3, 3}, .stride = 2, .pad = 2, .dilation = 2, .group = 2, .x_zp = -5, .y_zp = 3, .is_signed = true, .bias = false}, 4);
+  expect_qlinear_conv({.x = {1, 3, 16, 16}, .w = {8, 3, 7, 7}, .stride = 2, .pad = 3, .x_zp = 0, .y_zp = 255, .per_channel = true}, 5);  // a stem, saturating high
+}
