@@ -2,7 +2,6 @@
 
 #include <bit>
 
-#include "kernels/cpu/int8_matmul.h"
 
 namespace onyx::cpu {
 
@@ -10,17 +9,7 @@ namespace du = dnnl_util;
 
 namespace {
 
-bool all_zero(const Tensor& t) {
-  for (int64_t v : t.to_int64_vector())
-    if (v != 0) return false;
-  return true;
-}
-
 bool scalar(const Tensor* t) { return t && t->numel() == 1; }
-
-int32_t int_value(const Tensor& t) {
-  return t.dtype() == DataType::UInt8 ? int32_t(*t.data<uint8_t>()) : int32_t(*t.data<int8_t>());
-}
 
 dnnl::memory::dims dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s.end()); }
 
@@ -28,17 +17,6 @@ dnnl::memory::dims dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s
 
 Int8Conv::Int8Conv(const Node& node, const Tensor* constant_w) : attrs_(node) {
   if (constant_w) w_const_ = *constant_w;
-}
-
-Tensor Int8Conv::packed_w(KernelContext& ctx, const Entry& e, const Tensor& W) const {
-  if (!e.w_r) return W;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [layout, t] : packs_)
-    if (layout == e.w_p) return t;
-  Tensor packed = Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.w_p.get_size())});
-  du::execute(ctx, *e.w_r, {{DNNL_ARG_FROM, du::wrap(e.w, W.raw())}, {DNNL_ARG_TO, du::wrap(e.w_p, packed.raw())}});
-  packs_.emplace_back(e.w_p, packed);
-  return packed;
 }
 
 bool Int8Conv::run(KernelContext& ctx) const {
@@ -129,7 +107,7 @@ bool Int8Conv::run(KernelContext& ctx) const {
     return en;
   });
   if (!e->ok) return false;
-  int32_t x_zp = xz ? int_value(*xz) : 0, y_zp = yz ? int_value(*yz) : 0;
+  int32_t x_zp = xz ? int8_scalar(*xz) : 0, y_zp = yz ? int8_scalar(*yz) : 0;
   Tensor& Y = ctx.allocate_output(0, xdt, {geo.N, M, geo.out[0], geo.out[1]});
   Tensor x = X, y = Y;
   if (e->x_r) {
@@ -137,7 +115,7 @@ bool Int8Conv::run(KernelContext& ctx) const {
     du::execute(ctx, *e->x_r, {{DNNL_ARG_FROM, du::wrap(e->x, X.raw())}, {DNNL_ARG_TO, du::wrap(e->x_p, x.raw())}});
   }
   if (e->y_r) y = du::scratch_for(ctx, e->y_p);
-  const Tensor w = packed_w(ctx, *e, W);
+  const Tensor w = packed_.get(ctx, W, e->w, e->w_p, e->w_r ? &*e->w_r : nullptr);
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, du::wrap(e->x_p, x.raw())},
       {DNNL_ARG_WEIGHTS, du::wrap(e->w_p, w.raw())},

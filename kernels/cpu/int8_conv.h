@@ -1,5 +1,5 @@
 // QLinearConv through oneDNN's int8 convolution where the CPU computes it exactly (AVX-512
-// VNNI, see int8_matmul.h): the convolutions of int8 CNNs in the QOperator format (the ONNX
+// VNNI, see int8_util.h): the convolutions of int8 CNNs in the QOperator format (the ONNX
 // model zoo's, onnxruntime.quantization's QOperator output). int32 sums are exact; the
 // requantization is oneDNN's float one (acc * x_scale * w_scale / y_scale + y_zero_point,
 // rounded half to even, saturated), as ONNX Runtime's own int8 kernels compute it.
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/int8_util.h"
 #include "kernels/window_geometry.h"
 
 namespace onyx::cpu {
@@ -33,13 +34,10 @@ class Int8Conv {
     std::optional<dnnl_util::Prim> x_r, w_r, y_r;  // plain <-> the primitive's layouts
     bool ok = false;
   };
-  Tensor packed_w(KernelContext& ctx, const Entry& e, const Tensor& W) const;
-
   ConvAttrs attrs_;
   std::optional<Tensor> w_const_;
   dnnl_util::PrimitiveCache<Entry> cache_;
-  mutable std::mutex mu_;
-  mutable std::vector<std::pair<dnnl::memory::desc, Tensor>> packs_;  // guarded by mu_
+  PackedInt8Weights packed_;
 };
 
 }  // namespace onyx::cpu

@@ -1,53 +1,13 @@
 #include "kernels/cpu/int8_matmul.h"
 
-#include <cpuid.h>
-
-#include "kernels/cpu/isa.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {
 
 namespace du = dnnl_util;
 
-bool exact_int8_dot_products() {
-  static const bool vnni = [] {
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return (c & (1u << 11)) != 0;  // CPUID.(7,0):ECX.AVX512_VNNI
-  }();
-  // oneDNN's VNNI kernels are there at the CPU's own level and under a cap of avx512_bf16 or
-  // above; a cap of avx512 (avx512_core) or avx2 takes them away.
-  const Isa isa = active_isa();
-  return vnni && (isa == best_isa() || isa >= Isa::Avx512Bf16);
-}
-
-namespace {
-
-bool all_zero(const Tensor& t) {
-  for (int64_t v : t.to_int64_vector())
-    if (v != 0) return false;
-  return true;
-}
-
-int32_t zero_point_value(const Tensor& t) {
-  return t.dtype() == DataType::UInt8 ? int32_t(*t.data<uint8_t>()) : int32_t(*t.data<int8_t>());
-}
-
-}  // namespace
-
 Int8MatMul::Int8MatMul(const Tensor* constant_b) {
   if (constant_b) b_const_ = *constant_b;
-}
-
-Tensor Int8MatMul::packed_b(KernelContext& ctx, const Entry& e, const Tensor& B) const {
-  if (!e.b_r) return B;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [layout, t] : packs_)
-    if (layout == e.b_p) return t;
-  Tensor packed = Tensor::empty(DataType::UInt8, {static_cast<int64_t>(e.b_p.get_size())});
-  du::execute(ctx, *e.b_r, {{DNNL_ARG_FROM, du::wrap(e.b, B.raw())}, {DNNL_ARG_TO, du::wrap(e.b_p, packed.raw())}});
-  packs_.emplace_back(e.b_p, packed);
-  return packed;
 }
 
 const std::vector<int32_t>& Int8MatMul::column_sums() const {
@@ -107,8 +67,8 @@ bool Int8MatMul::run(KernelContext& ctx, const Tensor& A, const Tensor* a_zp, co
   Shape out = A.shape();
   out.back() = N;
   Tensor& Y = ctx.allocate_output(0, DataType::Int32, out);
-  int32_t zp = a_zp ? zero_point_value(*a_zp) : 0;
-  const Tensor b = packed_b(ctx, *e, B);
+  int32_t zp = a_zp ? int8_scalar(*a_zp) : 0;
+  const Tensor b = packed_.get(ctx, B, e->b, e->b_p, e->b_r ? &*e->b_r : nullptr);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, du::wrap(e->a, A.raw())},
                                              {DNNL_ARG_WEIGHTS, du::wrap(e->b_p, b.raw())},
                                              {DNNL_ARG_DST, du::wrap(e->c, Y.raw())}};

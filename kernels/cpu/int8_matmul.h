@@ -9,14 +9,9 @@
 #include <vector>
 
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/int8_util.h"
 
 namespace onyx::cpu {
-
-/// True when oneDNN's int8 kernels give exact int32 sums here: with AVX-512 VNNI (vpdpbusd
-/// adds u8 x s8 products in int32). Without it oneDNN pairs products in saturating int16
-/// (vpmaddubsw), whose results differ from ONNX's for large values, so callers keep their own
-/// loops. False too when ONYX_ISA caps oneDNN below its VNNI kernels (avx512, avx2).
-bool exact_int8_dot_products();
 
 /// One MatMulInteger node's oneDNN primitives, cached by shape.
 class Int8MatMul {
@@ -38,9 +33,6 @@ class Int8MatMul {
     std::optional<dnnl_util::Prim> b_r;  // plain B -> b_p, for a constant B
     bool ok = false;
   };
-  /// B as entry `e` reads it: the constant one packed (once per layout), else B itself.
-  Tensor packed_b(KernelContext& ctx, const Entry& e, const Tensor& B) const;
-
   /// The constant B's column sums (computed once), for a zero point applied after the product.
   const std::vector<int32_t>& column_sums() const;
 
@@ -48,8 +40,7 @@ class Int8MatMul {
   mutable std::once_flag sums_once_;
   mutable std::vector<int32_t> col_sums_;
   dnnl_util::PrimitiveCache<Entry> cache_;
-  mutable std::mutex mu_;
-  mutable std::vector<std::pair<dnnl::memory::desc, Tensor>> packs_;  // guarded by mu_
+  PackedInt8Weights packed_;
 };
 
 }  // namespace onyx::cpu

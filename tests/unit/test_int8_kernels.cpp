@@ -1,6 +1,7 @@
-// MatMulInteger's oneDNN int8 path (kernels/cpu/int8_matmul.h) against int64 sums of the
-// zero-point-shifted operands, in the shapes onnxruntime's quantize_dynamic writes and in the
-// ones it leaves to onyx's own loops; extreme values check exact int32 sums (no int16 pairs).
+// The int8 oneDNN paths, MatMulInteger (kernels/cpu/int8_matmul.h) and QLinearConv
+// (int8_conv.h), against int64 sums of the zero-point-shifted operands, in the shapes int8
+// models use and in the ones left to onyx's own loops; extreme values check exact int32 sums
+// (no int16 pairs). Under ONYX_ISA=avx2 (CI's second pass) the same tests check the loops.
 #include <random>
 
 #include "kernels/cpu/int8_matmul.h"
