@@ -151,8 +151,11 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
   if (level == OptLevel::None) return 0;
   size_t before = model.graph->num_nodes();
   const bool transposes_fused_later = level >= OptLevel::Extended;
-  size_t folded = fold_constants(model, cpu, transposes_fused_later);
   size_t fused = 0;
+  // Before folding, which would dequantize the int8 weights into float ones.
+  if (level >= OptLevel::Extended && layout.exact_int8_convolutions)
+    fused += fuse_qdq_into_qlinear_conv(model);
+  size_t folded = fold_constants(model, cpu, transposes_fused_later);
   if (level >= OptLevel::Extended) {
     fused += fuse_conv_weight_grad(model);
     fused += fuse_gelu(model, approximate_fusions) + fuse_gelu_grad(model);

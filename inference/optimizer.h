@@ -68,6 +68,13 @@ size_t fuse_gelu_grad(Model& model);
 /// ai.onyx ReluGrad(dY, Y), where `runs_it` (the session's first provider) has that kernel.
 size_t fuse_relu_grad(Model& model, const ExecutionProvider& runs_it);
 
+/// QDQ convolutions (fusions_qdq.cpp): QuantizeLinear(Conv(DequantizeLinear(x),
+/// DequantizeLinear(W), DequantizeLinear(B))) with 8-bit x of the output's type, constant int8 W
+/// (zero points 0, scale per tensor or per output channel) and int32 B in the scale x_scale *
+/// w_scale -> QLinearConv. Runs before constant folding (which would dequantize W), only where
+/// the first provider asks for it (LayoutPreferences::exact_int8_convolutions).
+size_t fuse_qdq_into_qlinear_conv(Model& model);
+
 // CNN fusions (fusions_conv.cpp), in pipeline order; none fuses away a graph output.
 /// Conv -> BatchNormalization (inference mode, only Y read) with constant W, B and statistics,
 /// the Conv's output read by the BN alone -> Conv with W' = W * s, B' = (B - mean) * s + bias,

@@ -33,6 +33,9 @@ struct LayoutPreferences {
   /// where oneDNN has them: AVX-512), 0 when it has none. The NCHWc pass takes this block
   /// instead of conv_channel_block for graphs whose convolutions are mostly 3x3 stride 1.
   int64_t winograd_channel_block = 0;
+  /// The provider's QLinearConv sums int8 products exactly at int8 speed (oneDNN with AVX-512
+  /// VNNI): QDQ convolutions are fused into it (inference/fusions_qdq.cpp).
+  bool exact_int8_convolutions = false;
 };
 
 class ExecutionProvider {

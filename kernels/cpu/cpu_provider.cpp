@@ -5,6 +5,7 @@
 #include "kernels/arena.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/int8_util.h"
 #include "kernels/provider.h"
 
 namespace onyx {
@@ -18,7 +19,8 @@ class CpuProvider final : public ExecutionProvider {
   const KernelRegistry& registry() const override { return cpu_kernel_registry(); }
   LayoutPreferences layout_preferences() const override {
     return {.conv_channel_block = cpu::dnnl_util::nchwc_block(),
-            .winograd_channel_block = cpu::dnnl_util::winograd_block()};
+            .winograd_channel_block = cpu::dnnl_util::winograd_block(),
+            .exact_int8_convolutions = cpu::exact_int8_dot_products()};
   }
   void copy(const Tensor& src, Tensor& dst, RunResources*) const override {
     ONYX_CHECK(src.device().type == DeviceType::CPU && dst.device().type == DeviceType::CPU,

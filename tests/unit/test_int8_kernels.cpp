@@ -178,3 +178,67 @@ TEST(Int8Conv, QLinearConvShapesOfInt8CNNsAreExact) {
   expect_qlinear_conv({.x = {1, 4, 11, 11}, .w = {6, 2, 3, 3}, .stride = 2, .pad = 2, .dilation = 2, .group = 2, .x_zp = -5, .y_zp = 3, .is_signed = true, .bias = false}, 4);
   expect_qlinear_conv({.x = {1, 3, 16, 16}, .w = {8, 3, 7, 7}, .stride = 2, .pad = 3, .x_zp = 0, .y_zp = 255, .per_channel = true}, 5);  // a stem, saturating high
 }
+
+namespace {
+
+/// x float -> Q -> DQ -> Conv(DQ(w int8, per-channel), bias) -> Q -> DQ, bias given as
+/// `bias_form`: "int32" (DQ of int32 in x_scale * w_scale), "shared" (Identity of a DQ in
+/// another scale, as torch exports share equal biases) or "float".
+std::unique_ptr<Model> qdq_conv(const std::string& bias_form) {
+  onyx::test::ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{1, 4, 9, 9});
+  b.initializer("xs", test::T_({}, {0.02})).initializer("xz", test::T_<uint8_t>({}, {128}));
+  b.initializer("ys", test::T_({}, {0.05})).initializer("yz", test::T_<uint8_t>({}, {120}));
+  b.initializer("w", random_ints<int8_t>({6, 4, 3, 3}, 31, -128, 127));
+  std::vector<double> ws = {0.01, 0.012, 0.008, 0.011, 0.009, 0.01};
+  b.initializer("ws", test::T_({6}, ws)).initializer("wz", test::T_<int8_t>({6}, {0, 0, 0, 0, 0, 0}));
+  b.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+  b.node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
+  onyx::test::set_attrs(b.node("DequantizeLinear", {"w", "ws", "wz"}, {"wd"}), {onyx::test::attr_int("axis", 0)});
+  std::vector<double> bias = {-300, 7, 150, 0, 42, -9};
+  if (bias_form == "float") {
+    std::vector<double> f;
+    for (size_t m = 0; m < bias.size(); ++m) f.push_back(bias[m] * 0.02 * ws[m] + 1e-5);
+    b.initializer("bf", test::T_({6}, f));
+    b.node("Identity", {"bf"}, {"bd"});
+  } else {
+    std::vector<double> bs;
+    for (double w : ws) bs.push_back(0.02 * w * (bias_form == "shared" ? 1.5 : 1.0));
+    b.initializer("bq", test::T_<int32_t>({6}, bias)).initializer("bs", test::T_({6}, bs));
+    onyx::test::set_attrs(b.node("DequantizeLinear", {"bq", "bs"}, {bias_form == "shared" ? "bsh" : "bd"}),
+                          {onyx::test::attr_int("axis", 0)});
+    if (bias_form == "shared") b.node("Identity", {"bsh"}, {"bd"});
+  }
+  onyx::test::set_attrs(b.node("Conv", {"xd", "wd", "bd"}, {"c"}),
+                        {onyx::test::attr_ints("pads", {1, 1, 1, 1})});
+  b.node("QuantizeLinear", {"c", "ys", "yz"}, {"cq"});
+  b.node("DequantizeLinear", {"cq", "ys", "yz"}, {"y"});
+  b.output("y");
+  return b.build();
+}
+
+}  // namespace
+
+TEST(Int8Conv, QdqConvolutionsRunAsQLinearConvWithinOneStep) {
+  for (const std::string form : {"int32", "shared", "float"}) {
+    SCOPED_TRACE(form);
+    Session fused(qdq_conv(form), {.intra_op_threads = 1});
+    Session plain(qdq_conv(form), {.intra_op_threads = 1, .opt_level = OptLevel::None});
+    size_t qlinear = 0;
+    for (const Node* n : fused.model().graph->topological_order()) qlinear += n->op_type == "QLinearConv";
+    EXPECT_EQ(qlinear, cpu::exact_int8_dot_products() ? 1u : 0u);
+    Tensor x = Tensor::empty(DataType::Float, {1, 4, 9, 9});
+    std::mt19937 rng(7);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = d(rng);
+    const std::vector<double> a = fused.run({{"x", x}}).at("y").to_double_vector();
+    const std::vector<double> p = plain.run({{"x", x}}).at("y").to_double_vector();
+    ASSERT_EQ(a.size(), p.size());
+    size_t equal = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_LE(std::abs(a[i] - p[i]), 0.05 + 1e-6) << i;  // at most one output step
+      equal += a[i] == p[i];
+    }
+    EXPECT_GE(double(equal) / double(a.size()), 0.95);
+  }
+}
