@@ -1,4 +1,4 @@
-// QDQ convolutions onto the int8 kernel: onnxruntime.quantization's QDQ format (its default)
+// Fusions of quantized models. QDQ convolutions onto the int8 kernel: onnxruntime.quantization's QDQ format (its default)
 // writes each quantized convolution as
 //
 //   QuantizeLinear(Conv(DequantizeLinear(xq), DequantizeLinear(wq), DequantizeLinear(bq)))
@@ -8,6 +8,9 @@
 // QLinearConv(xq, xs, xz, wq, ws, wz, ys, yz, bq), as ONNX Runtime's QDQ transformer makes it:
 // integer sums, one float requantization. Outputs may differ from the float form by one
 // quantization step where a value lies on a rounding boundary.
+//
+// And quantize_dynamic's Linear, MatMulInteger -> Cast(float) -> Mul(scale) [-> Add(bias)], as
+// one ai.onyx MatMulIntegerToFloat whose epilogue does the last three in their order.
 #include <cmath>
 #include <optional>
 
@@ -137,7 +140,69 @@ bool fuse_one(Graph& g, Node* conv) {
   return true;
 }
 
+/// True when `v` holds one float: its inferred shape says so, or it is the product of two such
+/// values (quantize_dynamic's scale product of DynamicQuantizeLinear's scale and the weight's).
+bool one_float(const Graph& g, const Value* v, int depth = 0) {
+  if (!v) return false;
+  if (v->type.is_tensor() && v->type.shape) {
+    for (const Dim& d : *v->type.shape)
+      if (!d.is_fixed() || d.value != 1) return false;
+    return v->type.elem == DataType::Float;
+  }
+  if (const Tensor* t = constant_value(g, v)) return t->dtype() == DataType::Float && t->numel() == 1;
+  if (v->producer && is_op(v->producer, "DynamicQuantizeLinear") && v->producer_output == 1) return true;
+  Node* mul = made_by(v, "Mul");
+  return depth < 2 && mul && mul->num_inputs() == 2 && one_float(g, mul->inputs[0], depth + 1) &&
+         one_float(g, mul->inputs[1], depth + 1);
+}
+
+bool fuse_matmul_integer(Graph& g, Node* mm) {
+  if (!is_op(mm, "MatMulInteger") || !mm->has_input(0) || !mm->has_input(1)) return false;
+  const Tensor* b = constant_value(g, mm->inputs[1]);
+  if (!b || b->rank() != 2) return false;
+  Node* cast = only_consumer(g, mm->outputs[0]);
+  if (!is_op(cast, "Cast") || cast->attr_int("to", 0) != static_cast<int64_t>(DataType::Float))
+    return false;
+  Node* mul = only_consumer(g, cast->outputs[0]);
+  if (!is_op(mul, "Mul")) return false;
+  Value* scale = other_input(mul, cast->outputs[0]);
+  if (!one_float(g, scale)) return false;
+  Value* y = mul->outputs[0];
+  Value* bias = nullptr;
+  Node* add = only_consumer(g, y);
+  if (is_op(add, "Add")) {
+    Value* other = other_input(add, y);
+    const Tensor* t = constant_value(g, other);
+    if (t && t->dtype() == DataType::Float && t->rank() == 1 && t->numel() == b->dim(1)) bias = other;
+  }
+  std::vector<Value*> ins = {mm->inputs[0], mm->inputs[1], mm->has_input(2) ? mm->inputs[2] : nullptr,
+                             mm->has_input(3) ? mm->inputs[3] : nullptr, scale};
+  if (bias) ins.push_back(bias);
+  Value* out = bias ? add->outputs[0] : y;
+  const std::string name = mm->name.empty() ? "matmul_integer" : mm->name;
+  if (bias) g.remove_node(add);
+  g.remove_node(mul);
+  g.remove_node(cast);
+  g.remove_node(mm);
+  g.add_node("MatMulIntegerToFloat", ins, {out}, "ai.onyx", name + "/to_float");
+  return true;
+}
+
 }  // namespace
+
+size_t fuse_matmul_integer_to_float(Model& model) {
+  Graph& g = *model.graph;
+  std::vector<Node*> mms;
+  for (const auto& n : g.nodes())
+    if (is_op(n.get(), "MatMulInteger")) mms.push_back(n.get());
+  size_t fused = 0;
+  for (Node* m : mms) fused += fuse_matmul_integer(g, m) ? 1 : 0;
+  if (fused) {
+    g.sort_topologically();
+    import_domain(model, "ai.onyx");
+  }
+  return fused;
+}
 
 size_t fuse_qdq_into_qlinear_conv(Model& model) {
   Graph& g = *model.graph;

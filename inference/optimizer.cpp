@@ -166,6 +166,7 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
     // The GELU spellings fuse_gelu replaced still read the pre-activation until dead code goes.
     eliminate_dead_code(*model.graph);
     fused += fuse_bias_into_matmul(model, approximate_fusions);
+    fused += fuse_matmul_integer_to_float(model);
   }
   if (level >= OptLevel::All && layout.conv_channel_block != 0)
     fused += convert_convs_to_nchwc(model, layout.conv_channel_block, layout.winograd_channel_block);

@@ -74,6 +74,9 @@ size_t fuse_relu_grad(Model& model, const ExecutionProvider& runs_it);
 /// w_scale -> QLinearConv. Runs before constant folding (which would dequantize W), only where
 /// the first provider asks for it (LayoutPreferences::exact_int8_convolutions).
 size_t fuse_qdq_into_qlinear_conv(Model& model);
+/// MatMulInteger (constant 2-D B) -> Cast(to float) -> Mul by one float [-> Add of a constant
+/// float bias [N]], each read only by the next -> ai.onyx MatMulIntegerToFloat (the same bits).
+size_t fuse_matmul_integer_to_float(Model& model);
 
 // CNN fusions (fusions_conv.cpp), in pipeline order; none fuses away a graph output.
 /// Conv -> BatchNormalization (inference mode, only Y read) with constant W, B and statistics,

@@ -22,7 +22,7 @@ const std::vector<int32_t>& Int8MatMul::column_sums() const {
 }
 
 bool Int8MatMul::run(KernelContext& ctx, const Tensor& A, const Tensor* a_zp, const Tensor& B,
-                     const Tensor* b_zp) const {
+                     const Tensor* b_zp, Tensor* into) const {
   const DataType adt = A.dtype();
   if ((adt != DataType::UInt8 && adt != DataType::Int8) || B.dtype() != DataType::Int8 ||
       A.rank() < 2 || B.rank() != 2 || !exact_int8_dot_products())
@@ -66,7 +66,7 @@ bool Int8MatMul::run(KernelContext& ctx, const Tensor& A, const Tensor* a_zp, co
   if (!e->ok) return false;
   Shape out = A.shape();
   out.back() = N;
-  Tensor& Y = ctx.allocate_output(0, DataType::Int32, out);
+  Tensor& Y = into ? *into : ctx.allocate_output(0, DataType::Int32, out);
   int32_t zp = a_zp ? int8_scalar(*a_zp) : 0;
   const Tensor b = packed_.get(ctx, B, e->b, e->b_p, e->b_r ? &*e->b_r : nullptr);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, du::wrap(e->a, A.raw())},

@@ -23,8 +23,9 @@ class Int8MatMul {
   /// Y = (A - a_zp) @ B as int32 for A uint8/int8 of rank >= 2, B int8 [K, N] shared by every
   /// row, a_zp absent or one value, b_zp absent or all zero. Returns false (Y untouched) where
   /// these do not hold or oneDNN has no fast kernel; Y is allocated [A's dims but last, N].
+  /// With `into` (int32, A's dims but last and N), Y is written there instead.
   bool run(KernelContext& ctx, const Tensor& A, const Tensor* a_zp, const Tensor& B,
-           const Tensor* b_zp) const;
+           const Tensor* b_zp, Tensor* into = nullptr) const;
 
  private:
   struct Entry {

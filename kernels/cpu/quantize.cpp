@@ -486,6 +486,63 @@ class MatMulIntegerKernel final : public Kernel {
   Int8MatMul fast_;  // oneDNN where it is exact (int8_matmul.h)
 };
 
+/// ai.onyx MatMulIntegerToFloat(A, B, a_zero_point, b_zero_point, scale[, bias]) =
+/// float(MatMulInteger(A, B, a_zp, b_zp)) * scale (+ bias): onnxruntime's quantize_dynamic
+/// writes each Linear as MatMulInteger -> Cast -> Mul by the scales' product -> Add of the
+/// bias, and inference/fusions_qdq.cpp folds the last three into this epilogue, in their order
+/// (so the results are the same bits). B is 2-D, scale one float, bias float [N].
+class MatMulIntegerToFloatKernel final : public Kernel {
+ public:
+  explicit MatMulIntegerToFloatKernel(const KernelInfo& info) : fast_(info.constant_input(1)) {}
+
+  void compute(KernelContext& ctx) const override {
+    const Tensor& a = ctx.required_input(0);
+    const Tensor& b = ctx.required_input(1);
+    const Tensor& scale = ctx.required_input(4);
+    const Tensor* bias = ctx.input(5);
+    ONYX_CHECK(b.rank() == 2 && a.rank() >= 2, "[{}] expects A of rank >= 2 and a 2-D B but got {} and {}",
+               ctx.label(), shape_str(a.shape()), shape_str(b.shape()));
+    ONYX_CHECK(scale.dtype() == DataType::Float && scale.numel() == 1,
+               "[{}] scale should be one float but is {} {}", ctx.label(), dtype_name(scale.dtype()),
+               shape_str(scale.shape()));
+    const int64_t N = b.dim(1);
+    ONYX_CHECK(!bias || (bias->dtype() == DataType::Float && bias->numel() == N),
+               "[{}] bias should be float [{}] but is {} {}", ctx.label(), N,
+               dtype_name(bias ? bias->dtype() : DataType::Float), shape_str(bias ? bias->shape() : Shape{}));
+    Shape out = a.shape();
+    out.back() = N;
+    Tensor acc = ctx.scratch(DataType::Int32, out);
+    const int32_t* c = nullptr;
+    IntMatmul r;
+    if (fast_.run(ctx, a, ctx.input(2), b, ctx.input(3), &acc)) {
+      c = acc.data<int32_t>();
+    } else {
+      r = int_matmul(ctx, a, ctx.input(2), b, ctx.input(3));
+      c = r.c.data();
+    }
+    Tensor& y = ctx.allocate_output(0, DataType::Float, out);
+    float* yp = y.data<float>();
+    const float s = *scale.data<float>();
+    const float* bp = bias ? bias->data<float>() : nullptr;
+    const int64_t rows = y.numel() / std::max<int64_t>(N, 1);
+    parallel_for(rows, ctx.threads(), std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(N, 1)),
+                 [&](int64_t r0, int64_t r1) {
+                   // Two passes per row: one expression would be contracted into a fused
+                   // multiply-add, whose single rounding differs from the graph's Mul then Add.
+                   for (int64_t i = r0; i < r1; ++i) {
+                     float* row = yp + i * N;
+                     const int32_t* ci = c + i * N;
+                     for (int64_t n = 0; n < N; ++n) row[n] = static_cast<float>(ci[n]) * s;
+                     if (bp)
+                       for (int64_t n = 0; n < N; ++n) row[n] += bp[n];
+                   }
+                 });
+  }
+
+ private:
+  Int8MatMul fast_;
+};
+
 // Rounds a scale product in the scales' own type (float16 scales multiply in float16).
 double scale_ratio(const Tensor& s1, double a, double b, double y) {
   double v = 0;
@@ -747,6 +804,8 @@ void register_quantize_kernels(KernelRegistry& r) {
          {DataType::Float},
          function_factory(dynamic_quantize_linear)});
   r.add({"MatMulInteger", "", 10, INT_MAX, "cpu", 0, u8s8, make_factory<MatMulIntegerKernel>()});
+  r.add({"MatMulIntegerToFloat", "ai.onyx", 1, INT_MAX, "cpu", 0, u8s8,
+         make_factory<MatMulIntegerToFloatKernel>()});
   r.add({"QLinearMatMul", "", 10, INT_MAX, "cpu", 0, u8s8, function_factory(qlinear_matmul)});
   r.add({"ConvInteger", "", 10, INT_MAX, "cpu", 0, u8s8, make_factory<ConvIntegerKernel>()});
   r.add({"QLinearConv", "", 10, INT_MAX, "cpu", 0, u8s8, make_factory<QLinearConvKernel>()});

@@ -242,3 +242,48 @@ TEST(Int8Conv, QdqConvolutionsRunAsQLinearConvWithinOneStep) {
     EXPECT_GE(double(equal) / double(a.size()), 0.95);
   }
 }
+
+namespace {
+
+/// quantize_dynamic's Linear: DynamicQuantizeLinear(x) -> MatMulInteger(xq, W int8, xz, 0) ->
+/// Cast(float) -> Mul(Mul(x_scale, w_scale)) [-> Add(bias)]; `cast_read_twice` gives the Cast's
+/// output a second reader (a graph output), which keeps the chain apart.
+std::unique_ptr<Model> dynamic_linear(bool with_bias, bool cast_read_twice) {
+  onyx::test::ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{3, 5, 40});
+  b.initializer("w", random_ints<int8_t>({40, 24}, 41, -128, 127));
+  b.initializer("wz", test::T_<int8_t>({}, {0})).initializer("ws", test::T_({}, {0.013}));
+  std::vector<double> bias(24);
+  for (int i = 0; i < 24; ++i) bias[i] = 0.1 * i - 1.0;
+  b.initializer("bias", test::T_({24}, bias));
+  b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+  b.node("MatMulInteger", {"xq", "w", "xz", "wz"}, {"acc"});
+  onyx::test::set_attrs(b.node("Cast", {"acc"}, {"accf"}), {onyx::test::attr_int("to", int64_t(DataType::Float))});
+  b.node("Mul", {"xs", "ws"}, {"s"});
+  b.node("Mul", {"accf", "s"}, {with_bias ? "scaled" : "y"});
+  if (with_bias) b.node("Add", {"scaled", "bias"}, {"y"});
+  b.output("y");
+  if (cast_read_twice) b.output("accf");
+  return b.build();
+}
+
+}  // namespace
+
+TEST(Int8MatMul, DynamicQuantizedLinearFusesWithTheSameBits) {
+  Tensor x = Tensor::empty(DataType::Float, {3, 5, 40});
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = d(rng);
+  for (bool with_bias : {true, false})
+    for (bool read_twice : {false, true}) {
+      SCOPED_TRACE(fmt::format("bias {} cast read twice {}", with_bias, read_twice));
+      Session fused(dynamic_linear(with_bias, read_twice), {.intra_op_threads = 2});
+      Session plain(dynamic_linear(with_bias, read_twice), {.intra_op_threads = 2, .opt_level = OptLevel::None});
+      size_t n = 0;
+      for (const Node* node : fused.model().graph->topological_order()) n += node->op_type == "MatMulIntegerToFloat";
+      EXPECT_EQ(n, read_twice ? 0u : 1u);
+      const NamedTensors a = fused.run({{"x", x}}), p = plain.run({{"x", x}});
+      EXPECT_EQ(a.at("y").shape(), (Shape{3, 5, 24}));
+      EXPECT_EQ(a.at("y").to_double_vector(), p.at("y").to_double_vector());
+    }
+}
