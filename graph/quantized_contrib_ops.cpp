@@ -20,9 +20,7 @@ class Expander {
   /// A zero point of `dt` (0) for an omitted one, so QuantizeLinear keeps the 8-bit type.
   Value* zero(DataType dt) {
     Value* v = g_.add_unique_value(fmt::format("{}/zero_point", name_));
-    Tensor t = Tensor::empty(dt, {});
-    std::fill_n(static_cast<uint8_t*>(t.raw()), t.nbytes(), uint8_t{0});
-    return g_.add_initializer(v->name, t);
+    return g_.add_initializer(v->name, Tensor::zeros(dt, {}));
   }
 
  private:

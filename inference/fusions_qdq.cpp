@@ -20,8 +20,8 @@
 namespace onyx {
 namespace {
 
-/// DequantizeLinear node feeding `v`, with constant scalar float scale and (if any) scalar zero
-/// point, of 8-bit `want` data when given.
+/// The DequantizeLinear node feeding `v` when its scale is one constant float and its zero point
+/// (if any) one constant value; else nullptr.
 Node* scalar_dq(const Graph& g, const Value* v) {
   Node* dq = made_by(v, "DequantizeLinear");
   if (!dq || !dq->has_input(0) || !dq->has_input(1)) return nullptr;
@@ -38,9 +38,7 @@ DataType data_type(const Value* v) { return v->type.is_tensor() ? v->type.elem :
 
 /// A zero point of `dt` and `shape` (the QLinearConv inputs the DQs left out).
 Value* zeros(Graph& g, const std::string& hint, DataType dt, const Shape& shape) {
-  Tensor t = Tensor::empty(dt, shape);
-  std::fill_n(static_cast<uint8_t*>(t.raw()), t.nbytes(), uint8_t{0});
-  return g.add_initializer(g.add_unique_value(hint)->name, t);
+  return g.add_initializer(g.add_unique_value(hint)->name, Tensor::zeros(dt, shape));
 }
 
 bool fuse_one(Graph& g, Node* conv) {
