@@ -4,7 +4,8 @@
 // - the bias Add that follows a product with a 2-D weight (nn.Linear on a 3-D activation
 //   exports as MatMul + Add, not Gemm) and the Relu or Gelu after it, folded into ai.onyx
 //   FusedMatMulBias: oneDNN adds the bias and applies the activation while the output tile
-//   is still in cache, instead of two more passes over [batch * seq, N].
+//   is still in cache, instead of two more passes over [batch * seq, N]; likewise a Gemm
+//   whose C is a row bias (nn.Linear on 2-D input) and the activation after it.
 #include <optional>
 #include <utility>
 
@@ -67,10 +68,52 @@ std::optional<std::pair<bool, bool>> product_trans(const Node& n) {
 
 }  // namespace
 
+namespace {
+
+/// A Gemm that is a product plus a row bias (transA 0, alpha and beta 1, C [N] or [1, N] of
+/// A's dtype) becomes FusedMatMulBias with the activation after it: the kernel adds the bias
+/// after the whole sum as Gemm's C is added, without first filling the output with C, and
+/// applies the activation in the same pass (torch exports nn.Linear on 2-D input as Gemm).
+bool fuse_gemm_bias(Model& model, Node* n, bool activations) {
+  Graph& g = *model.graph;
+  if (n->num_inputs() != 3 || !n->has_input(0) || !n->has_input(1) || !n->has_input(2) ||
+      n->attr_int("transA", 0) != 0 || n->attr_float("alpha", 1.0f) != 1.0f ||
+      n->attr_float("beta", 1.0f) != 1.0f)
+    return false;
+  const bool trans_b = n->attr_int("transB", 0) != 0;
+  const Value* a = n->inputs[0];
+  const Value* b = n->inputs[1];
+  Value* bias = n->inputs[2];
+  const int64_t width = known_rank(b) == 2 ? fixed_dim_from_end(b, trans_b ? 2 : 1) : -1;
+  if (width < 0 || known_rank(a) != 2 || !is_float_type(a->type.elem) ||
+      b->type.elem != a->type.elem || !is_row_bias(bias, a, width))
+    return false;
+  Node* last = n;
+  const char* activation = "none";
+  if (Node* act = activations ? only_consumer(g, n->outputs[0]) : nullptr;
+      act && fusable_activation(act)) {
+    activation = fusable_activation(act);
+    last = act;
+  }
+  Value* out = last->outputs[0];
+  detach_output(g, last, 0);
+  Node* f = g.add_node("FusedMatMulBias", {n->inputs[0], n->inputs[1], bias}, {out}, "ai.onyx",
+                       n->name + "_bias");
+  f->attrs["transB"] = Attribute::of_int("transB", trans_b ? 1 : 0);
+  f->attrs["activation"] = Attribute::of_string("activation", activation);
+  return true;
+}
+
+}  // namespace
+
 size_t fuse_bias_into_matmul(Model& model, bool activations) {
   Graph& g = *model.graph;
   size_t fused = 0;
   for (Node* n : g.topological_order()) {
+    if (is_op(n, "Gemm")) {
+      fused += fuse_gemm_bias(model, n, activations);
+      continue;
+    }
     const bool plain = is_op(n, "MatMul");
     if (!plain && !is_op(n, "FusedMatMul", "com.microsoft")) continue;
     if (n->num_inputs() != 2 || !n->has_input(0) || !n->has_input(1)) continue;

@@ -34,8 +34,10 @@ size_t fuse_transpose_into_matmul(Model& model);
 /// MatMul or FusedMatMul (transA 0, alpha 1) with a 2-D B of fixed width N, whose output only an
 /// Add of a row bias (a value of shape [N] or [1, .., N], same dtype) reads, optionally followed
 /// by the only reader Relu or Gelu (erf or tanh) -> ai.onyx FusedMatMulBias(A, B, bias) with
-/// transB and activation ("none", "relu", "gelu", "gelu_tanh"). Run after
-/// fuse_transpose_into_matmul and fuse_gelu. Without `activations`, only the bias is fused.
+/// transB and activation ("none", "relu", "gelu", "gelu_tanh"); likewise a Gemm (transA 0,
+/// alpha and beta 1) whose C is such a row bias, with the activation that only reads it. Run
+/// after fuse_transpose_into_matmul and fuse_gelu. Without `activations`, only the bias is
+/// fused.
 size_t fuse_bias_into_matmul(Model& model, bool activations = true);
 
 /// Training graphs (fusions_conv_grad.cpp): the Transpose / Conv / Slice / Transpose pattern the

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/panel_gemm.h"
 #include "kernels/cpu/ref_gemm.h"
 #include "kernels/matmul_shape.h"
 #include "kernels/cpu/simd/simd.h"
@@ -351,6 +352,12 @@ class MatMulKernel final : public Kernel {
       epilogue();
       return;
     }
+    if (const int64_t rows = panel_rows(A, s, ta)) {
+      panel_gemm_run(rows, A.data<float>(), panel_.get(*b_const_, tb, ctx.threads()),
+                     Y.data<float>(), bias ? bias->data<float>() : nullptr, attrs_.act,
+                     ctx.threads());
+      return;
+    }
     if (dnnl_float(A.dtype())) {
       bool fused_epilogue = false;
       if (run_dnnl(ctx, s, A, B, bias, Y, ta, tb, fused_epilogue)) {
@@ -372,6 +379,16 @@ class MatMulKernel final : public Kernel {
   }
 
  private:
+  /// The rows of a float32 product by a constant 2-D B that panel_gemm runs (every batch of A
+  /// is rows of one [rows, K] operand), or 0 when it is oneDNN's.
+  int64_t panel_rows(const Tensor& A, const MatMulShape& s, bool ta) const {
+    if (A.dtype() != DataType::Float || !b_const_ || b_const_->dtype() != DataType::Float ||
+        b_const_->rank() != 2 || ta || attrs_.alpha != 1.0f || shape_numel(s.b_batch) != 1)
+      return 0;
+    const int64_t rows = shape_numel(s.a_batch) * s.M;
+    return panel_gemm_suits(rows) ? rows : 0;
+  }
+
   /// oneDNN's matmul; false when it has none for these operands. `bias` (FusedMatMulBias) is
   /// added, and attrs_.act applied, inside the primitive when B is shared by every row
   /// (`fused_epilogue` tells), else by the caller.
@@ -456,6 +473,8 @@ class MatMulKernel final : public Kernel {
     const Tensor& B = *b_const_;
     if (!pack_ahead(rows_, B.dtype() == DataType::Float && attrs_.alpha == 1.0f)) return 0;
     const bool tb = attrs_.trans_b;
+    if (B.dtype() == DataType::Float && attrs_.alpha == 1.0f && panel_gemm_suits(rows_.exact))
+      return panel_.make_ahead(B, tb, threads);
     const int64_t K = B.shape()[tb ? 1 : 0], N = B.shape()[tb ? 0 : 1];
     if (K == 0 || N == 0) return 0;
     du::ThreadScope scope(threads);
@@ -473,6 +492,7 @@ class MatMulKernel final : public Kernel {
   std::string label_;
   du::PrimitiveCache<MatMulEntry> cache_;
   PackedWeights packed_;
+  PanelWeights panel_;  // B for panel_gemm, packed when a run (or prepare) first needs it
 };
 
 /// Y = alpha * A' * B' + beta * C with C broadcast to [M, N].
@@ -509,6 +529,14 @@ class GemmKernel final : public Kernel {
         y[j] = alpha_ * y[j] + (c ? beta_ * c[cn == 1 ? 0 : j] : 0.0f);
       return;
     }
+    // panel_gemm adds C after the whole sum, as oneDNN's sum post-op does: a row of N only.
+    if (dt == DataType::Float && K > 0 && panel_suits(M) &&
+        (!use_c || (beta_ == 1.0f && cm == 1 && cn == N && C->dtype() == DataType::Float))) {
+      panel_gemm_run(M, A.data<float>(), panel_.get(*b_const_, trans_b_, ctx.threads()),
+                     Y.data<float>(), use_c ? C->data<float>() : nullptr,
+                     MatMulActivation::None, ctx.threads());
+      return;
+    }
     if (dnnl_float(dt) && K > 0 && run_dnnl(ctx, A, B, use_c ? C : nullptr, M, N, K, cm, cn, Y))
       return;
     dispatch<MatMulTypes>(dt, ctx.label(), [&]<typename T>() {
@@ -534,6 +562,12 @@ class GemmKernel final : public Kernel {
   }
 
  private:
+  /// Whether a product of M rows runs on panel_gemm (a constant float32 B, no transA, alpha 1).
+  bool panel_suits(int64_t M) const {
+    return b_const_ && b_const_->dtype() == DataType::Float && b_const_->rank() == 2 &&
+           !trans_a_ && alpha_ == 1.0f && panel_gemm_suits(M);
+  }
+
   bool run_dnnl(KernelContext& ctx, const Tensor& A, const Tensor& B, const Tensor* C, int64_t M,
                 int64_t N, int64_t K, int64_t cm, int64_t cn, Tensor& Y) const {
     du::ThreadScope threads(ctx.threads());
@@ -599,6 +633,9 @@ class GemmKernel final : public Kernel {
     if (!pack_ahead(rows_, B.dtype() == DataType::Float)) return 0;
     const int64_t K = B.shape()[trans_b_ ? 1 : 0], N = B.shape()[trans_b_ ? 0 : 1];
     if (K == 0 || N == 0) return 0;
+    // The runs' C decides between panel_gemm and oneDNN only for an odd C (rare): a fixed M in
+    // panel_gemm's range packs its panels.
+    if (panel_suits(rows_.exact)) return panel_.make_ahead(B, trans_b_, threads);
     du::ThreadScope scope(threads);
     const int64_t M = rows_.exact > 0 ? rows_.exact : kAheadRows;
     return packed_.make_ahead(entry(B.dtype(), M, N, K, with_c_, false), B, label_);
@@ -615,6 +652,7 @@ class GemmKernel final : public Kernel {
   std::string label_;
   du::PrimitiveCache<MatMulEntry> cache_;
   PackedWeights packed_;
+  PanelWeights panel_;  // B for panel_gemm, packed when a run (or prepare) first needs it
 };
 
 }  // namespace

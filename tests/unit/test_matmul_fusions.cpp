@@ -361,6 +361,45 @@ TEST(FuseBiasIntoMatMul, LeavesWhatIsNotARowBiasOrIsReadElsewhere) {
   }
 }
 
+// nn.Linear on 2-D input exports as Gemm(transB 1) with C the bias; with the activation after
+// it both become FusedMatMulBias. Gemms that are not a product plus a row bias stay.
+TEST(FuseBiasIntoMatMul, GemmWithARowBiasAndItsActivation) {
+  // {C shape, transA, alpha, beta, activation, nodes after the fusion}
+  struct Case { Shape c; int64_t trans_a; float alpha, beta; std::string act; size_t nodes; };
+  for (const Case& c : std::vector<Case>{{{6}, 0, 1.f, 1.f, "Relu", 1},
+                                         {{1, 6}, 0, 1.f, 1.f, "", 1},
+                                         {{3, 6}, 0, 1.f, 1.f, "Relu", 2},  // C per row
+                                         {{6}, 1, 1.f, 1.f, "Relu", 2},     // transA
+                                         {{6}, 0, 0.5f, 1.f, "Relu", 2},    // alpha
+                                         {{6}, 0, 1.f, 2.f, "Relu", 2}}) {  // beta
+    for (int64_t trans_b : {0, 1}) {
+      SCOPED_TRACE(shape_str(c.c) + " transA " + std::to_string(c.trans_a) + " alpha " +
+                   std::to_string(c.alpha) + " beta " + std::to_string(c.beta) + " " + c.act +
+                   " transB " + std::to_string(trans_b));
+      const Shape x_shape = c.trans_a ? Shape{8, 3} : Shape{3, 8};
+      const Tensor w = ramp<float>(trans_b ? Shape{6, 8} : Shape{8, 6});
+      const Tensor bias = test::random_normal(c.c, 4);
+      auto build = [&](test::ModelBuilder& b) {
+        b.input("x", DataType::Float, x_shape);
+        b.initializer("w", w).initializer("c", bias);
+        Node& g = b.node("Gemm", {"x", "w", "c"}, {c.act.empty() ? "out" : "z"});
+        g.attrs["transA"] = test::attr_int("transA", c.trans_a);
+        g.attrs["transB"] = test::attr_int("transB", trans_b);
+        g.attrs["alpha"] = test::attr_float("alpha", c.alpha);
+        g.attrs["beta"] = test::attr_float("beta", c.beta);
+        if (!c.act.empty()) b.node(c.act, {"z"}, {"out"});
+        b.output("out");
+      };
+      NamedTensors feeds{{"x", ramp<float>(x_shape)}};
+      auto [plain, plain_nodes] = run_at(build, OptLevel::Basic, feeds);
+      auto [fused, fused_nodes] = run_at(build, OptLevel::Extended, feeds);
+      EXPECT_EQ(plain_nodes, c.act.empty() ? 1u : 2u);
+      EXPECT_EQ(fused_nodes, c.nodes);
+      expect_same(fused, plain, 1e-5);
+    }
+  }
+}
+
 TEST(FusedMatMulBias, SixteenBitAndDoubleAndBadInputs) {
   for (DataType dt : {DataType::BFloat16, DataType::Float16, DataType::Double}) {
     SCOPED_TRACE(dtype_name(dt));

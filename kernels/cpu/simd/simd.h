@@ -28,6 +28,13 @@ struct SimdTable {
   /// Columns [j0, j1) of y[N] = x[K] * B, B [K, N] (or [N, K] when trans_b).
   void (*gemv_cols)(int64_t K, int64_t N, const float* x, const float* B, bool trans_b,
                     float* y, int64_t j0, int64_t j1);
+  /// Panels [p0, p1) of C [M, N] (row stride ldc) = A [M, K] (row stride lda) x B, with B
+  /// packed by pack_panels (panel_gemm.h) for this table's lanes; then + bias[j] (when given)
+  /// and Relu (when `relu`), after the whole sum. Each element is one multiply-add chain in k
+  /// order.
+  void (*panel_gemm)(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                     const float* Bp, int64_t p0, int64_t p1, float* C, int64_t ldc,
+                     const float* bias, bool relu);
   /// The optimizer updates of optimizer_math.h over n contiguous elements.
   void (*momentum)(const float* x, const float* g, const float* v, float* x_out, float* v_out,
                    int64_t n, const MomentumCoeffs<float>& c);

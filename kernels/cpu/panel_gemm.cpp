@@ -1,0 +1,82 @@
+// Few-row float32 products by panel-packed constant weights (panel_gemm.h); the tiles are in
+// the SIMD table (simd/simd_body.inc).
+#include "kernels/cpu/panel_gemm.h"
+
+#include <algorithm>
+#include <string>
+
+#include "graph/error.h"
+
+#include "kernels/cpu/simd/simd.h"
+#include "kernels/parallel.h"
+
+namespace onyx::cpu {
+int simd_lanes(Isa isa) { return isa == Isa::Avx2 ? 8 : 16; }
+
+bool panel_gemm_suits(int64_t rows) {
+  return simd().isa == Isa::Avx512 && rows >= 2 && rows <= 64;
+}
+
+PanelPackedB pack_panels(const float* B, int64_t K, int64_t N, bool trans_b, int threads,
+                         int lanes) {
+  PanelPackedB p;
+  p.K = K, p.N = N, p.lanes = lanes ? lanes : simd_lanes(simd().isa);
+  const int64_t wide = 2 * p.lanes, panels = p.panels();
+  const int64_t last_cols = N - (panels - 1) * wide;
+  const int64_t last_width = last_cols <= p.lanes ? p.lanes : wide;
+  p.data = Tensor::empty(DataType::Float, {((panels - 1) * wide + last_width) * K});
+  float* dst = p.data.data<float>();
+  parallel_for(panels, threads, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t q = lo; q < hi; ++q) {
+      const int64_t j0 = q * wide, width = q == panels - 1 ? last_width : wide;
+      const int64_t cols = std::min(wide, N - j0);
+      float* panel = dst + j0 * K;
+      for (int64_t j = 0; j < width; ++j) {
+        if (j >= cols) {
+          for (int64_t k = 0; k < K; ++k) panel[k * width + j] = 0.0f;
+        } else if (trans_b) {
+          const float* row = B + (j0 + j) * K;
+          for (int64_t k = 0; k < K; ++k) panel[k * width + j] = row[k];
+        } else {
+          for (int64_t k = 0; k < K; ++k) panel[k * width + j] = B[k * N + j0 + j];
+        }
+      }
+    }
+  });
+  return p;
+}
+
+void panel_gemm_run(int64_t M, const float* A, const PanelPackedB& b, float* C,
+                    const float* bias, MatMulActivation act, int threads) {
+  const SimdTable& t = simd();
+  if (simd_lanes(t.isa) != b.lanes)
+    throw Error("panel_gemm: B was packed for " + std::to_string(b.lanes) +
+                "-lane vectors, the active ISA has " + std::to_string(simd_lanes(t.isa)));
+  const int64_t panels = b.panels(), wide = 2 * b.lanes, N = b.N, K = b.K;
+  const float* bp = b.data.data<float>();
+  const bool relu = act == MatMulActivation::Relu;
+  const bool gelu = act == MatMulActivation::Gelu || act == MatMulActivation::GeluTanh;
+  const UnaryF32 gelu_op =
+      act == MatMulActivation::Gelu ? UnaryF32::GeluErf : UnaryF32::GeluTanh;
+  parallel_for(panels, threads, 1, [&](int64_t p0, int64_t p1) {
+    t.panel_gemm(M, N, K, A, K, bp, p0, p1, C, N, bias, relu);
+    if (!gelu) return;
+    const int64_t j0 = p0 * wide, j1 = std::min(N, p1 * wide);
+    for (int64_t i = 0; i < M; ++i) t.unary(gelu_op, C + i * N + j0, C + i * N + j0, j1 - j0);
+  });
+}
+
+const PanelPackedB& PanelWeights::get(const Tensor& B, bool trans_b, int threads) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!packed_) {
+    const int64_t K = B.shape()[trans_b ? 1 : 0], N = B.shape()[trans_b ? 0 : 1];
+    packed_ = pack_panels(B.data<float>(), K, N, trans_b, threads);
+  }
+  return *packed_;
+}
+
+size_t PanelWeights::make_ahead(const Tensor& B, bool trans_b, int threads) const {
+  return get(B, trans_b, threads).data.nbytes();
+}
+
+}  // namespace onyx::cpu

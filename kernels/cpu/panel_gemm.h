@@ -1,0 +1,59 @@
+// Products of a few rows by a constant float32 weight on our own register tiles: oneDNN 2.6's
+// matmul reaches 134 GFLOP/s for 32 x 1024 x 1024 on an AVX-512 Xeon where the same machine
+// does 159 at 128 rows, and a batch-32 MLP ran 1.13x ONNX Runtime's time in its three Gemms.
+// B is packed once into panels of two vectors' width, K rows deep, so one R x 2-vector tile
+// of accumulators streams its panel and broadcasts A: 156-162 GFLOP/s from 24 to 128 rows.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+
+#include "graph/tensor.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/matmul_shape.h"
+
+namespace onyx::cpu {
+
+/// B [K, N] in SimdTable::panel_gemm's layout: panels of 2 * lanes columns, each K rows of
+/// its columns contiguous; a last panel of at most `lanes` real columns is `lanes` wide; the
+/// columns past N are zero.
+struct PanelPackedB {
+  Tensor data;  // float32
+  int64_t K = 0, N = 0;
+  int lanes = 0;
+  int64_t panels() const { return (N + 2 * lanes - 1) / (2 * lanes); }
+};
+
+/// Whether a product of `rows` rows by a packed constant B runs on panel_gemm rather than
+/// oneDNN: on AVX-512 (where it was measured: bench/README.md) from 2 rows (1 row is
+/// gemv_f32's) to 64 (at 128 both reach the machine's rate).
+bool panel_gemm_suits(int64_t rows);
+
+/// B [K, N] (stored [N, K] when `trans_b`) packed for the panel_gemm of vectors of `lanes`
+/// floats (0: the active ISA's; tests pack for each table).
+PanelPackedB pack_panels(const float* B, int64_t K, int64_t N, bool trans_b, int threads,
+                         int lanes = 0);
+
+/// Floats per vector of a SIMD table (8 for AVX2, 16 for AVX-512).
+int simd_lanes(Isa isa);
+
+/// C [M, N] = act(A [M, K] x B + bias) with `bias` [N] or null; the panels split over
+/// `threads`. Relu is applied in the tile; the Gelu forms after it, per row.
+void panel_gemm_run(int64_t M, const float* A, const PanelPackedB& b, float* C,
+                    const float* bias, MatMulActivation act, int threads);
+
+/// A kernel's constant B packed for panel_gemm once: ahead of the runs (make_ahead, from
+/// Kernel::prepare) or by the first run that needs it.
+class PanelWeights {
+ public:
+  const PanelPackedB& get(const Tensor& B, bool trans_b, int threads) const;
+  /// Packs now; returns the bytes packed.
+  size_t make_ahead(const Tensor& B, bool trans_b, int threads) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::optional<PanelPackedB> packed_;
+};
+
+}  // namespace onyx::cpu
