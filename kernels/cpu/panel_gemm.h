@@ -2,7 +2,12 @@
 // matmul reaches 134 GFLOP/s for 32 x 1024 x 1024 on an AVX-512 Xeon where the same machine
 // does 159 at 128 rows, and a batch-32 MLP ran 1.13x ONNX Runtime's time in its three Gemms.
 // B is packed once into panels of two vectors' width, K rows deep, so one R x 2-vector tile
-// of accumulators streams its panel and broadcasts A: 156-162 GFLOP/s from 24 to 128 rows.
+// of accumulators streams its panel and broadcasts A: 156-162 GFLOP/s from 24 to 128 rows
+// with B in cache. Weights that come from memory (a BERT-base's 340 MB, each read once per
+// run) are the other case: the tile prefetches its panel 128 k-steps ahead, and a run
+// through the four products of 12 such layers takes 0.86-0.93x oneDNN's time at 8 to 64
+// rows (without the prefetch 1.11-1.19x); at 128 rows the two are level, so oneDNN keeps
+// those (bench/README.md).
 #pragma once
 
 #include <cstdint>
