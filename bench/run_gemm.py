@@ -3,8 +3,13 @@
 (oneDNN's matmul, W packed once) and in ONNX Runtime (MLAS) side by side, with the GFLOP/s
 each reaches: whether a model's gap to ORT lies in its matrix products, on the host at hand.
 
+With --from-memory, a chain instead: the four products (and bias Adds) of each of 12
+BERT-base layers, 340 MB of weights that no cache holds, so each run reads them from memory as a
+transformer's inference does; times per row count (--rows), GFLOP/s over the chain.
+
 Usage: run_gemm.py --onyx-bench build/bench/onyx_bench [--threads 1] [--iters 200]
                    [--shapes 32x1024x1024 128x3072x768 ...]
+       run_gemm.py --onyx-bench build/bench/onyx_bench --from-memory [--rows 8 32 64 128]
 """
 import argparse
 import json
@@ -39,6 +44,41 @@ def write_model(path, M, N, K):
     return rng.standard_normal((M, K)).astype(np.float32)
 
 
+# [K, N] of a BERT-base layer's products: QKV, attention output, feed-forward in and out.
+BERT_LAYER = [(768, 2304), (768, 768), (768, 3072), (3072, 768)]
+
+
+def write_chain(path, layers=12):
+    """x [rows, 768] through `layers` BERT-base layers' products, each + its bias; the weights
+    in an external file (as exporters write models over 2 GB). Returns the chain's
+    multiply-adds per row."""
+    rng = np.random.default_rng(0)
+    nodes, inits, h, macs = [], [], "x", 0
+    for layer in range(layers):
+        for j, (k, n) in enumerate(BERT_LAYER):
+            # Each product reads the one before; QKV's 2304 columns go on as their first 768
+            # (a Slice) since the next product's K is 768.
+            w, b, y = f"w{layer}_{j}", f"b{layer}_{j}", f"y{layer}_{j}"
+            inits.append(numpy_helper.from_array(
+                (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), w))
+            inits.append(numpy_helper.from_array(np.zeros(n, np.float32), b))
+            nodes.append(helper.make_node("MatMul", [h, w], [y + "_mm"]))
+            nodes.append(helper.make_node("Add", [y + "_mm", b], [y]))
+            h, macs = y, macs + k * n
+            if n == 2304:
+                nodes.append(helper.make_node("Slice", [h, "zero", "d768", "one"], [y + "_q"]))
+                h = y + "_q"
+    inits += [numpy_helper.from_array(np.array([v], np.int64), name)
+              for name, v in (("zero", 0), ("d768", 768), ("one", 1))]
+    graph = helper.make_graph(
+        nodes, "bert_products",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", 768])],
+        [helper.make_tensor_value_info(h, TensorProto.FLOAT, ["rows", 768])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, path, save_as_external_data=True, location=os.path.basename(path) + ".data")
+    return macs
+
+
 def onyx_ms(args, model, inputs):
     p = subprocess.run([args.onyx_bench, "--model", model, "--inputs", inputs, "--threads",
                         str(args.threads), "--warmup", "5", "--iters", str(args.iters),
@@ -65,8 +105,14 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, help="MxNxK ...")
+    ap.add_argument("--from-memory", action="store_true",
+                    help="12 BERT-base layers' products, weights read from memory each run")
+    ap.add_argument("--rows", nargs="+", type=int, default=[8, 32, 64, 128],
+                    help="row counts for --from-memory")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="onyx_gemm_")
+    if args.from_memory:
+        return from_memory(args, work)
     print(f"threads {args.threads}, medians of up to {args.iters} runs, ms "
           f"(GFLOP/s in brackets); load average {os.getloadavg()[0]:.2f} at start")
     head = ["M x N x K", "onyx", "ORT", "onyx/ORT"]
@@ -83,6 +129,28 @@ def main():
         onyx_t, ort_t = onyx_ms(args, model, inputs), ort_ms(args, model, x)
         gf = lambda ms: 2.0 * M * N * K / ms / 1e6  # noqa: E731
         print(f"| {shape} | {onyx_t:.3f} ({gf(onyx_t):.0f}) | {ort_t:.3f} ({gf(ort_t):.0f}) | "
+              f"{onyx_t / ort_t:.2f} |", flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f} at end")
+
+
+def from_memory(args, work):
+    model = os.path.join(work, "bert_products.onnx")
+    macs = write_chain(model)
+    print(f"12 BERT-base layers' products (340 MB of weights), threads {args.threads}, medians "
+          f"of up to {args.iters} runs, ms (GFLOP/s in brackets); load average "
+          f"{os.getloadavg()[0]:.2f} at start")
+    head = ["rows", "onyx", "ORT", "onyx/ORT"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for rows in args.rows:
+        x = np.random.default_rng(rows).standard_normal((rows, 768)).astype(np.float32)
+        inputs = os.path.join(work, f"rows{rows}")
+        os.makedirs(inputs, exist_ok=True)
+        with open(os.path.join(inputs, "input_0.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(x, "x").SerializeToString())
+        onyx_t, ort_t = onyx_ms(args, model, inputs), ort_ms(args, model, x)
+        gf = lambda ms: 2.0 * rows * macs / ms / 1e6  # noqa: E731
+        print(f"| {rows} | {onyx_t:.2f} ({gf(onyx_t):.0f}) | {ort_t:.2f} ({gf(ort_t):.0f}) | "
               f"{onyx_t / ort_t:.2f} |", flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} at end")
 
