@@ -58,6 +58,9 @@ void row_kernel(SoftmaxKind kind, const A* x, A* y, int64_t n) {
     y[idx] = A(1);
     return;
   }
+  if constexpr (std::is_same_v<A, float>) {
+    if (kind == SoftmaxKind::Softmax) return simd().softmax_row(x, y, n);
+  }
   const A m = row_max(x, n);
   if (kind == SoftmaxKind::Softmax) {
     const A inv = A(1) / exp_minus(x, &m, false, y, n);

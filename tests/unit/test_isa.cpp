@@ -177,6 +177,22 @@ TEST(SimdTables, SoftmaxPieces) {
     }
     std::vector<float> with_nan = {1.f, NAN, 3.f, 2.f};
     EXPECT_EQ(t.row_max(with_nan.data(), 4), 3.f);
+    // The whole row, out of place and in place, against float64; every lane's maximum wins
+    // (a row of 33 has its maximum in the tail, one of 1000 in a vector's last lane).
+    for (int64_t n : kLengths) {
+      if (n == 0) continue;
+      SCOPED_TRACE(std::string(isa_name(isa)) + " softmax_row n " + std::to_string(n));
+      auto x = randv(size_t(n), 17 + unsigned(n), -30.f, 30.f);
+      x[size_t(n - 1)] = 40.f;
+      std::vector<double> want(x.size());
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += want[i] = std::exp(double(x[i]) - 40.0);
+      std::vector<float> y(x.size());
+      t.softmax_row(x.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], want[i] / sum, 2e-7 + 2e-6 * want[i] / sum) << i;
+      t.softmax_row(x.data(), x.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], y[i]) << i;
+    }
   }
 }
 

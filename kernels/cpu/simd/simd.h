@@ -25,6 +25,8 @@ struct SimdTable {
   float (*exp_minus)(const float* x, const float* m, bool per_elem, float* out, int64_t n);
   /// Maximum of x[0..n) (-inf when n = 0; NaNs are skipped).
   float (*row_max)(const float* x, int64_t n);
+  /// y = softmax(x) over n contiguous floats (y may alias x).
+  void (*softmax_row)(const float* x, float* y, int64_t n);
   /// Columns [j0, j1) of y[N] = x[K] * B, B [K, N] (or [N, K] when trans_b).
   void (*gemv_cols)(int64_t K, int64_t N, const float* x, const float* B, bool trans_b,
                     float* y, int64_t j0, int64_t j1);
