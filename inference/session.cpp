@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <thread>
+#include <unordered_set>
 
 #include "autodiff/gradient_op.h"
 #include "graph/canonicalize.h"
@@ -115,6 +116,39 @@ struct Session::Impl {
   int threads = 1;
   mutable Profiler profiler;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+  // The storage of every constant of the plan and its subgraphs' plans: an output that is a
+  // view of one is copied before the caller gets it (unshare_outputs).
+  std::unordered_set<const Storage*> constant_storage;
+
+  void collect_constant_storage(const Plan& p) {
+    for (const auto& [slot, t] : p.constants)
+      if (t.storage()) constant_storage.insert(t.storage().get());
+    for (const auto& [g, sub] : p.subplans) collect_constant_storage(*sub);
+  }
+
+  /// Outputs that share memory with a feed or a constant (Identity, Reshape, Dropout at
+  /// inference, a Transpose of unit dims, a Gather of one row are views) become copies: the
+  /// caller owns what run() returns, and writing into it must change neither the model's
+  /// weights for the next run nor the caller's input.
+  void unshare_outputs(NamedValues& result, const NamedValues& feeds,
+                       const std::shared_ptr<Allocator>& alloc) const {
+    auto shared = [&](const Tensor& t) {
+      const Storage* st = t.storage().get();
+      if (!st || t.device().type != DeviceType::CPU) return false;
+      if (constant_storage.count(st)) return true;
+      for (const auto& [feed_name, f] : feeds) {
+        if (f.is_tensor() && f.tensor.storage().get() == st) return true;
+        for (const Tensor& e : f.sequence)
+          if (e.storage().get() == st) return true;
+      }
+      return false;
+    };
+    for (auto& [name, d] : result) {
+      if (d.is_tensor() && shared(d.tensor)) d.tensor = d.tensor.clone(alloc);
+      for (Tensor& e : d.sequence)
+        if (shared(e)) e = e.clone(alloc);
+    }
+  }
 
   void build() {
     spdlog::set_level(spdlog::level::from_str(options.log_level));
@@ -157,6 +191,7 @@ struct Session::Impl {
     const double optimize_ms = lap();
     placement = partition_graph(*model, providers);
     plan = compile_plan(g, *model, placement);
+    collect_constant_storage(*plan);
     const double plan_ms = lap();
     const size_t prepared = options.prepack_weights ? prepare_kernels(*plan) : 0;
     const double prepare_ms = lap();
@@ -275,6 +310,7 @@ struct Session::Impl {
     std::vector<Datum> outs = execute_plan(*plan, std::move(ordered), nullptr, rc);
     NamedValues result;
     for (size_t i : out_index) result[outputs[i].name] = std::move(outs[i]);
+    unshare_outputs(result, feeds, run_alloc);
     // Outputs come back in host memory unless the caller keeps them on the device.
     if (!ro.outputs_on_device)
       for (auto& [name, d] : result)

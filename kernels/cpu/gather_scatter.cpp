@@ -42,10 +42,17 @@ class GatherKernel final : public Kernel {
     Shape out(x.shape().begin(), x.shape().begin() + static_cast<int64_t>(a));
     out.insert(out.end(), ind.shape().begin(), ind.shape().end());
     out.insert(out.end(), x.shape().begin() + static_cast<int64_t>(a) + 1, x.shape().end());
-    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     int64_t outer = dims_product(x.shape(), 0, a),
             inner = dims_product(x.shape(), a + 1, x.shape().size());
     auto n = static_cast<int64_t>(idx.size());
+    // One index into the outermost dim that is not 1 picks a contiguous block: the output is a
+    // view of it (torch's attention export takes q, k and v from [3, seq, batch, dim] so).
+    if (outer == 1 && n == 1 && x.dtype() != DataType::String && x.storage()) {
+      const size_t offset = x.offset() + static_cast<size_t>(idx[0] * inner) * dtype_size(x.dtype());
+      ctx.set_output(0, Datum(Tensor(x.dtype(), out, x.storage(), offset)));
+      return;
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     if (inner == 0) return;
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
       const T* s = x.data_as<T>();

@@ -147,6 +147,19 @@ class TransposeKernel final : public Kernel {
     const Tensor& x = ctx.required_input(0);
     Shape out;
     std::vector<int64_t> perm = transpose_perm(ctx.label(), perm_, reverse_, x.shape(), out);
+    // A permutation that only moves dims of size 1 keeps every element where it is: the output
+    // is a view ([1, 128, 768] -> [128, 1, 768], twice per layer of a torch attention export).
+    int64_t last = -1;
+    bool same_order = true;
+    for (int64_t axis : perm) {
+      if (x.shape()[static_cast<size_t>(axis)] == 1) continue;
+      same_order = same_order && axis > last;
+      last = axis;
+    }
+    if (same_order) {
+      ctx.set_output(0, Datum(x.reshape(out)));
+      return;
+    }
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     dispatch_move(x.dtype(), ctx.label(), [&]<typename T>() {
       transpose_copy(x.data_as<T>(), y.data_as<T>(), x.shape(), perm, ctx.threads());

@@ -60,6 +60,38 @@ TEST(Session, ChoiceOfOutputs) {
   EXPECT_THROW(s.run({{"x", iota(2)}}, {"nope"}), Error);
 }
 
+// Outputs that are views (Identity of a weight, a Reshape or unit-dim Transpose of the input,
+// one row Gathered from a weight) come back as copies: writing into them changes neither the
+// next run's results nor the caller's input.
+TEST(Session, OutputsThatViewAWeightOrTheInputAreTheCallersOwn) {
+  for (OptLevel level : {OptLevel::None, OptLevel::All}) {
+    test::ModelBuilder b(17);
+    b.input("x", DataType::Float, Shape{1, 2, 3});
+    b.initializer("w", Tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6}));
+    b.initializer("row", Tensor::scalar<int64_t>(1));
+    b.initializer("flat", Tensor::from_vector<int64_t>({1}, {6}));
+    b.node("Identity", {"w"}, {"w_out"});
+    b.node("Gather", {"w", "row"}, {"w_row"});
+    b.node("Reshape", {"x", "flat"}, {"x_flat"});
+    b.node("Transpose", {"x"}, {"x_t"}).attrs["perm"] = test::attr_ints("perm", {1, 0, 2});
+    for (const char* o : {"w_out", "w_row", "x_flat", "x_t"}) b.output(o);
+    SessionOptions opts;
+    opts.opt_level = level;
+    Session s = b.session(opts);
+    Tensor x = Tensor::from_vector<float>({1, 2, 3}, {7, 8, 9, 10, 11, 12});
+    NamedTensors first = s.run({{"x", x}});
+    EXPECT_EQ(first.at("w_row").to_double_vector(), (std::vector<double>{4, 5, 6}));
+    EXPECT_EQ(first.at("x_t").shape(), (Shape{2, 1, 3}));
+    for (auto& [name, t] : first) t.data<float>()[0] = -100.f;
+    EXPECT_EQ(x.data<float>()[0], 7.f);
+    NamedTensors again = s.run({{"x", x}});
+    EXPECT_EQ(again.at("w_out").to_double_vector(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+    EXPECT_EQ(again.at("w_row").to_double_vector(), (std::vector<double>{4, 5, 6}));
+    EXPECT_EQ(again.at("x_flat").to_double_vector(), (std::vector<double>{7, 8, 9, 10, 11, 12}));
+    EXPECT_EQ(again.at("x_t").to_double_vector(), (std::vector<double>{7, 8, 9, 10, 11, 12}));
+  }
+}
+
 TEST(Session, FeedErrorsNameTheProblem) {
   Session s = chain_session();
   auto expect_error = [&](const NamedTensors& feeds, const std::string& needle) {
