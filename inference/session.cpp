@@ -126,27 +126,19 @@ struct Session::Impl {
     for (const auto& [g, sub] : p.subplans) collect_constant_storage(*sub);
   }
 
-  /// Outputs that share memory with a feed or a constant (Identity, Reshape, Dropout at
-  /// inference, a Transpose of unit dims, a Gather of one row are views) become copies: the
-  /// caller owns what run() returns, and writing into it must change neither the model's
-  /// weights for the next run nor the caller's input.
-  void unshare_outputs(NamedValues& result, const NamedValues& feeds,
-                       const std::shared_ptr<Allocator>& alloc) const {
-    auto shared = [&](const Tensor& t) {
-      const Storage* st = t.storage().get();
-      if (!st || t.device().type != DeviceType::CPU) return false;
-      if (constant_storage.count(st)) return true;
-      for (const auto& [feed_name, f] : feeds) {
-        if (f.is_tensor() && f.tensor.storage().get() == st) return true;
-        for (const Tensor& e : f.sequence)
-          if (e.storage().get() == st) return true;
-      }
-      return false;
+  /// Outputs that share memory with a constant (an Identity of a weight, one row Gathered
+  /// from it, a Reshape of it) become copies: the caller may write into what run() returns,
+  /// and that must not change the model's weights for the next run. Views of a feed stay
+  /// views (the caller owns both; the Python and torch doors promise zero copies).
+  void unshare_outputs(NamedValues& result, const std::shared_ptr<Allocator>& alloc) const {
+    auto constant = [&](const Tensor& t) {
+      return t.storage() && t.device().type == DeviceType::CPU &&
+             constant_storage.count(t.storage().get()) != 0;
     };
     for (auto& [name, d] : result) {
-      if (d.is_tensor() && shared(d.tensor)) d.tensor = d.tensor.clone(alloc);
+      if (d.is_tensor() && constant(d.tensor)) d.tensor = d.tensor.clone(alloc);
       for (Tensor& e : d.sequence)
-        if (shared(e)) e = e.clone(alloc);
+        if (constant(e)) e = e.clone(alloc);
     }
   }
 
@@ -310,7 +302,7 @@ struct Session::Impl {
     std::vector<Datum> outs = execute_plan(*plan, std::move(ordered), nullptr, rc);
     NamedValues result;
     for (size_t i : out_index) result[outputs[i].name] = std::move(outs[i]);
-    unshare_outputs(result, feeds, run_alloc);
+    unshare_outputs(result, run_alloc);
     // Outputs come back in host memory unless the caller keeps them on the device.
     if (!ro.outputs_on_device)
       for (auto& [name, d] : result)
