@@ -473,10 +473,10 @@ class MatMulKernel final : public Kernel {
     const Tensor& B = *b_const_;
     if (!pack_ahead(rows_, B.dtype() == DataType::Float && attrs_.alpha == 1.0f)) return 0;
     const bool tb = attrs_.trans_b;
-    if (B.dtype() == DataType::Float && attrs_.alpha == 1.0f && panel_gemm_suits(rows_.exact))
-      return panel_.make_ahead(B, tb, threads);
     const int64_t K = B.shape()[tb ? 1 : 0], N = B.shape()[tb ? 0 : 1];
     if (K == 0 || N == 0) return 0;
+    if (B.dtype() == DataType::Float && attrs_.alpha == 1.0f && panel_gemm_suits(rows_.exact))
+      return panel_.make_ahead(B, tb, threads);
     du::ThreadScope scope(threads);
     const int64_t rows = rows_.exact > 0 ? rows_.exact : kAheadRows;
     return packed_.make_ahead(shared_b_entry(B.dtype(), rows, K, N, tb, attrs_.bias, false), B,

@@ -6,11 +6,11 @@
 #include <string>
 
 #include "graph/error.h"
-
 #include "kernels/cpu/simd/simd.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {
+
 int simd_lanes(Isa isa) { return isa == Isa::Avx2 ? 8 : 16; }
 
 bool panel_gemm_suits(int64_t rows) {
@@ -21,6 +21,10 @@ PanelPackedB pack_panels(const float* B, int64_t K, int64_t N, bool trans_b, int
                          int lanes) {
   PanelPackedB p;
   p.K = K, p.N = N, p.lanes = lanes ? lanes : simd_lanes(simd().isa);
+  if (K <= 0 || N <= 0) {  // nothing to pack (the products return before reading B)
+    p.data = Tensor::empty(DataType::Float, {0});
+    return p;
+  }
   const int64_t wide = 2 * p.lanes, panels = p.panels();
   const int64_t last_cols = N - (panels - 1) * wide;
   const int64_t last_width = last_cols <= p.lanes ? p.lanes : wide;
