@@ -66,16 +66,31 @@ std::optional<std::pair<bool, bool>> product_trans(const Node& n) {
   return std::pair{n.attr_int("transA", 0) != 0, n.attr_int("transB", 0) != 0};
 }
 
-}  // namespace
-
-namespace {
+/// Replaces the product `n` (through `bias_end`, the node whose output is product + bias)
+/// and the activation that alone reads `bias_end`'s output, when `activations` allows it, by
+/// FusedMatMulBias(A, B, bias) writing the last node's output.
+void replace_with_fused(Graph& g, const Node* n, Node* bias_end, Value* bias, bool trans_b,
+                        bool activations) {
+  Node* last = bias_end;
+  const char* activation = "none";
+  if (Node* act = activations ? only_consumer(g, bias_end->outputs[0]) : nullptr;
+      act && fusable_activation(act)) {
+    activation = fusable_activation(act);
+    last = act;
+  }
+  Value* out = last->outputs[0];
+  detach_output(g, last, 0);
+  Node* f = g.add_node("FusedMatMulBias", {n->inputs[0], n->inputs[1], bias}, {out}, "ai.onyx",
+                       n->name + "_bias");
+  f->attrs["transB"] = Attribute::of_int("transB", trans_b ? 1 : 0);
+  f->attrs["activation"] = Attribute::of_string("activation", activation);
+}
 
 /// A Gemm that is a product plus a row bias (transA 0, alpha and beta 1, C [N] or [1, N] of
 /// A's dtype) becomes FusedMatMulBias with the activation after it: the kernel adds the bias
 /// after the whole sum as Gemm's C is added, without first filling the output with C, and
 /// applies the activation in the same pass (torch exports nn.Linear on 2-D input as Gemm).
-bool fuse_gemm_bias(Model& model, Node* n, bool activations) {
-  Graph& g = *model.graph;
+bool fuse_gemm_bias(Graph& g, Node* n, bool activations) {
   if (n->num_inputs() != 3 || !n->has_input(0) || !n->has_input(1) || !n->has_input(2) ||
       n->attr_int("transA", 0) != 0 || n->attr_float("alpha", 1.0f) != 1.0f ||
       n->attr_float("beta", 1.0f) != 1.0f)
@@ -88,19 +103,7 @@ bool fuse_gemm_bias(Model& model, Node* n, bool activations) {
   if (width < 0 || known_rank(a) != 2 || !is_float_type(a->type.elem) ||
       b->type.elem != a->type.elem || !is_row_bias(bias, a, width))
     return false;
-  Node* last = n;
-  const char* activation = "none";
-  if (Node* act = activations ? only_consumer(g, n->outputs[0]) : nullptr;
-      act && fusable_activation(act)) {
-    activation = fusable_activation(act);
-    last = act;
-  }
-  Value* out = last->outputs[0];
-  detach_output(g, last, 0);
-  Node* f = g.add_node("FusedMatMulBias", {n->inputs[0], n->inputs[1], bias}, {out}, "ai.onyx",
-                       n->name + "_bias");
-  f->attrs["transB"] = Attribute::of_int("transB", trans_b ? 1 : 0);
-  f->attrs["activation"] = Attribute::of_string("activation", activation);
+  replace_with_fused(g, n, n, bias, trans_b, activations);
   return true;
 }
 
@@ -111,7 +114,7 @@ size_t fuse_bias_into_matmul(Model& model, bool activations) {
   size_t fused = 0;
   for (Node* n : g.topological_order()) {
     if (is_op(n, "Gemm")) {
-      fused += fuse_gemm_bias(model, n, activations);
+      fused += fuse_gemm_bias(g, n, activations);
       continue;
     }
     const bool plain = is_op(n, "MatMul");
@@ -134,19 +137,7 @@ size_t fuse_bias_into_matmul(Model& model, bool activations) {
     if (!is_op(add, "Add") || add->num_inputs() != 2) continue;
     Value* bias = add->inputs[add->inputs[0] == y ? 1 : 0];
     if (add->inputs[0] == add->inputs[1] || !is_row_bias(bias, a, width)) continue;
-    Node* last = add;
-    const char* activation = "none";
-    if (Node* act = activations ? only_consumer(g, add->outputs[0]) : nullptr;
-        act && fusable_activation(act)) {
-      activation = fusable_activation(act);
-      last = act;
-    }
-    Value* out = last->outputs[0];
-    detach_output(g, last, 0);
-    Node* f = g.add_node("FusedMatMulBias", {n->inputs[0], n->inputs[1], bias}, {out}, "ai.onyx",
-                         n->name + "_bias");
-    f->attrs["transB"] = Attribute::of_int("transB", trans_b ? 1 : 0);
-    f->attrs["activation"] = Attribute::of_string("activation", activation);
+    replace_with_fused(g, n, add, bias, trans_b, activations);
     ++fused;
   }
   // The MatMul, Add and activation now have no readers; eliminate_dead_code removes them.
