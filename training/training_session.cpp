@@ -336,6 +336,23 @@ struct TrainingSession::Impl {
     return f;
   }
 
+  /// Outputs of predict/eval that view the live parameters or state (an Identity of a weight)
+  /// become copies: the next train_step would change them under the caller, and writing into
+  /// them would change the model.
+  NamedTensors own(NamedTensors out) const {
+    auto live = [&](const Tensor& t) {
+      const Storage* st = t.storage().get();
+      if (!st) return false;
+      if (st == params.tensor().storage().get()) return true;
+      for (const auto& [n, s] : state)
+        if (s.storage().get() == st) return true;
+      return false;
+    };
+    for (auto& [name, t] : out)
+      if (live(t)) t = t.clone();
+    return out;
+  }
+
   /// Copies (first micro-batch of a group) or adds gradient i into the flat buffer.
   void take_gradient(size_t i, const Tensor& gr, bool first) {
     Tensor dst = gview(i);
@@ -496,11 +513,11 @@ double TrainingSession::train_step(const NamedTensors& batch) { return impl_->st
 StepResult TrainingSession::train_step_detailed(const NamedTensors& batch) { return impl_->step(batch); }
 
 NamedTensors TrainingSession::eval_step(const NamedTensors& batch) const {
-  return impl_->eval->run(impl_->feeds(batch, true));
+  return impl_->own(impl_->eval->run(impl_->feeds(batch, true)));
 }
 
 NamedTensors TrainingSession::predict(const NamedTensors& inputs) const {
-  return impl_->predict->run(impl_->feeds(inputs, false));
+  return impl_->own(impl_->predict->run(impl_->feeds(inputs, false)));
 }
 
 const std::vector<std::string>& TrainingSession::parameter_names() const { return impl_->tg.params; }

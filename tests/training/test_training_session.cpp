@@ -198,6 +198,31 @@ TEST(TrainingSession, AccumulationEqualsOneBigBatch) {
   for (size_t i = 0; i < p1.size(); ++i) EXPECT_NEAR(p1[i], p2[i], 1e-6);
 }
 
+// An output that is a parameter itself (an Identity of it) comes back from predict as a copy:
+// a later train_step does not change it under the caller, and writing into it does not change
+// the model.
+TEST(TrainingSession, PredictedOutputsThatAreParametersAreCopies) {
+  std::unique_ptr<Model> m = linear_model(4, 2);
+  Graph& g = *m->graph;
+  Value* b_out = g.get_or_add_value("b_out");
+  g.add_node("Identity", {g.find_value("b")}, {b_out}, "", "b_identity");
+  g.outputs.push_back(b_out);
+  TrainingConfig c = sgd_mse(0.1);
+  c.loss.output = "y";
+  TrainingSession ts(std::move(m), c);
+  std::mt19937 rng(7);
+  Tensor x = random_tensor({8, 4}, rng, 1.0), t = random_tensor({8, 2}, rng, 1.0);
+  Tensor before = ts.predict({{"x", x}}).at("b_out");
+  const std::vector<float> b0 = copy_of(ts.parameter("b"));
+  EXPECT_EQ(copy_of(before), b0);
+  before.data<float>()[0] = 1000.f;
+  EXPECT_EQ(copy_of(ts.parameter("b")), b0);
+  ts.train_step({{"x", x}, {"labels", t}});
+  EXPECT_EQ(before.data<float>()[0], 1000.f);
+  EXPECT_NE(copy_of(ts.parameter("b")), b0);
+  EXPECT_EQ(copy_of(ts.predict({{"x", x}}).at("b_out")), copy_of(ts.parameter("b")));
+}
+
 TEST(TrainingSession, ExportedModelRunsInSessionWithTheTrainedWeights) {
   TrainingConfig c;
   c.optimizer = {.name = "sgd", .lr = 0.1, .momentum = 0.9};
