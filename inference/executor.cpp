@@ -38,7 +38,10 @@ bool is_copy_node(const Node& n) {
 
 class StepContext final : public KernelContext {
  public:
-  StepContext(const Step& step, Frame& frame, RunContext& rc) : step_(step), frame_(frame), rc_(rc) {
+  /// `bound`: per slot, the caller's buffer for that output (RunOptions::output_buffers), or
+  /// null; empty when nothing is bound.
+  StepContext(const Step& step, Frame& frame, RunContext& rc, const std::vector<const Tensor*>& bound)
+      : step_(step), frame_(frame), rc_(rc), bound_(bound) {
     discard_.resize(step.outputs.size());
   }
   const Node& node() const override { return *step_.node; }
@@ -60,7 +63,13 @@ class StepContext final : public KernelContext {
   Tensor& allocate_output(int i, DataType dtype, const Shape& shape) override {
     Datum& d = out_slot(i);
     const bool host = i < static_cast<int>(step_.host_outputs.size()) && step_.host_outputs[i];
-    d = Datum(Tensor::empty(dtype, shape, host ? host_memory() : memory()));
+    const std::shared_ptr<Allocator>& alloc = host ? host_memory() : memory();
+    if (const Tensor* buf = bound_output(i);
+        buf && buf->dtype() == dtype && buf->shape() == shape && buf->device() == alloc->device()) {
+      d = Datum(*buf);
+      return d.tensor;
+    }
+    d = Datum(Tensor::empty(dtype, shape, alloc));
     return d.tensor;
   }
   void set_output(int i, Datum value) override { out_slot(i) = std::move(value); }
@@ -83,7 +92,13 @@ class StepContext final : public KernelContext {
   const Step& step_;
   Frame& frame_;
   RunContext& rc_;
+  const std::vector<const Tensor*>& bound_;
   std::vector<Datum> discard_;
+
+  const Tensor* bound_output(int i) const {
+    const int s = step_.outputs[i];
+    return s >= 0 && static_cast<size_t>(s) < bound_.size() ? bound_[s] : nullptr;
+  }
 
   const std::shared_ptr<Allocator>& host_memory() const {
     const auto& h = rc_.provider_host_allocators;
@@ -195,6 +210,19 @@ std::unique_ptr<Plan> compile_plan(const Graph& graph, const Model& model, const
     plan->steps.push_back(std::move(step));
   }
   for (const Value* v : graph.outputs) plan->output_slots.push_back(slot(v));
+  // Identity passes its input on as its output: an output bound to caller memory is computed
+  // there by the kernel before the Identity chain (autodiff names each gradient that way).
+  std::unordered_map<int, const Step*> identity_of;
+  for (const Step& st : plan->steps)
+    if (st.node->op_type == "Identity" && st.node->domain.empty() && st.inputs.size() == 1 &&
+        st.inputs[0] >= 0 && st.outputs.size() == 1 && st.outputs[0] >= 0)
+      identity_of[st.outputs[0]] = &st;
+  for (int s : plan->output_slots) {
+    int source = s;
+    for (auto it = identity_of.find(source); it != identity_of.end(); it = identity_of.find(source))
+      source = it->second->inputs[0];
+    plan->output_sources.push_back(source);
+  }
 
   // Lifetimes: release each slot after its last reader, except constants, outputs and
   // outer-scope values.
@@ -322,10 +350,18 @@ std::vector<Datum> execute_plan(const Plan& plan, std::vector<Datum> inputs, con
     notify.assign(static_cast<size_t>(plan.num_slots), -1);
     for (size_t i = 0; i < plan.output_slots.size(); ++i) notify[plan.output_slots[i]] = static_cast<int>(i);
   }
+  // Main-graph outputs the caller gave buffers for (slot -> buffer).
+  std::vector<const Tensor*> bound;
+  if (rc.output_buffers && !parent) {
+    bound.assign(static_cast<size_t>(plan.num_slots), nullptr);
+    for (size_t i = 0; i < plan.output_slots.size(); ++i)
+      if (auto it = rc.output_buffers->find(plan.graph->outputs[i]->name); it != rc.output_buffers->end())
+        bound[plan.output_sources[i]] = &it->second;
+  }
   check_not_cancelled(rc, plan);  // also here: a Loop over an empty body runs no step
   for (const Step& step : plan.steps) {
     check_not_cancelled(rc, plan);
-    StepContext ctx(step, frame, rc);
+    StepContext ctx(step, frame, rc, bound);
     auto t0 = std::chrono::steady_clock::now();
     try {
       check_input_devices(step, frame);
@@ -399,7 +435,8 @@ std::vector<Datum> evaluate_node(const Node& node, const Model& model, const Gra
   RunContext rc;
   rc.allocator = cpu_allocator();
   rc.threads = 1;
-  StepContext ctx(step, frame, rc);
+  const std::vector<const Tensor*> unbound;
+  StepContext ctx(step, frame, rc, unbound);
   step.kernel->compute(ctx);
   std::vector<Datum> outs;
   for (size_t o = 0; o < node.outputs.size(); ++o)

@@ -40,6 +40,9 @@ struct Plan {
   std::vector<std::pair<int, Tensor>> constants;           // initializer slots
   std::vector<int> input_slots;                            // graph inputs, in order
   std::vector<int> output_slots;                           // graph outputs, in order
+  /// Per graph output, the slot whose kernel allocates its memory: output_slots[i], or through
+  /// Identity nodes the slot they pass on (RunOptions::output_buffers binds that one).
+  std::vector<int> output_sources;
   std::vector<std::pair<std::string, int>> outer_slots;    // filled from enclosing frames
   std::unordered_map<std::string, int> slot_of;            // value name -> slot
   std::unordered_map<const Graph*, std::unique_ptr<Plan>> subplans;
@@ -92,6 +95,8 @@ struct RunContext {
   /// RunOptions::deadline and terminate: checked before each node of every plan.
   std::optional<std::chrono::steady_clock::time_point> deadline;
   const std::atomic<bool>* terminate = nullptr;
+  /// RunOptions::output_buffers: where main-graph outputs of matching dtype and shape go.
+  const std::map<std::string, Tensor>* output_buffers = nullptr;
 };
 
 /// The values of one execution of a plan.

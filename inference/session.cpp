@@ -298,6 +298,7 @@ struct Session::Impl {
     rc.on_output = ro.on_output;
     rc.deadline = ro.deadline;
     rc.terminate = ro.terminate;
+    if (!ro.output_buffers.empty()) rc.output_buffers = &ro.output_buffers;
     omp_set_num_threads(threads);  // per calling thread: oneDNN and our kernels honour it
     std::vector<Datum> outs = execute_plan(*plan, std::move(ordered), nullptr, rc);
     NamedValues result;

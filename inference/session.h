@@ -128,6 +128,13 @@ struct RunOptions {
   /// Leave outputs a device provider computed in device memory (IoBinding-style: feed them
   /// to the next run without a round trip); by default outputs come back in host memory.
   bool outputs_on_device = false;
+  /// Caller memory for graph outputs (as ONNX Runtime's IoBinding binds an output): a graph
+  /// output whose kernel allocates a host tensor of exactly the bound tensor's dtype and shape
+  /// is computed into it, saving a copy. Any other (a view of an input, another shape, device
+  /// memory) comes back in memory of its own, so callers compare the returned tensor's data
+  /// pointer with the buffer's. The buffers must not be touched while the run lasts; a run that
+  /// fails may have written into them.
+  std::map<std::string, Tensor> output_buffers;
 };
 
 /// The execution providers usable in this process, in priority order: "cuda" when this build

@@ -23,6 +23,8 @@ void clip_to_norm(Tensor& g, double norm, double max_norm, int threads) {
 }
 
 double copy_sum_squares(Tensor& dst, const Tensor& src, int threads) {
+  if (dst.raw() == src.raw() && dst.nbytes() == src.nbytes() && dst.device() == src.device())
+    return optimizer_kernels::sum_squares(src, threads);
   return optimizer_kernels::copy_sum_squares(dst, src, threads);
 }
 

@@ -18,7 +18,8 @@ bool has_non_finite(const Tensor& g, int threads);
 /// Copies src into dst (same element count) and returns their sum of squares (double, fixed
 /// blocks, so independent of the thread count): one read of a gradient where the check for
 /// NaN/inf (the sum is finite exactly when every value is), the copy into the flat buffer and
-/// the global norm would read it three times.
+/// the global norm would read it three times. src may be dst itself (a gradient the graph
+/// computed into the buffer): then only the sum is taken.
 double copy_sum_squares(Tensor& dst, const Tensor& src, int threads);
 /// Clips g whose global norm `norm` is already known, as clip_by_global_norm does.
 void clip_to_norm(Tensor& g, double norm, double max_norm, int threads);

@@ -93,6 +93,51 @@ TEST(Session, OutputsThatViewAWeightAreTheCallersOwn) {
   }
 }
 
+// RunOptions::output_buffers: an output whose kernel allocates it (also through Identity
+// nodes, as autodiff names gradients) is computed into the caller's buffer of its dtype and
+// shape; a mismatched buffer, a view of a feed and an unbound output leave theirs alone.
+TEST(Session, OutputBuffersTakeTheOutputsTheirKernelsAllocate) {
+  for (OptLevel level : {OptLevel::None, OptLevel::All}) {
+    SCOPED_TRACE(static_cast<int>(level));
+    ModelBuilder b(17);
+    b.input("x", DataType::Float, SymShape{Dim::symbol("batch"), Dim::fixed(4)});
+    b.initializer("two", Tensor::scalar<float>(2));
+    b.initializer("flat", Tensor::from_vector<int64_t>({1}, {-1}));
+    b.node("Mul", {"x", "two"}, {"a"});
+    b.node("Relu", {"a"}, {"r"});
+    b.node("Identity", {"r"}, {"r_id"});
+    b.node("Identity", {"r_id"}, {"y"});
+    b.node("Reshape", {"x", "flat"}, {"v"});
+    b.node("Neg", {"x"}, {"n"});
+    for (const char* o : {"y", "a", "v", "n"}) b.output(o);
+    SessionOptions opts;
+    opts.opt_level = level;
+    Session s = b.session(opts);
+    Tensor x = iota(2);
+    RunOptions ro;
+    ro.output_buffers["y"] = Tensor::from_vector<float>({2, 4}, std::vector<float>(8, 7.f));
+    ro.output_buffers["a"] = Tensor::from_vector<float>({3, 4}, std::vector<float>(12, 7.f));  // not a's shape
+    ro.output_buffers["v"] = Tensor::from_vector<float>({8}, std::vector<float>(8, 7.f));     // v is a view of x
+    NamedTensors out = s.run({{"x", x}}, {}, ro);
+    const auto xs = x.to_double_vector();
+    EXPECT_EQ(out.at("y").raw(), ro.output_buffers["y"].raw());
+    auto y = ro.output_buffers["y"].to_double_vector(), a = out.at("a").to_double_vector();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      EXPECT_EQ(y[i], std::max(0.0, 2 * xs[i]));
+      EXPECT_EQ(a[i], 2 * xs[i]);
+    }
+    EXPECT_NE(out.at("a").raw(), ro.output_buffers["a"].raw());
+    EXPECT_EQ(out.at("v").raw(), x.raw());
+    for (const char* untouched : {"a", "v"})
+      for (double e : ro.output_buffers[untouched].to_double_vector()) EXPECT_EQ(e, 7.0) << untouched;
+    // Another batch: y's buffer no longer fits, so y comes back in memory of its own.
+    NamedTensors other = s.run({{"x", iota(3)}}, {}, ro);
+    EXPECT_NE(other.at("y").raw(), ro.output_buffers["y"].raw());
+    EXPECT_EQ(other.at("y").shape(), (Shape{3, 4}));
+    EXPECT_EQ(ro.output_buffers["y"].to_double_vector(), y);
+  }
+}
+
 TEST(Session, FeedErrorsNameTheProblem) {
   Session s = chain_session();
   auto expect_error = [&](const NamedTensors& feeds, const std::string& needle) {
