@@ -132,8 +132,9 @@ struct RunOptions {
   /// output whose kernel allocates a host tensor of exactly the bound tensor's dtype and shape
   /// is computed into it, saving a copy. Any other (a view of an input, another shape, device
   /// memory) comes back in memory of its own, so callers compare the returned tensor's data
-  /// pointer with the buffer's. The buffers must not be touched while the run lasts; a run that
-  /// fails may have written into them.
+  /// pointer with the buffer's; an unbound output that is the same value as a bound one views
+  /// the buffer too. The buffers must not be fed, read or written while the run lasts; a run
+  /// that fails may have written into them.
   std::map<std::string, Tensor> output_buffers;
 };
 
