@@ -69,6 +69,10 @@ size_t fuse_gelu_grad(Model& model);
 /// Training's ReLU gradient, Where(Greater(Y, 0), dY, 0) with dY and Y of one shape ->
 /// ai.onyx ReluGrad(dY, Y), where `runs_it` (the session's first provider) has that kernel.
 size_t fuse_relu_grad(Model& model, const ExecutionProvider& runs_it);
+/// Training's MaxPool gradient, ScatterElements(Expand(0, S), Reshape(Indices, [-1]),
+/// Reshape(dY, [-1]), axis 0, add) over MaxPool's Indices -> ai.onyx MaxPoolGrad(dY, Indices, S)
+/// (fusions_max_pool_grad.cpp), where `runs_it` has that kernel.
+size_t fuse_max_pool_grad(Model& model, const ExecutionProvider& runs_it);
 
 /// QDQ convolutions (fusions_qdq.cpp): QuantizeLinear(Conv(DequantizeLinear(x),
 /// DequantizeLinear(W), DequantizeLinear(B))) with 8-bit x of the output's type, constant int8 W
