@@ -357,7 +357,8 @@ struct TrainingSession::Impl {
   void take_gradient(size_t i, const Tensor& gr, bool first) {
     Tensor dst = gview(i);
     if (!first) optim::accumulate_grads(dst, gr, threads);
-    else if (dst.raw() != gr.raw()) std::memcpy(dst.raw(), gr.raw(), gr.nbytes());  // else computed in place
+    else if (dst.raw() != gr.raw()) std::memcpy(dst.raw(), gr.raw(), gr.nbytes());
+    // (equal pointers: the run computed it in place, RunOptions::output_buffers)
   }
 
   StepResult step(const NamedTensors& batch) {
@@ -369,13 +370,13 @@ struct TrainingSession::Impl {
     const bool last = (micro + 1) % cfg.accumulation_steps == 0;
     RunOptions ro;
     ro.seed = mix_seed(cfg.seed + 0x632BE59BD9B4E019ull * static_cast<uint64_t>(rank), static_cast<uint64_t>(micro));
-    // Data parallel, last micro-batch: each gradient goes to the flat buffer the moment it is
-    // computed and its bucket's allreduce starts while backward continues.
     // The first micro-batch of a group overwrites the flat gradient buffer whole, so the graph
     // computes each gradient straight into its place there (ResNet-18: 47 MB a step not
     // copied); one it writes elsewhere (a view, a reshaped gradient) is copied as before.
     if (first)
       for (size_t i = 0; i < tg.grads.size(); ++i) ro.output_buffers.emplace(tg.grads[i], gview(i));
+    // Data parallel, last micro-batch: each gradient goes to the flat buffer the moment it is
+    // computed and its bucket's allreduce starts while backward continues.
     std::vector<bool> taken(tg.grads.size(), false);
     if (buckets && last)
       ro.on_output = [&](const std::string& name, const Tensor& t) {

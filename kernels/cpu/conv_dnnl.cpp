@@ -24,7 +24,8 @@ dnnl::memory::desc user_desc(const Shape& dims, DataType dt, int64_t block) {
 /// than 3 % slower), brgconv only for a batch of 1 with larger kernels (512 at 7x7: 2.2 vs 2.4).
 /// True when `pd` is that first choice and the blocked one should be tried instead.
 bool prefer_blocked_direct(const Geometry& g, const dnnl::primitive_desc_base& pd) {
-  if (g.G != 1 || g.nsp() != 2 || std::string_view(pd.impl_info_str()).rfind("brgconv", 0) != 0) return false;
+  if (g.G != 1 || g.nsp() != 2) return false;
+  if (std::string_view(pd.impl_info_str()).rfind("brgconv", 0) != 0) return false;
   return g.N > 1 || (g.k[0] == 1 && g.k[1] == 1);
 }
 
