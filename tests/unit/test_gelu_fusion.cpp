@@ -53,12 +53,6 @@ std::unique_ptr<Model> gelu_model(int spelling, bool constant_nodes, double half
   return b.build();
 }
 
-std::map<std::string, int> op_counts(const Session& s) {
-  std::map<std::string, int> ops;
-  for (const auto& n : s.model().graph->nodes()) ++ops[n->domain + ":" + n->op_type];
-  return ops;
-}
-
 }  // namespace
 
 TEST(GeluFusion, ExporterSpellingsBecomeOneGelu) {

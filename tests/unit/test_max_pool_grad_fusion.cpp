@@ -15,18 +15,6 @@
 namespace onyx::test {
 namespace {
 
-std::map<std::string, int> op_counts(const Session& s) {
-  std::map<std::string, int> ops;
-  for (const auto& n : s.model().graph->nodes()) ++ops[n->domain + ":" + n->op_type];
-  return ops;
-}
-
-void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  ASSERT_EQ(a.dtype(), b.dtype()) << what;
-  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << what;
-}
-
 /// (x [batch, 3, 9, 9] + p) * s (p a full-size offset, 0, s a per-channel scale: the parameters)
 /// -> MaxPool 3x3 stride 2 pad 1 (ResNet's, overlapping windows) -> product with c, summed: the
 /// training graph for p and s differentiates the MaxPool with its rule (p's gradient is the

@@ -16,18 +16,6 @@
 namespace onyx::test {
 namespace {
 
-std::map<std::string, int> op_counts(const Session& s) {
-  std::map<std::string, int> ops;
-  for (const auto& n : s.model().graph->nodes()) ++ops[n->domain + ":" + n->op_type];
-  return ops;
-}
-
-void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  ASSERT_EQ(a.dtype(), b.dtype()) << what;
-  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << what;
-}
-
 /// x [batch, 16] (a graph input) -> Relu(MatMul(x, w) + b) -> ReduceSum of its product with c:
 /// the training graph for w and b differentiates the Relu with its rule.
 autodiff::TrainingGraph relu_training_graph() {

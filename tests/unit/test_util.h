@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -187,6 +189,20 @@ inline void expect_near(const Tensor& t, const std::vector<double>& want, double
 }
 
 /// The ONNX backend corpus folder (ONYX_ONNX_TESTS or ../shared/onnx-tests).
+/// How many nodes of each "domain:op_type" the session's optimized graph holds.
+inline std::map<std::string, int> op_counts(const Session& s) {
+  std::map<std::string, int> ops;
+  for (const auto& n : s.model().graph->nodes()) ++ops[n->domain + ":" + n->op_type];
+  return ops;
+}
+
+/// a and b of one shape and dtype, byte for byte.
+inline void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  ASSERT_EQ(a.dtype(), b.dtype()) << what;
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << what;
+}
+
 inline std::string corpus_dir() {
   const char* env = std::getenv("ONYX_ONNX_TESTS");
   return env && *env ? env : ONYX_DEFAULT_CORPUS;
