@@ -10,6 +10,7 @@
 //   outputs: dX of `shape`, zero except dY's values added at their indices
 // Each plane's updates are added in the order ScatterElements adds them, so the bits are its.
 // An index outside its own (n, c) plane of X (no MaxPool writes one) is an onyx::Error.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 #include "kernels/cpu/conv.h"
 #include "test_util.h"
