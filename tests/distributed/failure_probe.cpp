@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
     if (!defaults) comm->set_timeout(3s);
     Tensor warm = Tensor::zeros(DataType::Float, {1000});
     comm->allreduce(warm, dist::ReduceOp::Sum)->wait();
+    // run_failure.sh's log then tells a job ended during start-up from one ended later.
+    std::printf("rank %d: ready\n", comm->rank());
+    std::fflush(stdout);
     int victim = comm->size() - 1;
     Tensor big = Tensor::zeros(DataType::Float, {16 << 20});
     // A hung rank stops before issuing (so every survivor waits for it); a dying one dies
