@@ -295,17 +295,39 @@ void reshape(Ctx& c) {
     }
   }
   if (infer >= 0 && s) {
+    // Fixed dims and symbols' coefficients multiply; a named symbol of the target cancels one
+    // of the input's, since both stand for the same run-time value ([12*batch, 1, 128] ->
+    // [batch, 12, -1, 128]: -1 is 1 whatever batch is, as torch's attention mask is reshaped).
     int64_t total = 1, known = 1;
+    std::vector<std::string> symbols;  // the input's, not cancelled yet
     for (const auto& d : *s) {
-      if (!d.is_fixed()) return c.set_shape(0, r);
-      total = dim_mul(c, total, d.value);
+      if (d.is_fixed()) {
+        total = dim_mul(c, total, d.value);
+      } else if (!d.param.empty()) {
+        const shape_values::ScaledSymbol sym = shape_values::split_symbol(d.param);
+        total = dim_mul(c, total, sym.coef);
+        symbols.push_back(sym.name);
+      } else {
+        return c.set_shape(0, r);
+      }
     }
-    for (const auto& d : r) {
-      if (&d == &r[infer]) continue;
-      if (!d.is_fixed()) return c.set_shape(0, r);
-      known = dim_mul(c, known, d.value);
+    for (size_t i = 0; i < r.size(); ++i) {
+      const Dim& d = r[i];
+      if (static_cast<int>(i) == infer) continue;
+      if (d.is_fixed()) {
+        known = dim_mul(c, known, d.value);
+        continue;
+      }
+      const shape_values::ScaledSymbol sym = shape_values::split_symbol(d.param);
+      auto it = std::find(symbols.begin(), symbols.end(), sym.name);
+      if (d.param.empty() || it == symbols.end()) return c.set_shape(0, r);
+      known = dim_mul(c, known, sym.coef);
+      symbols.erase(it);
     }
-    if (known > 0) r[infer] = Dim::fixed(total / known);
+    if (known > 0 && symbols.empty())
+      r[infer] = Dim::fixed(total / known);
+    else if (known > 0 && symbols.size() == 1 && total % known == 0)
+      r[infer] = Dim::symbol(shape_values::scaled_symbol(total / known, symbols[0]));
   }
   c.set_shape(0, r);
 }
@@ -1047,7 +1069,10 @@ std::optional<std::vector<int64_t>> known_int_values(const Graph& g, const Value
       continue;
     }
     seen.emplace(n, false);
-    if (next < n->inputs.size()) {
+    // Shape and Size read only their input's type: what computes the input does not matter
+    // (a Shape deep in a network would otherwise walk back through every layer before it).
+    const bool reads_type_only = (n->op_type == "Shape" || n->op_type == "Size") && n->domain.empty();
+    if (!reads_type_only && next < n->inputs.size()) {
       const Value* in = n->inputs[next++];
       if (in && in->producer && !seen.count(in->producer)) {
         if (seen.size() > kMaxNodes) return std::nullopt;

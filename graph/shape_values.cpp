@@ -5,6 +5,23 @@
 #include <functional>
 
 namespace onyx::shape_values {
+
+ScaledSymbol split_symbol(const std::string& param) {
+  const size_t star = param.find('*');
+  if (star == std::string::npos || star == 0) return {1, param};
+  int64_t coef = 0;
+  for (size_t i = 0; i < star; ++i) {
+    if (param[i] < '0' || param[i] > '9' || __builtin_mul_overflow(coef, 10, &coef) ||
+        __builtin_add_overflow(coef, param[i] - '0', &coef))
+      return {1, param};
+  }
+  return coef > 0 ? ScaledSymbol{coef, param.substr(star + 1)} : ScaledSymbol{1, param};
+}
+
+std::string scaled_symbol(int64_t coef, const std::string& name) {
+  return coef == 1 ? name : std::to_string(coef) + "*" + name;
+}
+
 namespace {
 
 bool is_int(DataType dt) { return dt == DataType::Int64 || dt == DataType::Int32; }
@@ -28,6 +45,21 @@ std::optional<Ints> elementwise(const Ints& a, const Ints& b, F f) {
   for (size_t i = 0; i < n; ++i)
     r.v.push_back(f(a.v[a.v.size() == 1 ? 0 : i], b.v[b.v.size() == 1 ? 0 : i]));
   return r;
+}
+
+// A symbol times a positive constant, or divided by one that divides its coefficient.
+SymInt scale_symbol(const std::string& op, const SymInt& sym, int64_t k) {
+  if (sym.param.empty() || k <= 0) return {};
+  const ScaledSymbol s = split_symbol(sym.param);
+  int64_t coef = 0;
+  if (op == "Mul") {
+    if (__builtin_mul_overflow(s.coef, k, &coef)) return {};
+  } else if (op == "Div" && s.coef % k == 0) {
+    coef = s.coef / k;
+  } else {
+    return {};
+  }
+  return SymInt{std::nullopt, scaled_symbol(coef, s.name)};
 }
 
 // Integer arithmetic the way ONNX's integer kernels do it; symbols survive the identities.
@@ -62,6 +94,8 @@ SymInt arith(const std::string& op, const SymInt& a, const SymInt& b) {
                         (b_is && *b.value < 0 && !a.param.empty())))
     return SymInt::of(0);
   if ((op == "Max" || op == "Min") && a == b) return a;
+  if ((op == "Mul" || op == "Div") && b_is) return scale_symbol(op, a, *b.value);
+  if (op == "Mul" && a_is) return scale_symbol(op, b, *a.value);
   return {};
 }
 

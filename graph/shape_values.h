@@ -41,6 +41,17 @@ struct Ints {
   std::optional<std::vector<int64_t>> values() const;
 };
 
+/// A symbolic dim as a positive coefficient times a name: "batch" is 1 x batch, "12*batch" is
+/// 12 x batch. Data propagation names the product of a symbol and a constant that way (torch
+/// reshapes [batch, heads, ...] to [batch * heads, ...] and back), so Reshape can cancel it.
+struct ScaledSymbol {
+  int64_t coef = 1;
+  std::string name;
+};
+ScaledSymbol split_symbol(const std::string& param);
+/// The param of coef x name ("name" alone for 1).
+std::string scaled_symbol(int64_t coef, const std::string& name);
+
 /// Propagated contents, by value. Only tensors of at most kMaxElements are tracked.
 using Known = std::unordered_map<const Value*, Ints>;
 inline constexpr int64_t kMaxElements = 64;

@@ -53,6 +53,17 @@ inline std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const V
   return std::vector<int64_t>(t->data<int32_t>(), t->data<int32_t>() + t->numel());
 }
 
+/// True when `a` and `b` have one shape at every run: the same dims, each fixed or a named
+/// symbol.
+inline bool provably_same_shape(const Value* a, const Value* b) {
+  if (!a->type.is_tensor() || !b->type.is_tensor() || !a->type.shape || !b->type.shape)
+    return false;
+  if (*a->type.shape != *b->type.shape) return false;
+  for (const Dim& d : *a->type.shape)
+    if (!d.is_fixed() && d.param.empty()) return false;
+  return true;
+}
+
 /// True when `t` is a Transpose that swaps exactly the last two axes of its input.
 inline bool swaps_last_two_axes(const Node& t) {
   if (t.op_type != "Transpose" || !t.domain.empty() || !t.has_input(0)) return false;

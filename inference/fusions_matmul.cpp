@@ -6,6 +6,7 @@
 //   FusedMatMulBias: oneDNN adds the bias and applies the activation while the output tile
 //   is still in cache, instead of two more passes over [batch * seq, N]; likewise a Gemm
 //   whose C is a row bias (nn.Linear on 2-D input) and the activation after it.
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -107,7 +108,92 @@ bool fuse_gemm_bias(Graph& g, Node* n, bool activations) {
   return true;
 }
 
+/// The value of `c` when it is a constant one-element float tensor of `dtype` whose rank is at
+/// most `max_rank` (so multiplying by it broadcasts nothing), as a float; else nullopt.
+std::optional<float> constant_scale(const Graph& g, const Value* c, DataType dtype,
+                                    size_t max_rank) {
+  const Tensor* t = constant_value(g, c);
+  if (!t || t->numel() != 1 || t->dtype() != dtype || static_cast<size_t>(t->rank()) > max_rank)
+    return std::nullopt;
+  const double v = t->to_double_vector()[0];
+  if (!std::isfinite(v) || v == 0.0) return std::nullopt;
+  return static_cast<float>(v);
+}
+
+/// When `y` (of rank `rank`, dtype `dtype`) is x * c, c * x or x / c for a constant scale c,
+/// the factor it applies and x; else nullopt.
+std::optional<std::pair<float, Value*>> scaled_value(const Graph& g, const Value* y,
+                                                     DataType dtype, size_t rank) {
+  const Node* p = y ? y->producer : nullptr;
+  const bool mul = is_op(p, "Mul"), div = is_op(p, "Div");
+  if ((!mul && !div) || p->num_inputs() != 2 || !p->has_input(0) || !p->has_input(1))
+    return std::nullopt;
+  for (int x = 0; x < (mul ? 2 : 1); ++x) {
+    Value* data = p->inputs[x];
+    if (data->type.elem != dtype || known_rank(data) != rank) continue;
+    if (auto c = constant_scale(g, p->inputs[1 - x], dtype, rank))
+      return std::pair{div ? 1.0f / *c : *c, data};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+size_t fuse_scale_into_matmul(Model& model) {
+  Graph& g = *model.graph;
+  size_t fused = 0;
+  // (a * s) x (b * t) and (a x b) * s or / s become FusedMatMul(a, b, alpha = s * t): torch's
+  // scaled_dot_product_attention export scales q and k^T by sqrt(scale) each, and the Mul on
+  // k^T is what kept its Transpose from being read in place. A product by a constant weight is
+  // left as it is (the weight paths take alpha = 1). Rounding moves by an ulp or so, as with
+  // ONNX Runtime's MatMulScaleFusion.
+  for (Node* n : g.topological_order()) {
+    const auto trans = product_trans(*n);
+    if (!trans || is_op(n, "Gemm") || n->num_inputs() != 2 || !n->has_input(0) ||
+        !n->has_input(1) || known_rank(n->inputs[0]) < 2 || known_rank(n->inputs[1]) < 2)
+      continue;
+    const DataType dt = n->inputs[0]->type.elem;
+    if ((dt != DataType::Float && dt != DataType::Float16 && dt != DataType::BFloat16) ||
+        n->inputs[1]->type.elem != dt || constant_value(g, n->inputs[1]))
+      continue;
+    float alpha = n->attr_float("alpha", 1.0f);
+    Value* operands[2] = {n->inputs[0], n->inputs[1]};
+    bool changed = false;
+    for (Value*& v : operands) {
+      if (only_consumer(g, v) != n) continue;
+      if (auto s = scaled_value(g, v, dt, known_rank(v))) {
+        alpha *= s->first;
+        v = s->second;
+        changed = true;
+      }
+    }
+    // A scale after the product: the fused node writes the scaled value.
+    Value* y = n->outputs[0];
+    Node* after = only_consumer(g, y);
+    const bool scaled_after = after && after->outputs.size() == 1 && after->outputs[0];
+    auto out_scale = scaled_after ? scaled_value(g, after->outputs[0], dt, known_rank(y))
+                                  : std::nullopt;
+    if (out_scale && out_scale->second == y) {
+      alpha *= out_scale->first;
+      changed = true;
+    } else {
+      out_scale.reset();
+    }
+    if (!changed || !std::isfinite(alpha) || alpha == 0.0f) continue;
+    // The replaced nodes are left, read by nobody, for dead-code elimination.
+    Node* last = out_scale ? after : n;
+    Value* out = last->outputs[0];
+    detach_output(g, last, 0);
+    Node* f = g.add_node("FusedMatMul", {operands[0], operands[1]}, {out}, "com.microsoft",
+                         n->name + "_scaled");
+    f->attrs["transA"] = Attribute::of_int("transA", trans->first ? 1 : 0);
+    f->attrs["transB"] = Attribute::of_int("transB", trans->second ? 1 : 0);
+    f->attrs["alpha"] = Attribute::of_float("alpha", alpha);
+    ++fused;
+  }
+  if (fused) import_domain(model, "com.microsoft");
+  return fused;
+}
 
 size_t fuse_bias_into_matmul(Model& model, bool activations) {
   Graph& g = *model.graph;

@@ -20,16 +20,6 @@ bool constant_zero(const Graph& g, const Value* v, bool either_sign) {
   return x && *x == 0.0 && (either_sign || !std::signbit(*x));
 }
 
-/// A shape known to be the same at every run: each dim fixed or a named symbol.
-bool provably_same_shape(const Value* a, const Value* b) {
-  if (!a->type.is_tensor() || !b->type.is_tensor() || !a->type.shape || !b->type.shape)
-    return false;
-  if (*a->type.shape != *b->type.shape) return false;
-  for (const Dim& d : *a->type.shape)
-    if (!d.is_fixed() && d.param.empty()) return false;
-  return true;
-}
-
 struct ReluGradMatch {
   Node* where;
   Value* dy;

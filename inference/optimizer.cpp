@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <climits>
 #include <unordered_set>
 
 #include "inference/executor.h"
+#include "graph/shape_inference.h"
 #include "inference/fusion_util.h"
 
 namespace onyx {
@@ -62,6 +64,38 @@ bool matmuls_read_it_in_place(const Graph& g, const Node& node) {
 }
 
 
+/// Replaces `node` by an initializer when its one output is a small integer tensor (rank 0 or
+/// 1, int64 or int32) whose contents shape inference's data propagation knows although some
+/// input is not constant: a fixed dim of a partly symbolic shape. torch.onnx computes the
+/// attention scale from the head size as Shape -> Slice -> Cast -> Sqrt -> Div on a
+/// `[batch, heads, seq, 64]` value; once the Slice is 64, the float steps fold as constants and
+/// the scale reaches the product as a constant (fuse_scale_into_matmul).
+bool fold_known_shape_value(Graph& g, Node* node) {
+  if (node->outputs.size() != 1 || !node->outputs[0]) return false;
+  Value* out = node->outputs[0];
+  const DataType dt = out->type.elem;
+  if (!out->type.is_tensor() || (dt != DataType::Int64 && dt != DataType::Int32) ||
+      !out->type.shape || out->type.shape->size() > 1)
+    return false;
+  const bool scalar = out->type.shape->empty();
+  if (!scalar && !(*out->type.shape)[0].is_fixed()) return false;
+  const std::optional<std::vector<int64_t>> vals = known_int_values(g, out);
+  if (!vals || (scalar ? vals->size() != 1
+                       : static_cast<int64_t>(vals->size()) != (*out->type.shape)[0].value))
+    return false;
+  const Shape shape = scalar ? Shape{} : Shape{static_cast<int64_t>(vals->size())};
+  Tensor t = Tensor::from_vector<int64_t>(shape, *vals);
+  if (dt == DataType::Int32) {
+    for (int64_t v : *vals)
+      if (v < INT32_MIN || v > INT32_MAX) return false;
+    std::vector<int32_t> narrow(vals->begin(), vals->end());
+    t = Tensor::from_vector<int32_t>(shape, narrow);
+  }
+  g.remove_node(node);
+  g.add_initializer(out->name, std::move(t));
+  return true;
+}
+
 }  // namespace
 
 size_t fold_constants(Model& model, const ExecutionProvider& cpu, bool transposes_fused_later) {
@@ -96,7 +130,10 @@ size_t fold_constants(Model& model, const ExecutionProvider& cpu, bool transpose
       ++folded;
       continue;
     }
-    if (!all_const) continue;
+    if (!all_const) {
+      folded += fold_known_shape_value(g, node);
+      continue;
+    }
     std::vector<Datum> outs;
     try {
       outs = evaluate_node(*node, model, g, cpu, inputs);
@@ -161,6 +198,7 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
     fused += fuse_gelu(model, approximate_fusions) + fuse_gelu_grad(model);
     fused += fuse_relu_grad(model, first) + fuse_layer_norm_grad(model, first) +
              fuse_max_pool_grad(model, first);
+    fused += fuse_scale_into_matmul(model) + fuse_add_softmax(model, first);
     fused += fuse_batchnorm_into_conv(model) + fuse_add_into_conv(model) +
              fuse_activation_into_conv(model) + fuse_transpose_into_matmul(model) +
              fuse_batch_norm_grad(model);

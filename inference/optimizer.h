@@ -31,6 +31,15 @@ size_t eliminate_dead_code(Graph& graph);
 /// tied LM head reads its 154 MB embedding this way).
 size_t fuse_transpose_into_matmul(Model& model);
 
+/// A float product of two computed operands scaled by constants, (a * s) x (b * t) or
+/// (a x b) * s (or / s), becomes com.microsoft FusedMatMul(a, b, alpha = s * t); run before
+/// fuse_transpose_into_matmul, which then reads a Transpose behind a removed Mul in place.
+size_t fuse_scale_into_matmul(Model& model);
+
+/// Softmax(Add(X, M)) along the last axis, M broadcasting into X (an attention mask) ->
+/// ai.onyx AddSoftmax(X, M), where `runs_it` (the session's first provider) has that kernel.
+size_t fuse_add_softmax(Model& model, const ExecutionProvider& runs_it);
+
 /// MatMul or FusedMatMul (transA 0, alpha 1) with a 2-D B of fixed width N, whose output only an
 /// Add of a row bias (a value of shape [N] or [1, .., N], same dtype) reads, optionally followed
 /// by the only reader Relu or Gelu (erf or tanh) -> ai.onyx FusedMatMulBias(A, B, bias) with

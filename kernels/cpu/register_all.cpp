@@ -40,6 +40,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_batch_norm_grad_kernels(r);
   register_gelu_grad_kernels(r);
   register_relu_grad_kernels(r);
+  register_add_softmax_kernels(r);
   register_max_pool_grad_kernels(r);
   register_layer_norm_grad_kernels(r);
   register_tfidf_kernels(r);

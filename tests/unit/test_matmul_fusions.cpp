@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "graph/onnx_io.h"
 #include "test_util.h"
 
 namespace onyx {
@@ -283,6 +284,85 @@ std::vector<double> linear_reference(const Tensor& x, const Tensor& w, const Ten
 
 // nn.Linear on a 3-D activation exports as MatMul + Add (not Gemm); with the activation after
 // it the three become one ai.onyx FusedMatMulBias whose oneDNN epilogue adds the bias.
+/// A session over `build`'s model loaded as a file is (types inferred, as fusions need), at
+/// `level`.
+Session loaded_at(const std::function<void(test::ModelBuilder&)>& build, OptLevel level) {
+  test::ModelBuilder b(17);
+  build(b);
+  std::string bytes = serialize_model(*b.build());
+  SessionOptions opts;
+  opts.opt_level = level;
+  opts.intra_op_threads = 2;
+  return Session::from_bytes(bytes.data(), bytes.size(), opts);
+}
+
+// torch's scaled_dot_product_attention export: q * sqrt(scale) times Transpose(k) *
+// sqrt(scale), and a hand-written graph's scores / sqrt(d). The scales become the product's
+// alpha and the Transpose is then read in place: one FusedMatMul, results within rounding.
+TEST(FuseScaleIntoMatMul, ScaledOperandsScaledProductAndTheTransposeBehind) {
+  auto build = [](test::ModelBuilder& b) {
+    b.input("q", DataType::Float, Shape{2, 3, 4, 8});
+    b.input("k", DataType::Float, Shape{2, 3, 5, 8});
+    b.initializer("s", Tensor::from_vector<float>({1}, {0.59460355f}));
+    b.initializer("d", Tensor::from_vector<float>({}, {2.0f}));
+    b.node("Mul", {"q", "s"}, {"qs"});
+    b.node("Transpose", {"k"}, {"kt"}).attrs["perm"] = test::attr_ints("perm", {0, 1, 3, 2});
+    b.node("Mul", {"s", "kt"}, {"kts"});
+    b.node("MatMul", {"qs", "kts"}, {"scores"});
+    b.node("Div", {"scores", "d"}, {"y"});
+    b.output("y");
+  };
+  NamedTensors feeds{{"q", ramp<float>({2, 3, 4, 8})}, {"k", ramp<float>({2, 3, 5, 8})}};
+  Session plain = loaded_at(build, OptLevel::Basic);
+  Session fused = loaded_at(build, OptLevel::Extended);
+  EXPECT_EQ(plain.model().graph->num_nodes(), 5u);
+  EXPECT_EQ(test::op_counts(fused), (std::map<std::string, int>{{"com.microsoft:FusedMatMul", 1}}));
+  for (const Node* n : fused.model().graph->topological_order()) {
+    EXPECT_NEAR(n->attr_float("alpha", 1.0f), 0.59460355f * 0.59460355f / 2.0f, 1e-7);
+    EXPECT_EQ(n->attr_int("transB", 0), 1);
+  }
+  expect_same(fused.run(feeds), plain.run(feeds), 1e-6);
+}
+
+// Left alone: a scaled operand read elsewhere too, a per-column scale (not one element), a
+// scale whose rank would broadcast the operand up, a product by a constant weight, and an
+// integer product. Results are the same either way.
+TEST(FuseScaleIntoMatMul, LeavesScalesItCannotMove) {
+  auto build = [](test::ModelBuilder& b) {
+    b.input("a", DataType::Float, Shape{3, 4});
+    b.input("b", DataType::Float, Shape{4, 5});
+    b.input("i", DataType::Int32, Shape{3, 4});
+    b.input("j", DataType::Int32, Shape{4, 5});
+    b.initializer("s", Tensor::from_vector<float>({}, {0.5f}));
+    b.initializer("cols", Tensor::from_vector<float>({4}, {1, 2, 3, 4}));
+    b.initializer("s3", Tensor::from_vector<float>({1, 1, 1}, {0.25f}));
+    b.initializer("w", ramp<float>({4, 5}));
+    b.initializer("is", Tensor::from_vector<int32_t>({}, {2}));
+    b.node("Mul", {"a", "s"}, {"as"});
+    b.node("MatMul", {"as", "b"}, {"y1"});
+    b.node("Relu", {"as"}, {"y2"});  // a second reader of as
+    b.node("Mul", {"a", "cols"}, {"ac"});
+    b.node("MatMul", {"ac", "b"}, {"y3"});
+    b.node("Mul", {"a", "s3"}, {"a3"});  // [1, 3, 4]: the product would be 3-D
+    b.node("MatMul", {"a3", "b"}, {"y4"});
+    b.node("MatMul", {"a", "w"}, {"aw"});
+    b.node("Mul", {"aw", "s"}, {"y5"});
+    b.node("Mul", {"i", "is"}, {"is2"});
+    b.node("MatMul", {"is2", "j"}, {"y6"});
+    for (const char* y : {"y1", "y2", "y3", "y4", "y5", "y6"}) b.output(y);
+  };
+  NamedTensors feeds{{"a", ramp<float>({3, 4})}, {"b", ramp<float>({4, 5})},
+                     {"i", ramp<int32_t>({3, 4})}, {"j", ramp<int32_t>({4, 5})}};
+  Session plain = loaded_at(build, OptLevel::Basic);
+  Session fused = loaded_at(build, OptLevel::Extended);
+  auto ops = test::op_counts(fused);
+  EXPECT_EQ(ops["com.microsoft:FusedMatMul"], 0);
+  EXPECT_EQ(ops[":Mul"], 5);
+  NamedTensors got = fused.run(feeds), want = plain.run(feeds);
+  EXPECT_EQ(got.at("y4").shape(), (Shape{1, 3, 5}));
+  expect_same(got, want, 1e-6);
+}
+
 TEST(FuseBiasIntoMatMul, LinearAndActivationBecomeOneNode) {
   // {activation op, its domain, approximate attribute, opset}
   struct Case { std::string act, domain, approx; int64_t opset; };

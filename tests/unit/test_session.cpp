@@ -262,6 +262,53 @@ TEST(Session, ConstantFoldingAndDeadCodeElimination) {
   expect_near(none.run({{"x", x}}).at("y"), {9, 8, 7});
 }
 
+// torch.onnx computes the attention scale from the head size at run time: Shape -> Slice ->
+// Cast -> Sqrt -> Div on a [batch, heads, 64] value. The Slice picks a fixed dim, so it folds
+// to 64 although the shape has a symbolic one, and the float steps after it fold as constants;
+// the Gather of the symbolic batch dim and the Reshape it feeds stay. Same results at two
+// batch sizes, with and without folding.
+TEST(Session, FixedDimsOfPartlySymbolicShapesFold) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::symbol("batch"), Dim::fixed(4), Dim::fixed(64)});
+  b.initializer("start", Tensor::from_vector<int64_t>({1}, {-1}));
+  b.initializer("end", Tensor::from_vector<int64_t>({1}, {INT64_MAX}));
+  b.initializer("zero", Tensor::from_vector<int64_t>({}, {0}));
+  b.initializer("axes0", Tensor::from_vector<int64_t>({1}, {0}));
+  b.initializer("minus1", Tensor::from_vector<int64_t>({1}, {-1}));
+  b.initializer("one", Tensor::from_vector<float>({}, {1.0f}));
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Slice", {"s", "start", "end"}, {"d"});  // [64]
+  b.node("Cast", {"d"}, {"df"}).attrs["to"] = test::attr_int("to", 1);
+  b.node("Sqrt", {"df"}, {"r"});
+  b.node("Div", {"one", "r"}, {"scale"});
+  b.node("Mul", {"x", "scale"}, {"y"});
+  b.node("Gather", {"s", "zero"}, {"batch"});  // symbolic: stays
+  b.node("Unsqueeze", {"batch", "axes0"}, {"b1"});
+  b.node("Concat", {"b1", "minus1"}, {"flat"}).attrs["axis"] = test::attr_int("axis", 0);
+  b.node("Reshape", {"y", "flat"}, {"out"});
+  b.output("out");
+  std::string bytes = serialize_model(*b.build());
+  Session folded = Session::from_bytes(bytes.data(), bytes.size(), {.opt_level = OptLevel::Basic});
+  Session plain = Session::from_bytes(bytes.data(), bytes.size(), {.opt_level = OptLevel::None});
+  EXPECT_EQ(plain.model().graph->num_nodes(), 10u);
+  EXPECT_EQ(folded.model().graph->num_nodes(), 6u);  // Shape, Gather, Unsqueeze, Concat, Mul, Reshape
+  for (const Node* n : folded.model().graph->topological_order())
+    EXPECT_TRUE(n->op_type != "Slice" && n->op_type != "Sqrt" && n->op_type != "Div") << n->op_type;
+  for (int64_t batch : {2, 3}) {
+    std::vector<float> xs(static_cast<size_t>(batch * 4 * 64));
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 37) - 18.0f;
+    Tensor x = Tensor::from_vector<float>({batch, 4, 64}, xs);
+    Tensor got = folded.run({{"x", x}}).at("out");
+    Tensor want = plain.run({{"x", x}}).at("out");
+    ASSERT_EQ(got.shape(), (Shape{batch, 256}));
+    ASSERT_EQ(want.shape(), got.shape());
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      EXPECT_EQ(got.data<float>()[i], want.data<float>()[i]) << i;
+      EXPECT_EQ(got.data<float>()[i], xs[static_cast<size_t>(i)] / 8.0f) << i;
+    }
+  }
+}
+
 TEST(Session, ProfilingWritesChromeTrace) {
   auto path = (std::filesystem::temp_directory_path() / ("onyx_profile_" + std::to_string(getpid()) + ".json")).string();
   Session s = chain_session({.profiling = true, .profile_path = path});

@@ -54,8 +54,8 @@ TEST(ShapeDataPropagation, TorchViewKeepsSymbolicDims) {
   EXPECT_EQ(shape_of(*m, "t"), sym({S("batch"), F(4), S("seq"), F(8)}));
 }
 
-// Reshape with 0 (copy) and -1 (inferred), and arithmetic on dims (batch * 4 is unknown but
-// the rank survives).
+// Reshape with 0 (copy) and -1 (inferred), and arithmetic on dims (n * 4 is the symbol
+// "4*n", and the -1 after it 6: the n cancels).
 TEST(ShapeDataPropagation, ZeroMinusOneAndArithmetic) {
   test::ModelBuilder b(17);
   b.input("x", DataType::Float, sym({F(2), F(6), F(4)}));
@@ -71,9 +71,54 @@ TEST(ShapeDataPropagation, ZeroMinusOneAndArithmetic) {
   b.output("y1").output("y2");
   auto m = b.build();
   EXPECT_EQ(shape_of(*m, "y1"), sym({F(2), F(24)}));
-  auto y2 = shape_of(*m, "y2");
-  ASSERT_TRUE(y2);
-  EXPECT_EQ(y2->size(), 2u);
+  EXPECT_EQ(shape_of(*m, "y2"), sym({S("4*n"), F(6)}));
+}
+
+// torch's attention mask: [batch, 1, 1, 128] expanded to heads, viewed as [batch * 12, 1, 128]
+// and back as [batch, 12, -1, 128]. Products of a symbol and a positive constant are named
+// "12*batch", divided back when the constant divides, and cancel in Reshape's -1; a symbol that
+// appears twice cancels once; anything else stays unknown.
+TEST(ShapeDataPropagation, ScaledSymbolsCancelInReshape) {
+  test::ModelBuilder b(17);
+  b.input("m", DataType::Float, sym({S("batch"), F(12), F(1), F(128)}));
+  b.input("sq", DataType::Float, sym({S("n"), S("n")}));
+  b.initializer("i0", ints({0})).initializer("twelve", ints({12})).initializer("three", ints({3}));
+  b.initializer("one", ints({1})).initializer("len", ints({128})).initializer("m1", ints({-1}));
+  b.initializer("zero", ints({0}));
+  b.node("Shape", {"m"}, {"s"});
+  b.node("Gather", {"s", "i0"}, {"batch"});
+  b.node("Mul", {"batch", "twelve"}, {"bh"});
+  b.node("Concat", {"bh", "one", "len"}, {"t1"}).attrs["axis"] = attr_int("axis", 0);
+  b.node("Reshape", {"m", "t1"}, {"flat"});
+  b.node("Concat", {"batch", "twelve", "m1", "len"}, {"t2"}).attrs["axis"] = attr_int("axis", 0);
+  b.node("Reshape", {"flat", "t2"}, {"back"});
+  b.node("Div", {"bh", "twelve"}, {"b_again"});
+  b.node("Div", {"bh", "three"}, {"four_b"});
+  b.node("Mul", {"batch", "zero"}, {"b0"});
+  b.node("Concat", {"b_again", "four_b", "b0"}, {"t3"}).attrs["axis"] = attr_int("axis", 0);
+  b.node("ConstantOfShape", {"t3"}, {"c"});
+  b.node("Shape", {"sq"}, {"ssq"});
+  b.node("Gather", {"ssq", "i0"}, {"n"});
+  b.node("Concat", {"n", "m1"}, {"t4"}).attrs["axis"] = attr_int("axis", 0);
+  b.node("Reshape", {"sq", "t4"}, {"sq2"});
+  b.output("back").output("c").output("sq2");
+  auto m = b.build();
+  EXPECT_EQ(shape_of(*m, "flat"), sym({S("12*batch"), F(1), F(128)}));
+  EXPECT_EQ(shape_of(*m, "back"), sym({S("batch"), F(12), F(1), F(128)}));
+  auto c = shape_of(*m, "c");
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->size(), 3u);
+  EXPECT_EQ((*c)[0], S("batch"));
+  EXPECT_EQ((*c)[1], S("4*batch"));
+  EXPECT_FALSE((*c)[2].is_fixed());  // batch * 0 is 0, but only the kernel says so
+  EXPECT_EQ(shape_of(*m, "sq2"), sym({S("n"), S("n")}));
+  // The shapes inferred are the ones the run produces.
+  Session s(std::move(m));
+  NamedTensors out = s.run({{"m", Tensor::zeros(DataType::Float, {3, 12, 1, 128})},
+                            {"sq", Tensor::zeros(DataType::Float, {5, 5})}});
+  EXPECT_EQ(out.at("back").shape(), (Shape{3, 12, 1, 128}));
+  EXPECT_EQ(out.at("c").shape(), (Shape{3, 12, 0}));
+  EXPECT_EQ(out.at("sq2").shape(), (Shape{5, 5}));
 }
 
 // Arithmetic on shape values past int64 (16 * INT64_MAX, INT64_MIN / -1, -INT64_MIN) leaves

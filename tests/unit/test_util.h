@@ -188,7 +188,6 @@ inline void expect_near(const Tensor& t, const std::vector<double>& want, double
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "at element " << i;
 }
 
-/// The ONNX backend corpus folder (ONYX_ONNX_TESTS or ../shared/onnx-tests).
 /// How many nodes of each "domain:op_type" the session's optimized graph holds.
 inline std::map<std::string, int> op_counts(const Session& s) {
   std::map<std::string, int> ops;
@@ -203,6 +202,7 @@ inline void expect_same_bits(const Tensor& a, const Tensor& b, const std::string
   EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << what;
 }
 
+/// The ONNX backend corpus folder (ONYX_ONNX_TESTS or ../shared/onnx-tests).
 inline std::string corpus_dir() {
   const char* env = std::getenv("ONYX_ONNX_TESTS");
   return env && *env ? env : ONYX_DEFAULT_CORPUS;
