@@ -3,7 +3,8 @@
 // hand, add the mask to [batch, heads, seq, seq] scores and normalise the sum: two passes and a
 // scores-sized tensor between them (BERT-base: 76 us of a layer's ~14 ms at 1 thread).
 // fuse_add_softmax (inference/fusions_softmax.cpp) swaps the two nodes for this kernel, which
-// writes each row's sum to the output row and normalises it there while it is in cache. The
+// writes each row's sum to the output row, its maximum in the same loop (SimdTable::add_softmax_row),
+// and normalises it there while it is in cache. The
 // same bits as the two nodes: the same float additions, the same row softmax.
 //
 //   inputs:  X [..., n] float32, M float32 (rank <= X's, each dim 1 or X's)   outputs: Y (X's shape)
@@ -51,7 +52,7 @@ class AddSoftmaxKernel final : public Kernel {
     const float* m = M.data<float>();
     float* y = Y.data<float>();
     const bool m_row = mstride[r - 1] != 0;  // M varies along the row, else one value per row
-    const auto softmax_row = simd().softmax_row;
+    const auto add_softmax_row = simd().add_softmax_row;
     parallel_for(rows, ctx.threads(), std::max<int64_t>(1, kReduceGrain / n),
                  [&](int64_t b, int64_t e) {
                    // The outer index of row b, and M's offset for it.
@@ -63,15 +64,7 @@ class AddSoftmaxKernel final : public Kernel {
                      off += idx[d] * mstride[d];
                    }
                    for (int64_t row = b; row < e; ++row) {
-                     const float* xr = x + row * n;
-                     float* yr = y + row * n;
-                     if (m_row) {
-                       for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] + m[off + j];
-                     } else {
-                       const float mv = m[off];
-                       for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] + mv;
-                     }
-                     softmax_row(yr, yr, n);
+                     add_softmax_row(x + row * n, m + off, m_row, y + row * n, n);
                      for (size_t d = r - 1; d-- > 0;) {  // next row's index and offset
                        off += mstride[d];
                        if (++idx[d] < X.shape()[d]) break;

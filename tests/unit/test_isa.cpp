@@ -193,6 +193,29 @@ TEST(SimdTables, SoftmaxPieces) {
       t.softmax_row(x.data(), x.data(), n);
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], y[i]) << i;
     }
+    // add_softmax_row: the same bits as the sum then softmax_row, with a row of M or one value,
+    // out of place and in place (a -inf mask entry, as causal masks have, gives an exact 0).
+    for (int64_t n : kLengths) {
+      if (n == 0) continue;
+      for (bool m_row : {true, false}) {
+        SCOPED_TRACE(std::string(isa_name(isa)) + " add_softmax_row n " + std::to_string(n) +
+                     (m_row ? " row" : " value"));
+        auto x = randv(size_t(n), 29 + unsigned(n), -30.f, 30.f);
+        auto m = randv(m_row ? size_t(n) : 1, 31 + unsigned(n), -5.f, 5.f);
+        if (m_row && n > 1) m[0] = -INFINITY;
+        std::vector<float> want(x.size());
+        for (int64_t i = 0; i < n; ++i) want[i] = x[i] + m[m_row ? i : 0];
+        t.softmax_row(want.data(), want.data(), n);
+        std::vector<float> y(x.size());
+        t.add_softmax_row(x.data(), m.data(), m_row, y.data(), n);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], want[i]) << i;
+        if (m_row && n > 1) {
+          ASSERT_EQ(y[0], 0.0f);
+        }
+        t.add_softmax_row(x.data(), m.data(), m_row, x.data(), n);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], want[i]) << i;
+      }
+    }
   }
 }
 

@@ -27,6 +27,9 @@ struct SimdTable {
   float (*row_max)(const float* x, int64_t n);
   /// y = softmax(x) over n contiguous floats (y may alias x).
   void (*softmax_row)(const float* x, float* y, int64_t n);
+  /// y = softmax(x + m) over n contiguous floats, m a row of n when m_row, else m[0] added to
+  /// each (y may alias x, not m): the same bits as the sum then softmax_row.
+  void (*add_softmax_row)(const float* x, const float* m, bool m_row, float* y, int64_t n);
   /// Columns [j0, j1) of y[N] = x[K] * B, B [K, N] (or [N, K] when trans_b).
   void (*gemv_cols)(int64_t K, int64_t N, const float* x, const float* B, bool trans_b,
                     float* y, int64_t j0, int64_t j1);
