@@ -3,9 +3,9 @@
 // hand, add the mask to [batch, heads, seq, seq] scores and normalise the sum: two passes and a
 // scores-sized tensor between them (BERT-base: 76 us of a layer's ~14 ms at 1 thread).
 // fuse_add_softmax (inference/fusions_softmax.cpp) swaps the two nodes for this kernel, which
-// writes each row's sum to the output row, its maximum in the same loop (SimdTable::add_softmax_row),
-// and normalises it there while it is in cache. The
-// same bits as the two nodes: the same float additions, the same row softmax.
+// writes each row's sum to the output row, takes its maximum in the same loop
+// (SimdTable::add_softmax_row) and normalises the row there while it is in cache. The same bits
+// as the two nodes: the same float additions, the same row softmax.
 //
 //   inputs:  X [..., n] float32, M float32 (rank <= X's, each dim 1 or X's)   outputs: Y (X's shape)
 #include <vector>
