@@ -194,7 +194,7 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
     fused += fuse_qdq_into_qlinear_conv(model);
   size_t folded = fold_constants(model, cpu, transposes_fused_later);
   if (level >= OptLevel::Extended) {
-    fused += fuse_conv_weight_grad(model);
+    fused += fuse_conv_weight_grad(model) + fuse_cast_into_gemm(model, first);
     fused += fuse_gelu(model, approximate_fusions) + fuse_gelu_grad(model);
     fused += fuse_relu_grad(model, first) + fuse_layer_norm_grad(model, first) +
              fuse_max_pool_grad(model, first);

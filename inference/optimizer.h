@@ -55,6 +55,11 @@ size_t fuse_bias_into_matmul(Model& model, bool activations = true);
 /// primitive without the transposed copies; a float32 Cast reading it alone is absorbed as `to`.
 size_t fuse_conv_weight_grad(Model& model);
 
+/// Mixed-precision training graphs (fusions_gemm_cast.cpp): Cast(to = FLOAT) of a bfloat16 or
+/// float16 Gemm without C that only the Cast reads (a weight's gradient cast back to its float32
+/// master) -> ai.onyx GemmCast(A, B) writing float32, where `runs_it` has that kernel.
+size_t fuse_cast_into_gemm(Model& model, const ExecutionProvider& runs_it);
+
 /// Training graphs (fusions_norm_grad.cpp): the input gradient of a training-mode
 /// BatchNormalization as the gradient rule writes it (a dozen plain ONNX nodes over [N, C, S]
 /// views) -> one ai.onyx BatchNormTrainingGrad(dY, X, scale) writing dX and the per-channel sums

@@ -496,6 +496,9 @@ class MatMulKernel final : public Kernel {
 };
 
 /// Y = alpha * A' * B' + beta * C with C broadcast to [M, N].
+/// ai.onyx GemmCast is the same product without C, written as float32 from 16-bit float operands
+/// (attribute `to` = FLOAT): mixed precision's weight gradients, whose products run in bf16/fp16
+/// and whose Cast back to float32 read and wrote every gradient once more (fuse_cast_into_gemm).
 class GemmKernel final : public Kernel {
  public:
   explicit GemmKernel(const KernelInfo& info)
@@ -505,8 +508,13 @@ class GemmKernel final : public Kernel {
         trans_b_(info.node.attr_int("transB", 0) != 0),
         rows_(known_rows(info.node, trans_a_, true)),
         with_c_(info.node.has_input(2) && beta_ != 0.0f),
+        to_(info.node.has_attr("to") ? static_cast<DataType>(info.node.attr_int("to", 0))
+                                     : DataType::Undefined),
         label_(info.label()) {
     if (const Tensor* b = info.constant_input(1)) b_const_ = *b;
+    ONYX_CHECK(to_ == DataType::Undefined || (to_ == DataType::Float && !info.node.has_input(2)),
+               "[{}] GemmCast writes float32 (to = FLOAT) and has no C; got to {}{}",
+               info.label(), dtype_name(to_), info.node.has_input(2) ? " and a C input" : "");
   }
 
   void compute(KernelContext& ctx) const override {
@@ -519,6 +527,10 @@ class GemmKernel final : public Kernel {
     const auto shape = gemm_shape(ctx, trans_a_, trans_b_);
     const int64_t M = shape.M, N = shape.N, K = shape.K, cm = shape.cm, cn = shape.cn;
     bool use_c = C && beta_ != 0.0f;
+    if (to_ != DataType::Undefined && to_ != dt) {
+      cast_product(ctx, A, B, M, N, K);
+      return;
+    }
     Tensor& Y = ctx.allocate_output(0, dt, {M, N});
     if (Y.numel() == 0) return;
     if (dt == DataType::Float && M == 1 && K > 0) {
@@ -568,6 +580,43 @@ class GemmKernel final : public Kernel {
            !trans_a_ && alpha_ == 1.0f && panel_gemm_suits(M);
   }
 
+  /// GemmCast: the 16-bit product written as float32 by oneDNN (its dst in float32: the float32
+  /// accumulator rounded once instead of twice). Where oneDNN has no fast 16-bit path, the
+  /// operands widened to float32 give that accumulator too (a one-time log line says so).
+  void cast_product(KernelContext& ctx, const Tensor& A, const Tensor& B, int64_t M, int64_t N,
+                    int64_t K) const {
+    const DataType dt = A.dtype();
+    ONYX_CHECK(B.dtype() == dt && (dt == DataType::BFloat16 || dt == DataType::Float16),
+               "[{}] GemmCast expects A and B of one type, bfloat16 or float16; got {} and {}",
+               ctx.label(), dtype_name(dt), dtype_name(B.dtype()));
+    Tensor& Y = ctx.allocate_output(0, DataType::Float, {M, N});
+    if (Y.numel() == 0) return;
+    if (K == 0) {
+      std::memset(Y.raw(), 0, Y.nbytes());
+      return;
+    }
+    du::ThreadScope threads(ctx.threads());
+    du::PrimitiveCache<MatMulEntry>::Key key{static_cast<int64_t>(dt), ctx.threads(), M, N, K,
+                                             0, static_cast<int64_t>(DataType::Float)};
+    auto e = cache_.get(key, [&] { return entry(dt, M, N, K, false, true, DataType::Float); });
+    if (e->run_dt != dt) du::note_slow_path("GemmCast", dt, e->why);
+    const Tensor a = e->run_dt == dt ? A : du::to_float32(ctx, A);
+    if (e->ok) {
+      const Tensor b = packed_.get(ctx, *e, B);
+      du::execute(ctx, e->prim,
+                  {{DNNL_ARG_SRC, du::wrap(e->a, a.raw())},
+                   {DNNL_ARG_WEIGHTS, du::wrap(e->b_p, b.raw())},
+                   {DNNL_ARG_DST, du::wrap(e->c, Y.raw())}});
+      return;
+    }
+    const Tensor b = du::to_float32(ctx, B);
+    float* y = Y.data<float>();
+    ref_gemm<float>(M, N, K, a.data<float>(), trans_a_ ? 1 : K, trans_a_ ? M : 1, b.data<float>(),
+                    trans_b_ ? 1 : N, trans_b_ ? K : 1, y, ctx.threads());
+    if (alpha_ != 1.0f)
+      for (int64_t i = 0; i < M * N; ++i) y[i] *= alpha_;
+  }
+
   bool run_dnnl(KernelContext& ctx, const Tensor& A, const Tensor& B, const Tensor* C, int64_t M,
                 int64_t N, int64_t K, int64_t cm, int64_t cn, Tensor& Y) const {
     du::ThreadScope threads(ctx.threads());
@@ -604,9 +653,9 @@ class GemmKernel final : public Kernel {
   }
 
   /// The matmul of op(A) [M, K] by op(B) [K, N], alpha as output scale, beta * C as a sum
-  /// post-op (`with_c`).
+  /// post-op (`with_c`), the output in `out` (Undefined: the operands' run dtype).
   MatMulEntry entry(DataType dt, int64_t M, int64_t N, int64_t K, bool with_c,
-                    bool primitive = true) const {
+                    bool primitive = true, DataType out = DataType::Undefined) const {
     dnnl::primitive_attr attr = du::scratch_attr();
     if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
     if (with_c) {
@@ -619,7 +668,7 @@ class GemmKernel final : public Kernel {
         [&](DataType run) {
           return std::tuple{du::strided_desc({M, K}, run, trans_a_ ? Shape{1, M} : Shape{K, 1}),
                             du::strided_desc({K, N}, run, trans_b_ ? Shape{1, K} : Shape{N, 1}),
-                            du::plain_desc({M, N}, run)};
+                            du::plain_desc({M, N}, out == DataType::Undefined ? run : out)};
         },
         b_const_.has_value(), {}, primitive);
   }
@@ -628,7 +677,9 @@ class GemmKernel final : public Kernel {
   /// Packs a constant B for oneDNN now rather than in the first run, unless the product may
   /// have one row (pack_ahead).
   size_t prepare(int threads) override {
-    if (!b_const_ || b_const_->rank() != 2 || !dnnl_float(b_const_->dtype())) return 0;
+    if (!b_const_ || b_const_->rank() != 2 || !dnnl_float(b_const_->dtype()) ||
+        to_ != DataType::Undefined)
+      return 0;
     const Tensor& B = *b_const_;
     if (!pack_ahead(rows_, B.dtype() == DataType::Float)) return 0;
     const int64_t K = B.shape()[trans_b_ ? 1 : 0], N = B.shape()[trans_b_ ? 0 : 1];
@@ -649,6 +700,7 @@ class GemmKernel final : public Kernel {
   std::optional<Tensor> b_const_;
   KnownRows rows_;                 // rows of op(A) as known at creation
   bool with_c_;                    // C given and beta != 0
+  DataType to_;                    // GemmCast's output dtype; Undefined for Gemm
   std::string label_;
   du::PrimitiveCache<MatMulEntry> cache_;
   PackedWeights packed_;
@@ -679,6 +731,11 @@ void register_matmul_kernels(KernelRegistry& r) {
          .domain = "",
          .since = 1,
          .types = mm_types,
+         .create = make_factory<GemmKernel>()});
+  r.add({.op_type = "GemmCast",
+         .domain = "ai.onyx",
+         .since = 1,
+         .types = {DataType::BFloat16, DataType::Float16},
          .create = make_factory<GemmKernel>()});
 }
 
