@@ -14,20 +14,22 @@ namespace onyx::optimizer_kernels {
 
 struct Table {
   void (*sgd)(const PiecePlan&, std::span<const SgdCoeffs>, Tensor& params, const Tensor& grads,
-              Tensor* momentum, int threads) = nullptr;
+              Tensor* momentum, int threads, Tensor* params_low) = nullptr;
   void (*adam)(const PiecePlan&, std::span<const AdamCoeffs>, Tensor& params, const Tensor& grads,
-               Tensor& m, Tensor& v, int threads) = nullptr;
+               Tensor& m, Tensor& v, int threads, Tensor* params_low) = nullptr;
   void (*lamb_moments)(const PiecePlan&, std::span<const LambCoeffs>, const Tensor& params,
                        const Tensor& grads, Tensor& m, Tensor& v, std::span<double> param_sq,
                        std::span<double> dir_sq, int threads) = nullptr;
   void (*lamb_apply)(const PiecePlan&, std::span<const LambCoeffs>, std::span<const float> scale,
-                     Tensor& params, const Tensor& m, const Tensor& v, int threads) = nullptr;
+                     Tensor& params, const Tensor& m, const Tensor& v, int threads,
+                     Tensor* params_low) = nullptr;
   double (*sum_squares)(const Tensor& g, int threads) = nullptr;
   double (*copy_sum_squares)(Tensor& dst, const Tensor& src, int threads) = nullptr;
   bool (*all_finite)(const Tensor& g, int threads) = nullptr;
   void (*scale)(Tensor& g, float s, int threads) = nullptr;
   bool (*unscale)(Tensor& g, float s, int threads) = nullptr;
   void (*accumulate)(Tensor& acc, const Tensor& g, int threads) = nullptr;
+  void (*to_low_precision)(const Tensor& params, Tensor& low, int threads) = nullptr;
 };
 
 }  // namespace onyx::optimizer_kernels

@@ -73,12 +73,27 @@ void check_same_size(std::string_view who, const Tensor& a, const char* ra, cons
              a.numel(), rb, b.numel());
 }
 
+/// params_low, where given: a 16-bit float buffer covering the plan on params' device.
+void check_low_copy(std::string_view who, const PiecePlan& plan, const Tensor& params,
+                    const Tensor* low) {
+  if (!low) return;
+  ONYX_CHECK(low->dtype() == DataType::BFloat16 || low->dtype() == DataType::Float16,
+             "[optimizer] {}: params_low should be a bfloat16 or float16 tensor but is {} {}", who,
+             dtype_name(low->dtype()), shape_str(low->shape()));
+  ONYX_CHECK(low->device() == params.device(), "[optimizer] {}: params_low is on {} but params on {}",
+             who, low->device().str(), params.device().str());
+  ONYX_CHECK(low->numel() >= plan.span,
+             "[optimizer] {}: params_low should have at least {} elements (the parameter span) but "
+             "has {}",
+             who, plan.span, low->numel());
+}
+
 const char* provider_of(DeviceType t) { return t == DeviceType::CUDA ? "cuda" : "cpu"; }
 
 }  // namespace
 
 void sgd(const PiecePlan& plan, std::span<const SgdCoeffs> coeffs, Tensor& params,
-         const Tensor& grads, Tensor* momentum, int threads) {
+         const Tensor& grads, Tensor* momentum, int threads, Tensor* params_low) {
   const char* who = "sgd";
   const Device d = momentum ? check_tensors(who, {{&params, "params"},
                                                   {&grads, "grads"},
@@ -86,17 +101,19 @@ void sgd(const PiecePlan& plan, std::span<const SgdCoeffs> coeffs, Tensor& param
                             : check_tensors(who, {{&params, "params"}, {&grads, "grads"}});
   check_plan(who, plan, {{&params, "params"}, {&grads, "grads"}}, {{coeffs.size(), "coeffs"}});
   if (momentum) check_plan(who, plan, {{momentum, "momentum"}}, {});
-  impl(&Table::sgd, d, who)(plan, coeffs, params, grads, momentum, threads);
+  check_low_copy(who, plan, params, params_low);
+  impl(&Table::sgd, d, who)(plan, coeffs, params, grads, momentum, threads, params_low);
 }
 
 void adam(const PiecePlan& plan, std::span<const AdamCoeffs> coeffs, Tensor& params,
-          const Tensor& grads, Tensor& m, Tensor& v, int threads) {
+          const Tensor& grads, Tensor& m, Tensor& v, int threads, Tensor* params_low) {
   const char* who = "adam";
   const Device d =
       check_tensors(who, {{&params, "params"}, {&grads, "grads"}, {&m, "m"}, {&v, "v"}});
   check_plan(who, plan, {{&params, "params"}, {&grads, "grads"}, {&m, "m"}, {&v, "v"}},
              {{coeffs.size(), "coeffs"}});
-  impl(&Table::adam, d, who)(plan, coeffs, params, grads, m, v, threads);
+  check_low_copy(who, plan, params, params_low);
+  impl(&Table::adam, d, who)(plan, coeffs, params, grads, m, v, threads, params_low);
 }
 
 void lamb_moments(const PiecePlan& plan, std::span<const LambCoeffs> coeffs, const Tensor& params,
@@ -112,12 +129,13 @@ void lamb_moments(const PiecePlan& plan, std::span<const LambCoeffs> coeffs, con
 
 void lamb_apply(const PiecePlan& plan, std::span<const LambCoeffs> coeffs,
                 std::span<const float> scale, Tensor& params, const Tensor& m, const Tensor& v,
-                int threads) {
+                int threads, Tensor* params_low) {
   const char* who = "lamb";
   const Device d = check_tensors(who, {{&params, "params"}, {&m, "m"}, {&v, "v"}});
   check_plan(who, plan, {{&params, "params"}, {&m, "m"}, {&v, "v"}},
              {{coeffs.size(), "coeffs"}, {scale.size(), "scale"}});
-  impl(&Table::lamb_apply, d, who)(plan, coeffs, scale, params, m, v, threads);
+  check_low_copy(who, plan, params, params_low);
+  impl(&Table::lamb_apply, d, who)(plan, coeffs, scale, params, m, v, threads, params_low);
 }
 
 double sum_squares(const Tensor& g, int threads) {
@@ -152,6 +170,14 @@ void accumulate(Tensor& acc, const Tensor& g, int threads) {
   const Device d = check_tensors(who, {{&acc, "acc"}, {&g, "g"}});
   check_same_size(who, acc, "acc", g, "g");
   impl(&Table::accumulate, d, who)(acc, g, threads);
+}
+
+void to_low_precision(const Tensor& params, Tensor& low, int threads) {
+  const char* who = "to_low_precision";
+  const Device d = check_tensors(who, {{&params, "params"}});
+  check_same_size(who, params, "params", low, "low");
+  check_low_copy(who, PiecePlan{.span = params.numel()}, params, &low);
+  impl(&Table::to_low_precision, d, who)(params, low, threads);
 }
 
 bool has_kernels(Device device) {

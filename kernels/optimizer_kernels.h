@@ -34,6 +34,8 @@ struct PiecePlan {
   std::span<const int64_t> block_start;  // blocks + 1 entries, starting at 0
   int64_t span = 0;                      // one past the last element any piece covers
   int64_t segments = 0;                  // length of the per-segment arrays
+  /// Per segment: 1 when the updates' params_low gets its pieces (empty: every segment's).
+  std::span<const uint8_t> low_copy;
 };
 
 /// Per segment, computed once per step (in double, rounded to float) by the optimizer:
@@ -56,12 +58,17 @@ struct LambCoeffs {
   float beta1 = 0, beta2 = 0, eps = 0, inv_bc1 = 1, inv_bc2 = 1, wd = 0;
 };
 
+/// `params_low` of the updates below (sgd, adam, lamb_apply), where given: a bfloat16 or float16
+/// buffer of at least plan.span elements on params' device, into which each piece's updated
+/// parameters are written rounded to its type, at the same offsets, while the piece is in cache
+/// (mixed precision's low-precision weights, refreshed by the update instead of by a Cast pass
+/// over cold memory before the next forward).
 /// SGD over the plan's pieces, in place on params (and momentum, when given; nullptr: plain SGD).
 void sgd(const PiecePlan& plan, std::span<const SgdCoeffs> coeffs, Tensor& params,
-         const Tensor& grads, Tensor* momentum, int threads);
+         const Tensor& grads, Tensor* momentum, int threads, Tensor* params_low = nullptr);
 /// Adam / AdamW (the coefficients say which) in place on params, m and v.
 void adam(const PiecePlan& plan, std::span<const AdamCoeffs> coeffs, Tensor& params,
-          const Tensor& grads, Tensor& m, Tensor& v, int threads);
+          const Tensor& grads, Tensor& m, Tensor& v, int threads, Tensor* params_low = nullptr);
 /// LAMB, first pass: updates m and v in place and writes each segment's ||x||^2 and ||r||^2
 /// (double, summed piece by piece in plan order) into param_sq[s] and dir_sq[s].
 void lamb_moments(const PiecePlan& plan, std::span<const LambCoeffs> coeffs, const Tensor& params,
@@ -70,7 +77,7 @@ void lamb_moments(const PiecePlan& plan, std::span<const LambCoeffs> coeffs, con
 /// LAMB, second pass: x -= scale[segment] * r, r recomputed from m and v (scale: lr * trust ratio).
 void lamb_apply(const PiecePlan& plan, std::span<const LambCoeffs> coeffs,
                 std::span<const float> scale, Tensor& params, const Tensor& m, const Tensor& v,
-                int threads);
+                int threads, Tensor* params_low = nullptr);
 
 /// sum g^2 over all of g, in double: fixed 16384-element blocks summed in order.
 double sum_squares(const Tensor& g, int threads);
@@ -85,6 +92,9 @@ void scale(Tensor& g, float s, int threads);
 bool unscale(Tensor& g, float s, int threads);
 /// acc += g (same element count).
 void accumulate(Tensor& acc, const Tensor& g, int threads);
+/// low = params rounded to low's type, bfloat16 or float16 (same element count): the copy that
+/// the updates' params_low maintain, made whole.
+void to_low_precision(const Tensor& params, Tensor& low, int threads);
 
 /// True when this build has optimizer kernels for tensors on `device`.
 bool has_kernels(Device device);

@@ -36,7 +36,8 @@ class Adam final : public FusedOptimizer {
       k.l2 = decoupled_ ? 0.0f : static_cast<float>(wd);
       k.pre = decoupled_ ? static_cast<float>(1.0 - seg_lr * wd) : 1.0f;
     }
-    optimizer_kernels::adam(plan_.view(), coeffs, p, g, buffer(0), buffer(1), threads);
+    optimizer_kernels::adam(plan_.view(), coeffs, p, g, buffer(0), buffer(1), threads,
+                            low_copy());
   }
 
  private:

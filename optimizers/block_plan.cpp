@@ -15,6 +15,7 @@ BlockPlan::BlockPlan(const std::vector<ParamSegment>& segments, int64_t block_el
                "[optimizer] segment '{}' should have offset >= 0 and size >= 0 but has offset {} "
                "and size {}",
                s.name, s.offset, s.size);
+  for (const ParamSegment& s : segments) low_copy_.push_back(s.low_precision_copy ? 1 : 0);
   std::vector<int> order(segments.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),

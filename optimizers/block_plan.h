@@ -27,7 +27,7 @@ class BlockPlan {
   const std::vector<Piece>& pieces() const { return pieces_; }
   /// The plan as the optimizer kernels take it (a view: valid while this plan lives).
   optimizer_kernels::PiecePlan view() const {
-    return {pieces_, block_start_, span_, segments_};
+    return {pieces_, block_start_, span_, segments_, low_copy_};
   }
 
  private:
@@ -35,6 +35,7 @@ class BlockPlan {
   int64_t segments_ = 0;
   std::vector<Piece> pieces_;
   std::vector<int64_t> block_start_;  // pieces of block b: [block_start_[b], block_start_[b+1])
+  std::vector<uint8_t> low_copy_;     // per segment: ParamSegment::low_precision_copy
 };
 
 }  // namespace onyx::optim

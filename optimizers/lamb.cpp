@@ -42,7 +42,8 @@ class Lamb final : public FusedOptimizer {
       const double pn = std::sqrt(p_sq_[s]), rn = std::sqrt(r_sq_[s]);
       scale_[s] = static_cast<float>(lr * segments_[s].lr_scale * (pn > 0 && rn > 0 ? pn / rn : 1.0));
     }
-    optimizer_kernels::lamb_apply(plan, per_segment, scale_, p, buffer(0), buffer(1), threads);
+    optimizer_kernels::lamb_apply(plan, per_segment, scale_, p, buffer(0), buffer(1), threads,
+                                  low_copy());
   }
 
  private:

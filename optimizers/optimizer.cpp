@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "graph/error.h"
+#include "kernels/optimizer_kernels.h"
 #include "optimizers/fused_optimizer.h"
 
 namespace onyx::optim {
@@ -20,6 +21,10 @@ void check_beta(const char* field, double v, const std::string& opt) {
 }
 
 }  // namespace
+
+void copy_to_low_precision(const Tensor& params, Tensor& low, int threads) {
+  optimizer_kernels::to_low_precision(params, low, threads);
+}
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,
                                           std::vector<ParamSegment> segments) {

@@ -31,6 +31,10 @@ struct ParamSegment {
   /// weight decay this value instead of OptimizerConfig::weight_decay when set.
   double lr_scale = 1.0;
   std::optional<double> weight_decay;
+  /// Mixed precision: whether the step writes this segment into the low-precision copy
+  /// (Optimizer::set_low_precision_copy); false for weights no 16-bit op reads (embeddings
+  /// gathered in float32).
+  bool low_precision_copy = true;
 };
 
 /// The weight decay `seg` gets under `c` (0 when it is excluded from decay).
@@ -65,11 +69,26 @@ class Optimizer {
   virtual void load_state(const std::vector<std::pair<std::string, Tensor>>& state) = 0;
   virtual int64_t steps_taken() const = 0;
   const OptimizerConfig& config() const { return config_; }
+  /// Mixed precision: from the next step on, each step also writes the updated parameters,
+  /// rounded to `copy`'s type (bfloat16 or float16, the flat layout of params, on their device),
+  /// into `copy` as it goes (optimizer_kernels' params_low). An undefined tensor stops it. The
+  /// caller keeps the memory alive.
+  void set_low_precision_copy(Tensor copy) { low_copy_ = std::move(copy); }
 
  protected:
   explicit Optimizer(OptimizerConfig config) : config_(std::move(config)) {}
+  /// The copy set_low_precision_copy() asked for, or nullptr.
+  Tensor* low_copy() { return low_copy_.defined() ? &low_copy_ : nullptr; }
   OptimizerConfig config_;
+
+ private:
+  Tensor low_copy_;
 };
+
+/// low = params rounded to low's type (bfloat16 or float16; same element count, one device), in
+/// parallel: the copy Optimizer::set_low_precision_copy's updates maintain, made whole (before the
+/// first step, after a checkpoint load or a parameter write).
+void copy_to_low_precision(const Tensor& params, Tensor& low, int threads);
 
 /// Validates `config` and `segments` (onyx::Error "[optimizer] ..." naming the bad field:
 /// unknown name, negative rates, betas outside [0, 1), nesterov without momentum, segments

@@ -26,7 +26,7 @@ class Sgd final : public FusedOptimizer {
                    static_cast<float>(segment_weight_decay(segments_[i], c.weight_decay)),
                    static_cast<float>(c.momentum), c.nesterov};
     optimizer_kernels::sgd(plan_.view(), coeffs, p, g, c.momentum > 0 ? &buffer(0) : nullptr,
-                           threads);
+                           threads, low_copy());
   }
 };
 

@@ -18,6 +18,7 @@
 #include "optimizers/grad_accumulate.h"
 #include "optimizers/grad_clip.h"
 #include "training/checkpoint.h"
+#include "training/low_precision_weights.h"
 #include "training/without_defaults.h"
 
 namespace onyx {
@@ -52,6 +53,13 @@ struct TrainingSession::Impl {
   int rank = 0, world = 1;
   std::map<std::string, Tensor> state;   // BatchNorm running statistics
   std::unique_ptr<optim::Optimizer> opt;
+  // Mixed precision's 16-bit weights (training/low_precision_weights.h): a copy of the flat
+  // parameter buffer in the precision's type, which the optimizer's update writes; the training
+  // graph reads param i's from the input low_inputs[i] ("" where it has none).
+  Tensor low;
+  std::vector<std::string> low_inputs;
+  bool low_stale = true;      // parameters changed other than by the optimizer since the last copy
+  bool views_given = false;   // a writable view of the parameters went out: copy before each step
   int64_t micro = 0;                     // micro-batches applied so far
   int threads = 1;
   std::vector<std::string> batch_inputs, model_inputs;
@@ -198,7 +206,16 @@ struct TrainingSession::Impl {
     for (size_t i = 0; i < tg.params.size(); ++i)
       segs[flat_index[i]].decay = cfg.decay_1d || param_shapes[i].size() > 1;
     apply_param_groups(segs);
+    // The training graph reads the 16-bit weights from the copy the optimizer writes; the
+    // segments whose weights no 16-bit op reads stay out of it.
+    if (cfg.precision != Precision::Float32 && cfg.low_precision_weight_copies) {
+      low_inputs = training::cast_weights_to_inputs(*tg.model, tg.params, precision_dtype(cfg.precision));
+      low = Tensor::zeros(precision_dtype(cfg.precision), {params.size()});
+      for (size_t i = 0; i < tg.params.size(); ++i)
+        segs[flat_index[i]].low_precision_copy = !low_inputs[i].empty();
+    }
     opt = optim::make_optimizer(cfg.optimizer, segs);
+    if (low.defined()) opt->set_low_precision_copy(low);
     cfg.schedule.lr_at(0, cfg.optimizer.lr);  // validates the schedule now, not at step 1
     for (const Value* v : forward->graph->inputs)
       if (!forward->graph->is_initializer(v)) model_inputs.push_back(v->name);
@@ -277,6 +294,11 @@ struct TrainingSession::Impl {
                "parameters or gradients than the one built first");
     training_copy = clone_model(*planned.model);
     share_parameters(*training_copy);
+    if (low.defined()) {
+      ONYX_CHECK(training::cast_weights_to_inputs(*planned.model, tg.params, low.dtype()) == low_inputs,
+                 "[training] the training graph rebuilt for the recomputation budget casts other "
+                 "weights than the one built first");
+    }
     SessionOptions so;
     so.intra_op_threads = threads;
     train = std::make_unique<Session>(without_defaults(*planned.model, fed_names(true)),
@@ -287,6 +309,26 @@ struct TrainingSession::Impl {
   }
 
   Tensor pview(size_t i) const { return params.view(flat_index[i]); }
+  /// Param i's 16-bit copy (a view of `low`).
+  Tensor lview(size_t i) const {
+    const optim::ParamSegment& s = params.segments()[flat_index[i]];
+    return Tensor(low.dtype(), param_shapes[i], low.storage(),
+                  low.offset() + static_cast<size_t>(s.offset) * dtype_size(low.dtype()));
+  }
+
+  /// The training graph's 16-bit weights, refreshed from the float32 ones when these changed
+  /// other than by the optimizer (which writes the copy as it updates).
+  void feed_low_precision_weights(NamedTensors& f) {
+    if (!low.defined()) return;
+    const bool refresh = low_stale || views_given;
+    for (size_t i = 0; i < low_inputs.size(); ++i) {
+      if (low_inputs[i].empty()) continue;
+      Tensor l = lview(i);
+      if (refresh) optim::copy_to_low_precision(pview(i), l, threads);
+      f[low_inputs[i]] = l;
+    }
+    low_stale = false;
+  }
   Tensor gview(size_t i) const { return grads.view(flat_index[i]); }
 
   void start_data_parallel() {
@@ -398,6 +440,7 @@ struct TrainingSession::Impl {
     try {
       RunStats stats;
       NamedTensors f = feeds(batch, true);
+      feed_low_precision_weights(f);
       if (scaler) f[tg.loss_seed] = Tensor::from_vector<float>({}, {scaler->scale()});
       out = train->run(f, wanted, ro, &stats);
       r.peak_bytes = stats.peak_bytes;
@@ -528,7 +571,9 @@ NamedTensors TrainingSession::predict(const NamedTensors& inputs) const {
 
 const std::vector<std::string>& TrainingSession::parameter_names() const { return impl_->tg.params; }
 Tensor TrainingSession::parameter(const std::string& name) const {
-  return impl_->pview(impl_->param_index(name));
+  Tensor view = impl_->pview(impl_->param_index(name));
+  impl_->views_given = true;  // writes through it must reach the 16-bit copy
+  return view;
 }
 void TrainingSession::set_parameter(const std::string& name, const Tensor& value) {
   size_t i = impl_->param_index(name);
@@ -536,8 +581,12 @@ void TrainingSession::set_parameter(const std::string& name, const Tensor& value
              "[training] parameter '{}' is float {}, the new value is {} {}", name,
              shape_str(impl_->param_shapes[i]), dtype_name(value.dtype()), shape_str(value.shape()));
   std::memcpy(impl_->pview(i).raw(), value.raw(), value.nbytes());
+  impl_->low_stale = true;
 }
-Tensor TrainingSession::flat_parameters() const { return impl_->params.tensor(); }
+Tensor TrainingSession::flat_parameters() const {
+  impl_->views_given = true;
+  return impl_->params.tensor();
+}
 Tensor TrainingSession::flat_gradients() const { return impl_->grads.tensor(); }
 int64_t TrainingSession::step() const { return impl_->opt->steps_taken(); }
 double TrainingSession::loss_scale() const { return impl_->scaler ? impl_->scaler->scale() : 0.0; }
@@ -656,6 +705,7 @@ void TrainingSession::load_checkpoint(const std::string& path) {
   m.opt->load_state(ostate);
   if (scaler_state) m.scaler->set_state(scaler_state->first, scaler_state->second);
   for (auto& [src, dst] : copies) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+  m.low_stale = true;
   m.micro = micro;
   m.cfg.seed = d.meta.at("seed");
 }

@@ -77,9 +77,16 @@ struct TrainingConfig {
   dist::BucketConfig buckets;
   /// Mixed precision (graph/autocast.h): bf16 or fp16 runs matrix products and convolutions,
   /// forward and backward, in that format and softmax, norms, reductions and the loss in
-  /// float32. Parameters, gradients and optimizer state stay float32 (master weights): each
-  /// step casts every weight once and its gradient comes back in float32.
+  /// float32. Parameters, gradients and optimizer state stay float32 (master weights); the
+  /// optimizer's update also writes each weight's 16-bit copy, which the next forward reads
+  /// (training/low_precision_weights.h), and gradients come back in float32.
   Precision precision = Precision::Float32;
+  /// With `precision` bf16/fp16: the 16-bit weights come from the copy the optimizer writes
+  /// (true) or from the training graph's Cast of each weight every step (false, as the saved
+  /// training graph does it). Both give the same bits; the copy saves a pass over the weights.
+  /// Writing parameters through a view (parameter(), flat_parameters()) is seen either way: once
+  /// a view has been handed out, the copy is refreshed from the float32 weights before each step.
+  bool low_precision_weight_copies = true;
   /// Dynamic loss scaling (optimizers/loss_scaler.h, torch.amp.GradScaler's rules), on for
   /// fp16; bf16 has float32's range and needs none. A step whose gradients overflow is
   /// skipped (StepResult::skipped), not an error.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/optimizer_math.h"
 #include "kernels/optimizer_kernel_table.h"
 #include "kernels/parallel.h"
@@ -38,6 +39,22 @@ void for_each_block(int64_t n, int threads, F&& fn) {
   });
 }
 
+/// params_low[b, b + n) = params[b, b + n) rounded to params_low's 16-bit type (nothing without
+/// one): right after a piece's update, while it is in cache.
+void write_low(const float* p, Tensor* low, int64_t b, int64_t n) {
+  if (!low) return;
+  if (low->dtype() == DataType::BFloat16)
+    narrow(p + b, low->data<bfloat16>() + b, n);
+  else
+    narrow(p + b, low->data<float16>() + b, n);
+}
+
+/// write_low for piece `pc` when its segment wants the copy.
+void write_low(const PiecePlan& plan, const Piece& pc, const float* p, Tensor* low) {
+  if (!low || (!plan.low_copy.empty() && !plan.low_copy[pc.segment])) return;
+  write_low(p, low, pc.begin, pc.end - pc.begin);
+}
+
 MomentumCoeffs<float> momentum_coeffs(const optimizer_kernels::SgdCoeffs& c) {
   return {c.lr, c.l2, c.momentum, 1.0f, c.nesterov};
 }
@@ -51,7 +68,7 @@ LambCoeffs<float> lamb_coeffs(const optimizer_kernels::LambCoeffs& c) {
 }
 
 void sgd(const PiecePlan& plan, std::span<const optimizer_kernels::SgdCoeffs> coeffs,
-         Tensor& params, const Tensor& grads, Tensor* momentum, int threads) {
+         Tensor& params, const Tensor& grads, Tensor* momentum, int threads, Tensor* params_low) {
   float* p = params.data<float>();
   const float* g = grads.data<float>();
   if (!momentum) {
@@ -59,6 +76,7 @@ void sgd(const PiecePlan& plan, std::span<const optimizer_kernels::SgdCoeffs> co
       const int64_t b = pc.begin;
       const auto& k = coeffs[pc.segment];
       sgd_update<float>(p + b, g + b, p + b, pc.end - b, k.lr, k.l2);
+      write_low(plan, pc, p, params_low);
     });
     return;
   }
@@ -67,11 +85,13 @@ void sgd(const PiecePlan& plan, std::span<const optimizer_kernels::SgdCoeffs> co
     const int64_t b = pc.begin;
     momentum_update<float>(p + b, g + b, buf + b, p + b, buf + b, pc.end - b,
                            momentum_coeffs(coeffs[pc.segment]));
+    write_low(plan, pc, p, params_low);
   });
 }
 
 void adam(const PiecePlan& plan, std::span<const optimizer_kernels::AdamCoeffs> coeffs,
-          Tensor& params, const Tensor& grads, Tensor& m_t, Tensor& v_t, int threads) {
+          Tensor& params, const Tensor& grads, Tensor& m_t, Tensor& v_t, int threads,
+          Tensor* params_low) {
   float* p = params.data<float>();
   const float* g = grads.data<float>();
   float *m = m_t.data<float>(), *v = v_t.data<float>();
@@ -79,6 +99,7 @@ void adam(const PiecePlan& plan, std::span<const optimizer_kernels::AdamCoeffs> 
     const int64_t b = pc.begin;
     adam_update<float>(p + b, g + b, m + b, v + b, p + b, m + b, v + b, pc.end - b,
                        adam_coeffs(coeffs[pc.segment]));
+    write_low(plan, pc, p, params_low);
   });
 }
 
@@ -108,13 +129,14 @@ void lamb_moments(const PiecePlan& plan, std::span<const optimizer_kernels::Lamb
 
 void lamb_apply(const PiecePlan& plan, std::span<const optimizer_kernels::LambCoeffs> coeffs,
                 std::span<const float> scale, Tensor& params, const Tensor& m_t,
-                const Tensor& v_t, int threads) {
+                const Tensor& v_t, int threads, Tensor* params_low) {
   float* p = params.data<float>();
   const float *m = m_t.data<float>(), *v = v_t.data<float>();
   for_each_piece(plan, threads, [&](const Piece& pc, int64_t) {
     const int64_t b = pc.begin;
     cpu::lamb_apply<float>(p + b, m + b, v + b, pc.end - b, lamb_coeffs(coeffs[pc.segment]),
                            scale[pc.segment]);
+    write_low(plan, pc, p, params_low);
   });
 }
 
@@ -184,6 +206,12 @@ void accumulate(Tensor& acc_t, const Tensor& g_t, int threads) {
                [&](int64_t b, int64_t e) { cpu::accumulate(acc + b, g + b, e - b); });
 }
 
+void to_low_precision(const Tensor& params, Tensor& low, int threads) {
+  const float* p = params.numel() ? params.data<float>() : nullptr;
+  for_each_block(params.numel(), threads,
+                 [&](int64_t, int64_t b, int64_t e) { write_low(p, &low, b, e - b); });
+}
+
 }  // namespace
 
 void register_optimizer_kernels(optimizer_kernels::Table& t) {
@@ -197,6 +225,7 @@ void register_optimizer_kernels(optimizer_kernels::Table& t) {
   t.scale = &scale;
   t.unscale = &unscale;
   t.accumulate = &accumulate;
+  t.to_low_precision = &to_low_precision;
 }
 
 }  // namespace onyx::cpu

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "optimizers/loss_scaler.h"
@@ -159,11 +161,13 @@ TEST(MixedPrecision, TracksFloat32TrainingWithinTheFormatsTolerance) {
   EXPECT_NEAR(lh, l32, 0.05 * l32 + 0.01);
 }
 
-/// A batch whose gradients overflow float16 at the given scale: x far outside N(0, 1).
+/// A batch that overflows float16 (|x| up to ~3e5, past its 65504), so that its fp16 forward and
+/// gradients are inf/NaN at any scale; bfloat16 holds it. (At 1e4 it overflowed only the fp16
+/// weight gradients, which GemmCast now writes in float32.)
 NamedTensors overflowing_batch() {
   auto b = class_batch(8, 8, 3, 5);
   float* x = b.at("x").data<float>();
-  for (int64_t i = 0; i < b.at("x").numel(); ++i) x[i] *= 1e4f;
+  for (int64_t i = 0; i < b.at("x").numel(); ++i) x[i] *= 1e5f;
   return b;
 }
 
@@ -239,6 +243,98 @@ TEST(MixedPrecision, CheckpointsKeepTheScalerAndResumeBitIdentically) {
   EXPECT_EQ(b.loss_scale(), 4096.0);  // grew after 3 clean steps
   EXPECT_EQ(b.step(), a.step());
   EXPECT_EQ(std::memcmp(a.flat_parameters().raw(), b.flat_parameters().raw(), a.flat_parameters().nbytes()), 0);
+  std::filesystem::remove(path);
+}
+
+// TrainingConfig::low_precision_weight_copies: the 16-bit weights the optimizer writes give the
+// bits the graph's Casts give, with every optimizer, bf16 and fp16, accumulation and
+// recomputation; no Cast of a weight runs in the training graph (the profile shows none).
+TEST(MixedPrecision, OptimizersWeightCopiesGiveTheCastsBits) {
+  struct Case {
+    Precision p;
+    optim::OptimizerConfig opt;
+    int accumulation;
+    bool recompute;
+  };
+  const Case cases[] = {
+      {Precision::BFloat16, {.name = "adamw", .lr = 0.01, .weight_decay = 0.1}, 1, false},
+      {Precision::Float16, {.name = "adamw", .lr = 0.01}, 1, false},
+      {Precision::BFloat16, {.name = "sgd", .lr = 0.05, .momentum = 0.9}, 2, false},
+      {Precision::BFloat16, {.name = "lamb", .lr = 0.01}, 1, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} {} accumulation {} recompute {}", precision_name(c.p), c.opt.name,
+                             c.accumulation, c.recompute));
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("onyx_amp_copies_" + std::to_string(::getpid()) + ".json");
+    TrainingConfig on = config(c.p);
+    on.optimizer = c.opt;
+    on.accumulation_steps = c.accumulation;
+    if (c.recompute) on.recompute.pattern = "^[A-Za-z]";  // segments by first letter: casts too
+    on.profile_path = path.string();
+    TrainingConfig off = on;
+    off.low_precision_weight_copies = false;
+    off.profile_path.clear();
+    TrainingSession a(mlp_model(8, 16, 3), on), b(mlp_model(8, 16, 3), off);
+    for (int s = 0; s < 6; ++s) {
+      auto batch = class_batch(16, 8, 3, 300 + s);
+      ASSERT_EQ(a.train_step(batch), b.train_step(batch)) << "step " << s;
+    }
+    ASSERT_EQ(a.end_profiling(), path.string());
+    std::ifstream f(path);
+    nlohmann::json trace = nlohmann::json::parse(f);
+    int weight_casts = 0, nodes = 0;
+    for (const auto& e : trace.at("traceEvents")) {
+      if (e.value("cat", "") != "node") continue;
+      ++nodes;
+      const std::string name = e.at("name");
+      if (e.at("args").value("op", "") == "Cast" && name.find("_grad") == std::string::npos &&
+          (name.rfind("w1", 0) == 0 || name.rfind("w2", 0) == 0))
+        ++weight_casts;
+    }
+    EXPECT_GT(nodes, 10);
+    EXPECT_EQ(weight_casts, 0);
+    std::filesystem::remove(path);
+    const Tensor pa = a.flat_parameters(), pb = b.flat_parameters();
+    EXPECT_EQ(std::memcmp(pa.raw(), pb.raw(), pa.nbytes()), 0);
+  }
+}
+
+// Parameters changed other than by the optimizer reach the 16-bit copy: set_parameter, a write
+// through parameter()'s view (and any later one through the same view), a checkpoint load.
+TEST(MixedPrecision, WeightCopiesFollowParameterWrites) {
+  TrainingConfig off = config(Precision::BFloat16);
+  off.low_precision_weight_copies = false;
+  TrainingSession a(mlp_model(8, 16, 3), config(Precision::BFloat16)), b(mlp_model(8, 16, 3), off);
+  auto both = [&](int seed) {
+    auto batch = class_batch(16, 8, 3, seed);
+    const double la = a.train_step(batch), lb = b.train_step(batch);
+    EXPECT_EQ(la, lb) << "batch " << seed;
+  };
+  both(1);
+  both(2);
+  Tensor w1 = Tensor::zeros(DataType::Float, {16, 8});
+  for (int64_t i = 0; i < w1.numel(); ++i) w1.data<float>()[i] = 0.01f * static_cast<float>(i % 13);
+  a.set_parameter("w1", w1);
+  b.set_parameter("w1", w1);
+  both(3);
+  Tensor va = a.parameter("w2"), vb = b.parameter("w2");
+  both(4);
+  va.data<float>()[0] += 0.5f;  // a write through a view taken before the last step
+  vb.data<float>()[0] += 0.5f;
+  both(5);
+  const std::string path = (std::filesystem::temp_directory_path() / "onyx_amp_copies.onyx").string();
+  TrainingSession c(mlp_model(8, 16, 3), config(Precision::BFloat16));
+  for (int s = 0; s < 3; ++s) c.train_step(class_batch(16, 8, 3, 40 + s));
+  c.save_checkpoint(path);
+  TrainingSession d(mlp_model(8, 16, 3), config(Precision::BFloat16)), e(mlp_model(8, 16, 3), off);
+  d.train_step(class_batch(16, 8, 3, 50));  // its copy is fresh from its own step, then loaded over
+  d.load_checkpoint(path);
+  e.load_checkpoint(path);
+  for (int s = 0; s < 2; ++s) {
+    auto batch = class_batch(16, 8, 3, 60 + s);
+    EXPECT_EQ(d.train_step(batch), e.train_step(batch)) << "after the load, step " << s;
+  }
   std::filesystem::remove(path);
 }
 

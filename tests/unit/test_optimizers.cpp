@@ -160,17 +160,6 @@ TEST(OptimLamb, MatchesReferenceIncludingZeroNormSegment) {
   check_against_reference({.name = "lamb", .lr = 0.01, .weight_decay = 0.01, .eps = 1e-6}, true);
 }
 
-TEST(OptimConfig, NameIsCaseInsensitive) {
-  auto opt = make_optimizer({.name = "AdamW"}, {{"x", 0, 3, true}});
-  EXPECT_EQ(opt->config().name, "adamw");
-  float p[3] = {1, 2, 3}, g[3] = {1, 1, 1};
-  Tensor pt = wrap(p, 3);
-  opt->step(pt, wrap(g, 3), 0.1, 1);
-  // First Adam step moves each element by lr * g / (|g| + eps) after decoupled decay (wd 0).
-  EXPECT_NEAR(p[0], 0.9, 1e-6);
-  EXPECT_NEAR(p[2], 2.9, 1e-6);
-}
-
 template <typename F>
 void expect_error(F&& f, const std::string& needle) {
   try {
@@ -180,6 +169,66 @@ void expect_error(F&& f, const std::string& needle) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).rfind("[", 0), 0u) << e.what();
   }
+}
+
+// set_low_precision_copy: every optimizer's step writes each updated parameter, rounded to the
+// copy's type, at its offset (the bits of narrowing the float32 result); copy_to_low_precision
+// makes the whole copy; a copy of another type or too short is refused before anything changes.
+TEST(OptimLowPrecisionCopy, EachStepWritesTheRoundedParameters) {
+  for (DataType dt : {DataType::BFloat16, DataType::Float16})
+    for (const char* name : {"sgd", "adamw", "lamb"}) {
+      SCOPED_TRACE(fmt::format("{} {}", name, dtype_name(dt)));
+      FlatBuffer params = make_params();
+      const std::vector<ParamSegment> segs = segments_of(params);
+      fill_segments(params.data(), segs, 3);
+      const int64_t n = params.size();
+      Tensor low = Tensor::zeros(dt, {n});
+      auto opt = make_optimizer({.name = name, .lr = 0.01, .momentum = name[0] == 's' ? 0.9 : 0.0}, segs);
+      opt->set_low_precision_copy(low);
+      for (int s = 0; s < 2; ++s) {
+        std::vector<float> grads(n, 0.f);
+        fill_segments(grads.data(), segs, 200 + s);
+        Tensor p = params.tensor();
+        opt->step(p, wrap(grads), 0.01, 2);
+        Tensor want = Tensor::zeros(dt, {n});
+        copy_to_low_precision(params.tensor(), want, 2);
+        for (const ParamSegment& seg : segs)
+          ASSERT_EQ(std::memcmp(static_cast<const uint16_t*>(low.raw()) + seg.offset,
+                                static_cast<const uint16_t*>(want.raw()) + seg.offset,
+                                static_cast<size_t>(seg.size) * 2),
+                    0)
+              << "step " << s << " segment " << seg.name;
+      }
+      // The whole copy is narrowing element by element (checked against the scalar conversion).
+      Tensor whole = Tensor::zeros(dt, {n});
+      copy_to_low_precision(params.tensor(), whole, 1);
+      for (int64_t i = 0; i < n; i += 97) {
+        const float x = params.data()[i];
+        const uint16_t bits = static_cast<const uint16_t*>(whole.raw())[i];
+        ASSERT_EQ(bits, dt == DataType::BFloat16 ? bfloat16(x).bits : float16(x).bits) << i;
+      }
+    }
+  FlatBuffer params = make_params();
+  auto opt = make_optimizer({.name = "adamw"}, params.segments());
+  std::vector<float> grads(params.size(), 0.f);
+  Tensor p = params.tensor();
+  opt->set_low_precision_copy(Tensor::zeros(DataType::Float, {params.size()}));
+  expect_error([&] { opt->step(p, wrap(grads), 0.01, 1); }, "params_low should be a bfloat16 or float16");
+  opt->set_low_precision_copy(Tensor::zeros(DataType::BFloat16, {10}));
+  expect_error([&] { opt->step(p, wrap(grads), 0.01, 1); }, "params_low should have at least");
+  Tensor short_copy = Tensor::zeros(DataType::BFloat16, {3});
+  expect_error([&] { copy_to_low_precision(params.tensor(), short_copy, 1); }, "but low has 3");
+}
+
+TEST(OptimConfig, NameIsCaseInsensitive) {
+  auto opt = make_optimizer({.name = "AdamW"}, {{"x", 0, 3, true}});
+  EXPECT_EQ(opt->config().name, "adamw");
+  float p[3] = {1, 2, 3}, g[3] = {1, 1, 1};
+  Tensor pt = wrap(p, 3);
+  opt->step(pt, wrap(g, 3), 0.1, 1);
+  // First Adam step moves each element by lr * g / (|g| + eps) after decoupled decay (wd 0).
+  EXPECT_NEAR(p[0], 0.9, 1e-6);
+  EXPECT_NEAR(p[2], 2.9, 1e-6);
 }
 
 TEST(OptimConfig, BadConfigsThrow) {
