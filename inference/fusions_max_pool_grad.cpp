@@ -3,6 +3,7 @@
 // in plain ONNX, so the training graph stays portable: a zero tensor of X's size filled, copied
 // and scattered into on one thread. -> ai.onyx MaxPoolGrad(dY, Indices, S) (the CPU provider's
 // max_pool_grad.cpp), one pass per (n, c) plane, planes in parallel, the same bits.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -17,8 +18,19 @@ struct MaxPoolGradMatch {
   Node* scatter;
   Value* dy;       // before its flattening Reshape
   Value* indices;  // MaxPool's second output
-  Value* size;     // the Expand's shape: [numel(X)]
+  Value* size;     // the Expand's shape: [numel(X)]; nullptr when the zeros were folded
+  int64_t folded_numel = 0;  // with size nullptr: the folded zeros' length
 };
+
+/// A constant 1-D tensor of +0s (constant folding's result for Expand(0, [n]) of a fixed n), read
+/// by `reader` alone: its length, else -1.
+int64_t folded_zeros(const Graph& g, const Value* v, const Node* reader) {
+  const Tensor* t = g.initializer(v);
+  if (!t || t->rank() != 1 || !is_float(t->dtype()) || only_consumer(g, v) != reader) return -1;
+  const auto* bytes = static_cast<const unsigned char*>(t->raw());
+  const bool zeros = std::all_of(bytes, bytes + t->nbytes(), [](unsigned char c) { return c == 0; });
+  return zeros ? t->numel() : -1;
+}
 
 /// Reshape(v, [-1]) read by `reader` alone: v, else nullptr.
 Value* flattened(const Graph& g, Value* r, const Node* reader) {
@@ -32,12 +44,17 @@ std::optional<MaxPoolGradMatch> match_max_pool_grad(const Graph& g, Node* n) {
   if (!is_op(n, "ScatterElements") || n->inputs.size() != 3 || n->outputs.size() != 1 ||
       n->attr_int("axis", 0) != 0 || n->attr_string("reduction", "none") != "add")
     return std::nullopt;
-  // data: a zero scalar expanded, read here alone.
-  Node* expand = made_by(n->inputs[0], "Expand");
-  if (!expand || expand->inputs.size() != 2 || only_consumer(g, n->inputs[0]) != n)
-    return std::nullopt;
-  const std::optional<double> fill = constant_scalar(g, expand->inputs[0]);
-  if (!fill || *fill != 0.0 || std::signbit(*fill)) return std::nullopt;
+  // data: a zero scalar expanded (or those zeros folded into a constant), read here alone.
+  Value* size = nullptr;
+  const int64_t folded = folded_zeros(g, n->inputs[0], n);
+  if (folded < 0) {
+    Node* expand = made_by(n->inputs[0], "Expand");
+    if (!expand || expand->inputs.size() != 2 || only_consumer(g, n->inputs[0]) != n)
+      return std::nullopt;
+    const std::optional<double> fill = constant_scalar(g, expand->inputs[0]);
+    if (!fill || *fill != 0.0 || std::signbit(*fill)) return std::nullopt;
+    size = expand->inputs[1];
+  }
   // indices: MaxPool's Indices (row-major: storage_order 0), flattened.
   Value* indices = flattened(g, n->inputs[1], n);
   Node* pool = indices ? indices->producer : nullptr;
@@ -51,7 +68,7 @@ std::optional<MaxPoolGradMatch> match_max_pool_grad(const Graph& g, Node* n) {
   if (!it.is_tensor() || !it.shape || it.shape->size() < 3) return std::nullopt;
   if (dy->type.shape && yt.is_tensor() && yt.shape && *dy->type.shape != *yt.shape)
     return std::nullopt;
-  return MaxPoolGradMatch{n, dy, indices, expand->inputs[1]};
+  return MaxPoolGradMatch{n, dy, indices, size, folded};
 }
 
 }  // namespace
@@ -65,9 +82,14 @@ size_t fuse_max_pool_grad(Model& model, const ExecutionProvider& runs_it) {
       if (runs_it.registry().find("MaxPoolGrad", "ai.onyx", 1, runs_it.name(), m->dy->type.elem))
         matches.push_back(*m);
     }
-  for (const MaxPoolGradMatch& m : matches)
-    replace_producer(model, m.scatter->outputs[0], "MaxPoolGrad", "ai.onyx",
-                     {m.dy, m.indices, m.size});
+  for (const MaxPoolGradMatch& m : matches) {
+    Value* size = m.size;
+    if (!size) {
+      size = g.add_unique_value(m.scatter->name + "_size");
+      g.add_initializer(size->name, Tensor::from_vector<int64_t>({1}, {m.folded_numel}));
+    }
+    replace_producer(model, m.scatter->outputs[0], "MaxPoolGrad", "ai.onyx", {m.dy, m.indices, size});
+  }
   return matches.size();
 }
 

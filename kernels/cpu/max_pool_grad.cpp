@@ -5,7 +5,8 @@
 // threads: 2.3 ms, 2.6 %); the optimizer's fuse_max_pool_grad (inference/fusions_max_pool_grad.cpp)
 // swaps it for this.
 //
-//   inputs:  dY (float or double), Indices (int64, MaxPool's second output: [N, C, spatial...],
+//   inputs:  dY (float, double, bfloat16 or float16: mixed precision pools in the activations'
+//            type), Indices (int64, MaxPool's second output: [N, C, spatial...],
 //            row-major flat indices into X), shape (int64 1-D, the output's shape: [numel(X)])
 //   outputs: dX of `shape`, zero except dY's values added at their indices
 // Each plane's updates are added in the order ScatterElements adds them, so the bits are its.
@@ -49,7 +50,7 @@ class MaxPoolGradKernel final : public Kernel {
     const int64_t plane_in = total / planes, plane_out = I.numel() / planes;
     const int64_t* idx = I.data<int64_t>();
     std::atomic<int64_t> bad{-1};  // the flat position of an index outside its plane
-    using Types = TypeList<float, double>;
+    using Types = TypeList<float, double, bfloat16, float16>;
     dispatch<Types>(dY.dtype(), ctx.label(), [&]<typename T>() {
       const T* dy = dY.data<T>();
       T* dx = dX.data<T>();
@@ -66,7 +67,8 @@ class MaxPoolGradKernel final : public Kernel {
               bad.compare_exchange_strong(none, j);
               return;
             }
-            plane[at] += dy[j];
+            using A = acc_t<T>;  // each add rounded to T, as ScatterElements' add rounds it
+            plane[at] = T(static_cast<A>(A(plane[at]) + A(dy[j])));
           }
         }
       });
@@ -87,7 +89,7 @@ void register_max_pool_grad_kernels(KernelRegistry& r) {
   r.add({.op_type = "MaxPoolGrad",
          .domain = "ai.onyx",
          .since = 1,
-         .types = {DataType::Float, DataType::Double},
+         .types = {DataType::Float, DataType::Double, DataType::BFloat16, DataType::Float16},
          .create = [](const KernelInfo& i) -> std::unique_ptr<Kernel> {
            return std::make_unique<MaxPoolGradKernel>(i);
          },

@@ -1,7 +1,8 @@
 // The MaxPool gradient's fusion (inference/fusions_max_pool_grad.cpp) and the ai.onyx
 // MaxPoolGrad kernel (kernels/cpu/max_pool_grad.cpp): the MaxPool rule's scatter-add of dY into
 // zeros at the argmax Indices becomes one MaxPoolGrad with the same bits (ties and overlapping
-// windows, 1 and 2 threads, a dynamic batch); a scatter that does not read MaxPool's Indices is
+// windows, 1 and 2 threads, a dynamic batch and a fixed one whose zeros fold to a constant, float
+// and the 16-bit floats); a scatter that does not read MaxPool's Indices is
 // left alone; Indices outside their plane are an onyx::Error and the session stays usable.
 #include <gtest/gtest.h>
 
@@ -19,15 +20,26 @@ namespace {
 /// -> MaxPool 3x3 stride 2 pad 1 (ResNet's, overlapping windows) -> product with c, summed: the
 /// training graph for p and s differentiates the MaxPool with its rule (p's gradient is the
 /// pool's input gradient times s, element by element).
-autodiff::TrainingGraph pool_training_graph() {
+/// With a 16-bit `dt` the pool runs in it (Casts around it, as mixed precision writes them), and
+/// so does its gradient's scatter. With `fixed_batch` (5) constant folding turns the rule's
+/// Expand of zeros into a constant.
+autodiff::TrainingGraph pool_training_graph(DataType dt = DataType::Float, bool fixed_batch = false) {
   ModelBuilder b(17);
-  b.input("x", DataType::Float, SymShape{Dim::symbol("batch"), Dim::fixed(3), Dim::fixed(9), Dim::fixed(9)});
+  b.input("x", DataType::Float,
+          SymShape{fixed_batch ? Dim::fixed(5) : Dim::symbol("batch"), Dim::fixed(3), Dim::fixed(9),
+                   Dim::fixed(9)});
   b.initializer("s", randn({1, 3, 1, 1}, 1, 0.5));
   b.initializer("p", Tensor::zeros(DataType::Float, {1, 3, 9, 9}));  // keeps x's ties
   b.initializer("c", randn({3, 5, 5}, 2));
   b.node("Add", {"x", "p"}, {"xp"});
   b.node("Mul", {"xp", "s"}, {"xs"});
-  Node& pool = b.node("MaxPool", {"xs"}, {"y"});
+  std::string pooled = "xs", out = "y";
+  if (dt != DataType::Float) {
+    b.node("Cast", {"xs"}, {"xs16"}).attrs["to"] = attr_int("to", static_cast<int64_t>(dt));
+    b.node("Cast", {"y16"}, {"y"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::Float));
+    pooled = "xs16", out = "y16";
+  }
+  Node& pool = b.node("MaxPool", {pooled}, {out});
   pool.attrs["kernel_shape"] = attr_ints("kernel_shape", {3, 3});
   pool.attrs["strides"] = attr_ints("strides", {2, 2});
   pool.attrs["pads"] = attr_ints("pads", {1, 1, 1, 1});
@@ -41,27 +53,31 @@ autodiff::TrainingGraph pool_training_graph() {
 }  // namespace
 
 TEST(MaxPoolGradFusion, TrainingGraphsPoolGradientBecomesOneMaxPoolGradWithTheSameBits) {
-  const autodiff::TrainingGraph tg = pool_training_graph();
-  SessionOptions plain;
-  plain.opt_level = OptLevel::None;
-  const Session unfused(clone_model(*tg.model), plain);
-  EXPECT_EQ(op_counts(unfused)[":ScatterElements"], 1);
-  // Ties: whole rows of equal values, so windows share maxima and indices repeat.
-  Tensor x = randn({5, 3, 9, 9}, 4);
-  for (int j = 0; j < 9 * 9; ++j) x.data<float>()[j] = 0.25f;
-  for (int j = 0; j < 9; ++j) x.data<float>()[3 * 81 + 9 + j] = 1.5f;
-  for (int threads : {1, 2}) {
-    SessionOptions opts;
-    opts.intra_op_threads = threads;
-    const Session fused(clone_model(*tg.model), opts);
-    auto ops = op_counts(fused);
-    EXPECT_EQ(ops["ai.onyx:MaxPoolGrad"], 1);
-    EXPECT_EQ(ops[":ScatterElements"], 0);
-    const NamedTensors a = fused.run({{"x", x}}), b = unfused.run({{"x", x}});
-    ASSERT_EQ(tg.grads.size(), 2u);
-    for (const std::string& name : {tg.loss, tg.grads[0], tg.grads[1]})
-      expect_same_bits(a.at(name), b.at(name), name + " threads " + std::to_string(threads));
-  }
+  for (bool fixed_batch : {false, true})
+    for (DataType dt : {DataType::Float, DataType::BFloat16, DataType::Float16}) {
+      SCOPED_TRACE(fmt::format("{} fixed batch {}", dtype_name(dt), fixed_batch));
+      const autodiff::TrainingGraph tg = pool_training_graph(dt, fixed_batch);
+      SessionOptions plain;
+      plain.opt_level = OptLevel::None;
+      const Session unfused(clone_model(*tg.model), plain);
+      EXPECT_EQ(op_counts(unfused)[":ScatterElements"], 1);
+      // Ties: whole rows of equal values, so windows share maxima and indices repeat.
+      Tensor x = randn({5, 3, 9, 9}, 4);
+      for (int j = 0; j < 9 * 9; ++j) x.data<float>()[j] = 0.25f;
+      for (int j = 0; j < 9; ++j) x.data<float>()[3 * 81 + 9 + j] = 1.5f;
+      for (int threads : {1, 2}) {
+        SessionOptions opts;
+        opts.intra_op_threads = threads;
+        const Session fused(clone_model(*tg.model), opts);
+        auto ops = op_counts(fused);
+        EXPECT_EQ(ops["ai.onyx:MaxPoolGrad"], 1);
+        EXPECT_EQ(ops[":ScatterElements"], 0);
+        const NamedTensors a = fused.run({{"x", x}}), b = unfused.run({{"x", x}});
+        ASSERT_EQ(tg.grads.size(), 2u);
+        for (const std::string& name : {tg.loss, tg.grads[0], tg.grads[1]})
+          expect_same_bits(a.at(name), b.at(name), name + " threads " + std::to_string(threads));
+      }
+    }
 }
 
 TEST(MaxPoolGradFusion, ScatterOfOtherIndicesIsLeftAlone) {
