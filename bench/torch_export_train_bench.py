@@ -11,6 +11,8 @@ fresh process each, and report the median step time, peak RSS and the first loss
 
   bench/torch_export_train_bench.py [--models resnet18 gpt2] [--threads 2] [--iters 5]
                                     [--torch-flush-denormal]  (PyTorch flushes denormals too)
+                                    [--precision bf16]  (onyx TrainingConfig::precision next to
+                                                         torch.autocast over forward and loss)
 
 Models (bench/models/train_torch/<name>/, made on first use):
   resnet18  torchvision-shaped ResNet-18 (BasicBlocks, BatchNorm in training mode), 64x64 input,
@@ -106,14 +108,19 @@ def run_torch(args):
         load_tensor(os.path.join(folder, f"{n}.pb"))).copy())
     inputs, labels = [read(n) for n in meta["inputs"]], read("labels")
 
+    import contextlib
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.precision == "bf16" \
+        else contextlib.nullcontext
+
     def step():
         opt.zero_grad(set_to_none=True)
-        out = model(*inputs)
-        if class_axis == -1:
-            out, target = out.reshape(-1, out.shape[-1]), labels.reshape(-1)
-        else:
-            target = labels
-        loss = torch.nn.functional.cross_entropy(out, target)
+        with autocast():
+            out = model(*inputs)
+            if class_axis == -1:
+                out, target = out.reshape(-1, out.shape[-1]), labels.reshape(-1)
+            else:
+                target = labels
+            loss = torch.nn.functional.cross_entropy(out, target)
         loss.backward()
         opt.step()
         return loss.item()
@@ -151,11 +158,12 @@ def table(args):
                           "--data", folder, "--threads", str(args.threads),
                           "--warmup", str(args.warmup), "--iters", str(args.iters),
                           "--lr", str(args.lr), "--weight-decay", str(args.weight_decay),
-                          "--class-axis", str(meta["class_axis"])], env, f"onyx on {name}")
+                          "--class-axis", str(meta["class_axis"]), "--precision", args.precision],
+                         env, f"onyx on {name}")
         torch_ = last_json([sys.executable, __file__, "run-torch", "--model", name,
                             "--threads", str(args.threads), "--warmup", str(args.warmup),
                             "--iters", str(args.iters), "--lr", str(args.lr),
-                            "--weight-decay", str(args.weight_decay)]
+                            "--weight-decay", str(args.weight_decay), "--precision", args.precision]
                            + (["--torch-flush-denormal"] if args.torch_flush_denormal else []),
                            env, f"PyTorch on {name}")
         rows.append((name, meta, onyx, torch_))
@@ -169,7 +177,9 @@ def table(args):
               f"{o['losses'][0]:.5f}, {o['losses'][1]:.5f} / "
               f"{t['losses'][0]:.5f}, {t['losses'][1]:.5f} |")
     print(f"load average before {load_before:.2f}, after {os.getloadavg()[0]:.2f} on "
-          f"{os.cpu_count()} CPUs; AdamW lr {args.lr}, weight decay {args.weight_decay}; "
+          f"{os.cpu_count()} CPUs; precision {args.precision} (PyTorch: "
+          f"{'torch.autocast bf16 over forward and loss' if args.precision == 'bf16' else 'float32'}); "
+          f"AdamW lr {args.lr}, weight decay {args.weight_decay}; "
           f"denormals: onyx flushes them (its training default), PyTorch "
           f"{'flushes them (--torch-flush-denormal)' if args.torch_flush_denormal else 'keeps them (its default)'}")
 
@@ -185,6 +195,8 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="onyx TrainingConfig::precision; PyTorch under torch.autocast(bf16)")
     ap.add_argument("--torch-flush-denormal", action="store_true",
                     help="PyTorch with torch.set_flush_denormal(True), as onyx trains by default")
     ap.add_argument("--onyx-bench", default=os.path.join(HERE, "..", "build", "bench",

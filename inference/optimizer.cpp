@@ -194,7 +194,7 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
     fused += fuse_qdq_into_qlinear_conv(model);
   size_t folded = fold_constants(model, cpu, transposes_fused_later);
   if (level >= OptLevel::Extended) {
-    fused += fuse_conv_weight_grad(model) + fuse_cast_into_gemm(model, first);
+    fused += fuse_conv_weight_grad(model);
     fused += fuse_gelu(model, approximate_fusions) + fuse_gelu_grad(model);
     fused += fuse_relu_grad(model, first) + fuse_layer_norm_grad(model, first) +
              fuse_max_pool_grad(model, first);
@@ -202,6 +202,8 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
     fused += fuse_batchnorm_into_conv(model) + fuse_add_into_conv(model) +
              fuse_activation_into_conv(model) + fuse_transpose_into_matmul(model) +
              fuse_batch_norm_grad(model);
+    // After fuse_transpose_into_matmul, which turns a transposed weight's gradient into a Gemm.
+    fused += fuse_cast_into_gemm(model, first);
     // The GELU spellings fuse_gelu replaced still read the pre-activation until dead code goes.
     eliminate_dead_code(*model.graph);
     fused += fuse_bias_into_matmul(model, approximate_fusions);

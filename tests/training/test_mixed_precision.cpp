@@ -246,25 +246,49 @@ TEST(MixedPrecision, CheckpointsKeepTheScalerAndResumeBitIdentically) {
   std::filesystem::remove(path);
 }
 
+/// mlp_model's layers as torch.onnx writes nn.Linear on 3-D input: MatMul(x, Transpose(W)) + b.
+std::unique_ptr<Model> transposed_mlp_model(int64_t in, int64_t hidden, int64_t classes) {
+  std::mt19937 rng(7);
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, SymShape{Dim::symbol("N"), Dim::fixed(in)});
+  b.initializer("w1", random_tensor({hidden, in}, rng));
+  b.initializer("b1", random_tensor({hidden}, rng, 0.1));
+  b.initializer("w2", random_tensor({classes, hidden}, rng));
+  b.initializer("b2", random_tensor({classes}, rng, 0.1));
+  b.node("Transpose", {"w1"}, {"w1t"}).attrs["perm"] = attr_ints("perm", {1, 0});
+  b.node("Transpose", {"w2"}, {"w2t"}).attrs["perm"] = attr_ints("perm", {1, 0});
+  b.node("MatMul", {"x", "w1t"}, {"xw"});
+  b.node("Add", {"xw", "b1"}, {"h"});
+  b.node("Relu", {"h"}, {"hr"});
+  b.node("MatMul", {"hr", "w2t"}, {"hw"});
+  b.node("Add", {"hw", "b2"}, {"logits"});
+  b.output("logits");
+  return b.build();
+}
+
 // TrainingConfig::low_precision_weight_copies: the 16-bit weights the optimizer writes give the
 // bits the graph's Casts give, with every optimizer, bf16 and fp16, accumulation and
-// recomputation; no Cast of a weight runs in the training graph (the profile shows none).
+// recomputation, and for torch's transposed spelling of a linear layer; no Cast of a weight runs
+// in the training graph (the profile shows none).
 TEST(MixedPrecision, OptimizersWeightCopiesGiveTheCastsBits) {
   struct Case {
     Precision p;
     optim::OptimizerConfig opt;
     int accumulation;
     bool recompute;
+    bool transposed = false;
   };
   const Case cases[] = {
       {Precision::BFloat16, {.name = "adamw", .lr = 0.01, .weight_decay = 0.1}, 1, false},
       {Precision::Float16, {.name = "adamw", .lr = 0.01}, 1, false},
       {Precision::BFloat16, {.name = "sgd", .lr = 0.05, .momentum = 0.9}, 2, false},
       {Precision::BFloat16, {.name = "lamb", .lr = 0.01}, 1, true},
+      {Precision::BFloat16, {.name = "adamw", .lr = 0.01}, 1, false, true},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(fmt::format("{} {} accumulation {} recompute {}", precision_name(c.p), c.opt.name,
-                             c.accumulation, c.recompute));
+    SCOPED_TRACE(fmt::format("{} {} accumulation {} recompute {} transposed {}", precision_name(c.p),
+                             c.opt.name, c.accumulation, c.recompute, c.transposed));
+    auto model = [&] { return c.transposed ? transposed_mlp_model(8, 16, 3) : mlp_model(8, 16, 3); };
     const auto path = std::filesystem::temp_directory_path() /
                       ("onyx_amp_copies_" + std::to_string(::getpid()) + ".json");
     TrainingConfig on = config(c.p);
@@ -275,7 +299,7 @@ TEST(MixedPrecision, OptimizersWeightCopiesGiveTheCastsBits) {
     TrainingConfig off = on;
     off.low_precision_weight_copies = false;
     off.profile_path.clear();
-    TrainingSession a(mlp_model(8, 16, 3), on), b(mlp_model(8, 16, 3), off);
+    TrainingSession a(model(), on), b(model(), off);
     for (int s = 0; s < 6; ++s) {
       auto batch = class_batch(16, 8, 3, 300 + s);
       ASSERT_EQ(a.train_step(batch), b.train_step(batch)) << "step " << s;

@@ -226,6 +226,70 @@ TEST(Autocast, ParsePrecisionNamesTheChoices) {
 }
 
 /// A session with precision bf16/fp16 keeps the interface and stays close to float32.
+/// torch.onnx's nn.Linear on 3-D input: y = MatMul(Reshape(x) in attention's spelling,
+/// Transpose(W)); the second output `t` (with `t_out`) also reads W's Transpose in float32.
+std::unique_ptr<Model> linear_3d(bool t_out) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{2, 3, 8});
+  b.initializer("W", random_normal({6, 8}, 21, 0.3f));
+  b.initializer("shape", Tensor::from_vector<int64_t>({2}, {6, 8}));
+  b.node("Transpose", {"W"}, {"Wt"}).attrs["perm"] = attr_ints("perm", {1, 0});
+  b.node("Reshape", {"x", "shape"}, {"xr"});
+  b.node("Identity", {"xr"}, {"xi"});
+  b.node("MatMul", {"xi", "Wt"}, {"y"});
+  b.output("y");
+  if (t_out) b.output("Wt");
+  auto m = b.build();
+  infer_types_and_shapes(*m);
+  return m;
+}
+
+// A cast to the low type after ops that only move elements (Transpose, Reshape, Identity, ...)
+// moves before them: the weight's Cast reads the weight (so a training run refreshes it from the
+// optimizer's copy) and the Transpose moves 16-bit data and can fold into the product. Same
+// values; not where the moved value is also read in float32.
+TEST(Autocast, CastsMoveAboveOpsThatOnlyMoveElements) {
+  auto m = linear_3d(false);
+  autocast(*m, Precision::BFloat16);
+  const Node* t = producer(*m, "Wt");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->op_type, "Transpose");
+  EXPECT_EQ(m->graph->find_value("Wt")->type.elem, DataType::BFloat16);
+  const Node* w_cast = t->inputs[0]->producer;
+  ASSERT_NE(w_cast, nullptr);
+  EXPECT_EQ(w_cast->op_type, "Cast");
+  EXPECT_EQ(w_cast->inputs[0]->name, "W");
+  // The activation too: x is cast, then reshaped and passed through Identity in bf16.
+  EXPECT_EQ(m->graph->find_value("xr")->type.elem, DataType::BFloat16);
+  EXPECT_EQ(m->graph->find_value("xi")->type.elem, DataType::BFloat16);
+  EXPECT_EQ(producer(*m, "xr")->inputs[0]->producer->op_type, "Cast");
+  EXPECT_EQ(count_op(*m, "Cast"), 3u);  // x, W, and y back to float32
+  EXPECT_EQ(autocast(*m, Precision::BFloat16).casts, 0u);  // idempotent
+  // The session computes what the old spelling (cast after the Transpose) computed: rounding
+  // commutes with moving elements.
+  SessionOptions so;
+  so.precision = Precision::BFloat16;
+  Tensor x = random_normal({2, 3, 8}, 22);
+  auto got = Session(linear_3d(false), so).run({{"x", x}}).at("y");
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{2, 3, 8});
+  b.initializer("W", random_normal({6, 8}, 21, 0.3f));
+  b.initializer("shape", Tensor::from_vector<int64_t>({2}, {6, 8}));
+  b.node("Transpose", {"W"}, {"Wt"}).attrs["perm"] = attr_ints("perm", {1, 0});
+  b.node("Cast", {"Wt"}, {"Wt16"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::BFloat16));
+  b.node("Reshape", {"x", "shape"}, {"xr"});
+  b.node("Cast", {"xr"}, {"xr16"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::BFloat16));
+  b.node("MatMul", {"xr16", "Wt16"}, {"y16"});
+  b.node("Cast", {"y16"}, {"y"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::Float));
+  b.output("y");
+  expect_same_bits(got, b.session().run({{"x", x}}).at("y"), "y");
+  // W's transpose is also an output (read in float32): its cast stays after it.
+  auto kept = linear_3d(true);
+  autocast(*kept, Precision::BFloat16);
+  EXPECT_EQ(kept->graph->find_value("Wt")->type.elem, DataType::Float);
+  EXPECT_EQ(producer(*kept, "Wt")->inputs[0]->name, "W");
+}
+
 TEST(Autocast, SessionPrecisionKeepsInterfaceAndAccuracy) {
   Tensor x = random_normal({4, 16}, 11);
   SessionOptions so;
