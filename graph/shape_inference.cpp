@@ -875,6 +875,15 @@ const std::unordered_map<std::string, Rule>& rules() {
           checked_axis(c, "attribute 'axis'", c.node.attr_int("axis", -1), s->size());
         same_shape(c);
       };
+    for (const char* op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"})
+      t[op] = [](Ctx& c) {
+        // The loss: per position [N, d...] (the labels' shape) with reduction none, else one
+        // value; SoftmaxCrossEntropyLoss's log-probabilities have the scores' shape (the
+        // training graph's gradient fusions read it).
+        if (c.node.attr_string("reduction", "mean") != "none") c.set_shape(0, {});
+        else if (const SymShape* labels = c.in_shape(1)) c.set_shape(0, *labels);
+        if (const SymShape* scores = c.in_shape(0)) c.set_shape(1, *scores);
+      };
     t["MatMul"] = matmul;
     t["Einsum"] = einsum;
     t["Transpose"] = transpose;

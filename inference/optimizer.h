@@ -88,6 +88,12 @@ size_t fuse_relu_grad(Model& model, const ExecutionProvider& runs_it);
 /// (fusions_max_pool_grad.cpp), where `runs_it` has that kernel.
 size_t fuse_max_pool_grad(Model& model, const ExecutionProvider& runs_it);
 
+/// Training's SoftmaxCrossEntropyLoss gradient (fusions_loss_grad.cpp): Mul(Sub(Exp(log_prob),
+/// Cast(Equal(Unsqueeze(labels, [1]), the constant classes))), coef) over a float log_prob of fixed
+/// class count, coef one value or [N, 1, d...] -> ai.onyx SoftmaxCrossEntropyGrad(log_prob, labels,
+/// coef), where `runs_it` has that kernel.
+size_t fuse_softmax_cross_entropy_grad(Model& model, const ExecutionProvider& runs_it);
+
 /// QDQ convolutions (fusions_qdq.cpp): QuantizeLinear(Conv(DequantizeLinear(x),
 /// DequantizeLinear(W), DequantizeLinear(B))) with 8-bit x of the output's type, constant int8 W
 /// (zero points 0, scale per tensor or per output channel) and int32 B in the scale x_scale *

@@ -1,0 +1,130 @@
+// fuse_softmax_cross_entropy_grad: training differentiates SoftmaxCrossEntropyLoss
+// (autodiff/rules_loss.cpp) as
+//   Mul(Sub(Exp(log_prob), Cast(Equal(Unsqueeze(labels, [1]), R))), coef)
+// in plain ONNX, R the classes 0..C-1 laid along axis 1 (constant once shapes fold), so the
+// training graph stays portable: five passes over the [N, C, ...] scores and a bool tensor.
+// -> ai.onyx SoftmaxCrossEntropyGrad(log_prob, labels, coef) (the CPU provider's
+// softmax_cross_entropy_grad.cpp), one pass, the same bits.
+#include <optional>
+
+#include "inference/fusion_util.h"
+#include "inference/optimizer.h"
+
+namespace onyx {
+namespace {
+
+struct LossGradMatch {
+  Node* mul;
+  Value* log_prob;
+  Value* labels;
+  Value* coef;
+};
+
+/// The node `v` when it is read by `reader` alone.
+Node* feeding(const Graph& g, const Value* v, const Node* reader) {
+  return v && v->producer && only_consumer(g, v) == reader ? v->producer : nullptr;
+}
+
+/// True when `v` is a constant holding 0, 1, ..., C-1 in order with shape [C, 1, ...] of rank
+/// `rank` (the classes laid along the scores' axis 1 once the label's axis is unsqueezed).
+bool constant_classes(const Graph& g, const Value* v, int64_t C, size_t rank) {
+  const Tensor* t = constant_value(g, v);
+  if (!t || static_cast<size_t>(t->rank()) != rank || rank == 0 || t->shape()[0] != C || t->numel() != C) return false;
+  if (t->dtype() == DataType::Int64) {
+    for (int64_t i = 0; i < C; ++i)
+      if (t->data<int64_t>()[i] != i) return false;
+    return true;
+  }
+  if (t->dtype() == DataType::Int32) {
+    for (int64_t i = 0; i < C; ++i)
+      if (t->data<int32_t>()[i] != i) return false;
+    return true;
+  }
+  return false;
+}
+
+/// Fixed dims of `v`'s inferred shape, or nullopt when one is not fixed (or the shape unknown).
+std::optional<Shape> fixed_shape(const Value* v) {
+  if (!v || !v->type.is_tensor() || !v->type.shape) return std::nullopt;
+  Shape s;
+  for (const Dim& d : *v->type.shape) {
+    if (!d.is_fixed()) return std::nullopt;
+    s.push_back(d.value);
+  }
+  return s;
+}
+
+std::optional<LossGradMatch> match_loss_grad(const Graph& g, Node* mul) {
+  if (!is_op(mul, "Mul") || mul->num_inputs() != 2 || mul->outputs.size() != 1) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    Node* sub = feeding(g, mul->inputs[side], mul);
+    Value* coef = mul->inputs[1 - side];
+    if (!is_op(sub, "Sub") || sub->num_inputs() != 2 || !coef) continue;
+    Node* exp = feeding(g, sub->inputs[0], sub);
+    Node* cast = feeding(g, sub->inputs[1], sub);
+    if (!is_op(exp, "Exp") || !exp->has_input(0) || !cast) continue;
+    Value* lp = exp->inputs[0];
+    const DataType dt = lp->type.elem;
+    if ((dt != DataType::Float && dt != DataType::Double) || coef->type.elem != dt ||
+        mul->outputs[0]->type.elem != dt)
+      continue;
+    const bool to_dt = (is_op(cast, "Cast") && cast->attr_int("to", 0) == static_cast<int64_t>(dt)) ||
+                       (is_op(cast, "CastLike") && cast->num_inputs() == 2 && cast->inputs[1] &&
+                        cast->inputs[1]->type.elem == dt);
+    if (!to_dt || !cast->has_input(0)) continue;
+    Node* eq = feeding(g, cast->inputs[0], cast);
+    if (!is_op(eq, "Equal") || eq->num_inputs() != 2) continue;
+    // The scores' shape [N, C, d...] with C fixed; the labels [N, d...] unsqueezed at 1.
+    if (!lp->type.is_tensor() || !lp->type.shape || lp->type.shape->size() < 2 ||
+        !(*lp->type.shape)[1].is_fixed())
+      continue;
+    const size_t rank = lp->type.shape->size();
+    const int64_t C = (*lp->type.shape)[1].value;
+    Node* unsq = made_by(eq->inputs[0], "Unsqueeze");
+    if (!unsq || !unsq->has_input(0) || unsq->inputs[0]->type.elem != DataType::Int64) continue;
+    const auto axes = unsq->num_inputs() > 1 ? constant_ints(g, unsq->inputs[1])
+                                             : std::optional<std::vector<int64_t>>(unsq->attr_ints("axes"));
+    if (!axes || *axes != std::vector<int64_t>{1}) continue;
+    if (!constant_classes(g, eq->inputs[1], C, rank - 1)) continue;
+    // Equal broadcasts to the scores' shape only if the labels' dims are the scores' but C.
+    const ValueType& lt = unsq->inputs[0]->type;
+    if (!lt.is_tensor() || !lt.shape || lt.shape->size() != rank - 1) continue;
+    bool dims_match = (*lt.shape)[0] == (*lp->type.shape)[0];
+    for (size_t i = 2; i < rank && dims_match; ++i) dims_match = (*lt.shape)[i - 1] == (*lp->type.shape)[i];
+    if (!dims_match) continue;
+    for (const Dim& d : *lt.shape)
+      if (!d.is_fixed() && d.param.empty()) dims_match = false;
+    if (!dims_match) continue;
+    // coef: one value, or [N, 1, d...] (the kernel checks the run's shapes too).
+    const std::optional<Shape> cs = fixed_shape(coef);
+    const bool one = cs && shape_numel(*cs) == 1;
+    bool per_position = false;
+    if (!one && coef->type.shape && coef->type.shape->size() == rank) {
+      per_position = (*coef->type.shape)[1].is_fixed() && (*coef->type.shape)[1].value == 1;
+      for (size_t i = 0; i < rank && per_position; ++i)
+        if (i != 1) per_position = (*coef->type.shape)[i] == (*lp->type.shape)[i];
+    }
+    if (!one && !per_position) continue;
+    return LossGradMatch{mul, lp, unsq->inputs[0], coef};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+size_t fuse_softmax_cross_entropy_grad(Model& model, const ExecutionProvider& runs_it) {
+  Graph& g = *model.graph;
+  std::vector<LossGradMatch> matches;
+  for (const auto& n : g.nodes())
+    if (auto m = match_loss_grad(g, n.get())) {
+      if (runs_it.registry().find("SoftmaxCrossEntropyGrad", "ai.onyx", 1, runs_it.name(),
+                                  m->log_prob->type.elem))
+        matches.push_back(*m);
+    }
+  for (const LossGradMatch& m : matches)
+    replace_producer(model, m.mul->outputs[0], "SoftmaxCrossEntropyGrad", "ai.onyx",
+                     {m.log_prob, m.labels, m.coef});
+  return matches.size();
+}
+
+}  // namespace onyx

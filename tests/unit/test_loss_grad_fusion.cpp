@@ -1,0 +1,126 @@
+// The softmax cross-entropy gradient's fusion (inference/fusions_loss_grad.cpp) and the ai.onyx
+// SoftmaxCrossEntropyGrad kernel (kernels/cpu/softmax_cross_entropy_grad.cpp): the loss rule's
+// Mul(Sub(Exp(log_prob), onehot(labels)), coef) in a training graph becomes one kernel with the
+// same bits, for [N, C] and [N, C, d] scores, mean and sum, ignored targets (labels outside
+// [0, C) included), class weights, class axis last, 1 and 2 threads; a symbolic class count is
+// left alone; bad operands are onyx::Errors.
+#include <gtest/gtest.h>
+
+#include "autodiff/training_graph.h"
+#include "graph/onnx_io.h"
+#include "graph/shape_inference.h"
+#include "test_util.h"
+
+namespace onyx::test {
+namespace {
+
+struct Case {
+  Shape x;                  // the scores' shape, classes at `class_axis`
+  int64_t class_axis = 1;
+  std::string reduction = "mean";
+  std::optional<int64_t> ignore_index;
+  bool weighted = false;
+};
+
+/// scores = x * s (s, the parameter, broadcast per class) with the softmax cross-entropy loss.
+autodiff::TrainingGraph loss_graph(const Case& c, bool symbolic_classes = false) {
+  ModelBuilder b(17);
+  SymShape xs;
+  for (size_t i = 0; i < c.x.size(); ++i) {
+    const bool classes = static_cast<int64_t>(i) == (c.class_axis < 0 ? int64_t(c.x.size()) - 1 : c.class_axis);
+    xs.push_back(classes && symbolic_classes ? Dim::symbol("classes") : Dim::fixed(c.x[i]));
+  }
+  b.input("x", DataType::Float, xs);
+  Shape ss(c.x.size(), 1);  // one scale per class (one for all when the class count is symbolic)
+  if (!symbolic_classes)
+    ss[c.class_axis < 0 ? c.x.size() - 1 : static_cast<size_t>(c.class_axis)] =
+        c.x[c.class_axis < 0 ? c.x.size() - 1 : static_cast<size_t>(c.class_axis)];
+  b.initializer("s", randn(ss, 31, 0.5));
+  const int64_t C = c.x[c.class_axis < 0 ? c.x.size() - 1 : static_cast<size_t>(c.class_axis)];
+  if (c.weighted) b.initializer("class_w", randn({C}, 32, 0.3));
+  b.node("Mul", {"x", "s"}, {"scores"});
+  b.output("scores");
+  auto m = b.build();
+  infer_types_and_shapes(*m);
+  autodiff::LossSpec spec{.kind = "softmax_cross_entropy", .reduction = c.reduction,
+                          .class_axis = c.class_axis, .ignore_index = c.ignore_index};
+  if (c.weighted) spec.weight = "class_w";
+  return autodiff::build_training_graph(*m, spec, {"s"});
+}
+
+/// Labels for `c`: random classes, a few set to the ignore index and (with one) out of range.
+Tensor labels_for(const Case& c) {
+  Shape ls = c.x;
+  const size_t axis = c.class_axis < 0 ? c.x.size() - 1 : static_cast<size_t>(c.class_axis);
+  const int64_t C = c.x[axis];
+  ls.erase(ls.begin() + static_cast<int64_t>(axis));
+  std::vector<int64_t> v(static_cast<size_t>(shape_numel(ls)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 7 + 3) % C);
+  if (c.ignore_index) {
+    v[1] = *c.ignore_index;
+    if (v.size() > 4) v[4] = *c.ignore_index;
+  }
+  return Tensor::from_vector<int64_t>(ls, v);
+}
+
+}  // namespace
+
+TEST(SoftmaxCrossEntropyGradFusion, LossGradientBecomesOneKernelWithTheSameBits) {
+  const Case cases[] = {
+      {{6, 11}},
+      {{4, 9, 5}},
+      {{4, 9, 5}, 1, "sum"},
+      {{6, 11}, 1, "mean", -100},
+      {{4, 9, 5}, 1, "mean", 2},
+      {{6, 11}, 1, "mean", std::nullopt, true},
+      {{3, 5, 13}, -1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("x {} axis {} {} ignore {} weighted {}", shape_str(c.x), c.class_axis,
+                             c.reduction, c.ignore_index ? std::to_string(*c.ignore_index) : "-",
+                             c.weighted));
+    const autodiff::TrainingGraph tg = loss_graph(c);
+    SessionOptions plain;
+    plain.opt_level = OptLevel::None;
+    const Session unfused(clone_model(*tg.model), plain);
+    EXPECT_EQ(op_counts(unfused)[":Exp"], 1);
+    const NamedTensors feeds{{"x", randn(c.x, 33, 2.0)}, {"labels", labels_for(c)}};
+    for (int threads : {1, 2}) {
+      SessionOptions opts;
+      opts.intra_op_threads = threads;
+      const Session fused(clone_model(*tg.model), opts);
+      auto ops = op_counts(fused);
+      EXPECT_EQ(ops["ai.onyx:SoftmaxCrossEntropyGrad"], 1);
+      EXPECT_EQ(ops[":Exp"], 0);
+      const NamedTensors a = fused.run(feeds), b = unfused.run(feeds);
+      for (const std::string& name : {tg.loss, tg.grads[0]})
+        expect_same_bits(a.at(name), b.at(name), name + " threads " + std::to_string(threads));
+    }
+  }
+}
+
+TEST(SoftmaxCrossEntropyGradFusion, SymbolicClassCountIsLeftAlone) {
+  const autodiff::TrainingGraph tg = loss_graph({{6, 11}}, /*symbolic_classes=*/true);
+  EXPECT_EQ(op_counts(Session(clone_model(*tg.model)))["ai.onyx:SoftmaxCrossEntropyGrad"], 0);
+}
+
+TEST(SoftmaxCrossEntropyGradFusion, KernelRefusesMismatchedOperands) {
+  auto run = [](const Shape& lp, const Shape& labels, const Shape& coef) {
+    ModelBuilder b(17, "ai.onyx");
+    b.input("lp", DataType::Float, lp).input("l", DataType::Int64, labels);
+    b.input("k", DataType::Float, coef);
+    b.node("SoftmaxCrossEntropyGrad", {"lp", "l", "k"}, {"dx"}, "ai.onyx");
+    b.output("dx");
+    Session s = b.session();
+    std::vector<int64_t> lv(static_cast<size_t>(shape_numel(labels)), 1);
+    return s.run({{"lp", randn(lp, 1)}, {"l", Tensor::from_vector<int64_t>(labels, lv)},
+                  {"k", randn(coef, 2)}});
+  };
+  EXPECT_EQ(run({2, 3, 4}, {2, 4}, {2, 1, 4}).at("dx").shape(), (Shape{2, 3, 4}));
+  expect_error([&] { run({2, 3, 4}, {2, 3}, {}); }, "labels must be int64 [2, 4]");
+  expect_error([&] { run({2, 3, 4}, {2, 4}, {2, 3, 4}); }, "coef must be one float value or float [2, 1, 4]");
+  // The session stays usable after the errors.
+  EXPECT_EQ(run({2, 3}, {2}, {}).at("dx").shape(), (Shape{2, 3}));
+}
+
+}  // namespace onyx::test
