@@ -29,17 +29,16 @@ Node* feeding(const Graph& g, const Value* v, const Node* reader) {
 /// `rank` (the classes laid along the scores' axis 1 once the label's axis is unsqueezed).
 bool constant_classes(const Graph& g, const Value* v, int64_t C, size_t rank) {
   const Tensor* t = constant_value(g, v);
-  if (!t || static_cast<size_t>(t->rank()) != rank || rank == 0 || t->shape()[0] != C || t->numel() != C) return false;
-  if (t->dtype() == DataType::Int64) {
+  if (!t || static_cast<size_t>(t->rank()) != rank || rank == 0 || t->shape()[0] != C ||
+      t->numel() != C)
+    return false;
+  auto in_order = [&]<typename I>(const I* v) {
     for (int64_t i = 0; i < C; ++i)
-      if (t->data<int64_t>()[i] != i) return false;
+      if (v[i] != i) return false;
     return true;
-  }
-  if (t->dtype() == DataType::Int32) {
-    for (int64_t i = 0; i < C; ++i)
-      if (t->data<int32_t>()[i] != i) return false;
-    return true;
-  }
+  };
+  if (t->dtype() == DataType::Int64) return in_order(t->data<int64_t>());
+  if (t->dtype() == DataType::Int32) return in_order(t->data<int32_t>());
   return false;
 }
 

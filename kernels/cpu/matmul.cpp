@@ -605,13 +605,14 @@ class GemmKernel final : public Kernel {
       return;
     }
     du::ThreadScope threads(ctx.threads());
-    du::PrimitiveCache<MatMulEntry>::Key key{static_cast<int64_t>(dt), ctx.threads(), M, N, K,
-                                             0, static_cast<int64_t>(DataType::Float)};
-    auto e = cache_.get(key, [&] { return entry(dt, M, N, K, false, true, DataType::Float); });
-    if (e->run_dt != dt) du::note_slow_path("GemmCast", dt, e->why);
-    if (e->ok && e->run_dt == dt && K > kFloatDstMaxK) {
-      Tensor low = ctx.scratch(dt, {M, N});
-      if (run_dnnl(ctx, A, B, nullptr, M, N, K, 1, 1, low)) {
+    if (K > kFloatDstMaxK) {
+      // run_dnnl's own 16-bit product (its cache entry), when oneDNN runs it natively.
+      du::PrimitiveCache<MatMulEntry>::Key low_key{static_cast<int64_t>(dt), ctx.threads(), M, N,
+                                                   K, false};
+      auto e16 = cache_.get(low_key, [&] { return entry(dt, M, N, K, false); });
+      if (e16->ok && e16->run_dt == dt) {
+        Tensor low = ctx.scratch(dt, {M, N});
+        run_dnnl(ctx, A, B, nullptr, M, N, K, 1, 1, low);
         dispatch<TypeList<float16, bfloat16>>(dt, ctx.label(), [&]<typename T>() {
           const T* in = low.data<T>();
           float* out = Y.data<float>();
@@ -621,6 +622,10 @@ class GemmKernel final : public Kernel {
         return;
       }
     }
+    du::PrimitiveCache<MatMulEntry>::Key key{static_cast<int64_t>(dt), ctx.threads(), M, N, K,
+                                             0, static_cast<int64_t>(DataType::Float)};
+    auto e = cache_.get(key, [&] { return entry(dt, M, N, K, false, true, DataType::Float); });
+    if (e->run_dt != dt) du::note_slow_path("GemmCast", dt, e->why);
     const Tensor a = e->run_dt == dt ? A : du::to_float32(ctx, A);
     if (e->ok) {
       const Tensor b = packed_.get(ctx, *e, B);

@@ -10,7 +10,7 @@
 //   outputs: dX = (exp(log_prob) - onehot(labels)) * coef, with the Exp kernel's exp: the bits
 //            of the five nodes.
 #include <algorithm>
-#include <vector>
+#include <type_traits>
 
 #include "graph/dispatch.h"
 #include "kernels/cpu/cpu_kernels.h"
