@@ -5,6 +5,7 @@
 //   onyx_train_bench --model m.onnx --data DIR [--threads 2] [--warmup 3] [--iters 10]
 //                    [--max-seconds 60] [--lr 1e-3] [--weight-decay 0.01]
 //                    [--precision fp32|bf16|fp16] [--profile trace.json] [--keep-denormals]
+//                    [--save-training-graph train.onnx]
 //
 // DIR holds <name>.pb (TensorProto) for every batch input the session asks for (the model's
 // inputs, then "labels"). The loss is softmax cross-entropy (mean) on the model's first
@@ -66,7 +67,7 @@ int main(int argc, char** argv) {
   int threads = 2, warmup = 3, iters = 10;
   int64_t class_axis = 1;
   double max_seconds = 60, lr = 1e-3, weight_decay = 0.01;
-  std::string precision = "fp32", profile;
+  std::string precision = "fp32", profile, save_graph;
   CLI::App app("Time onyx training steps on one fixed batch (used by bench/run_train.sh)");
   app.add_option("--model", model, "forward ONNX model")->required()->check(CLI::ExistingFile);
   app.add_option("--data", data, "folder of <input>.pb")->required()->check(CLI::ExistingDirectory);
@@ -88,6 +89,9 @@ int main(int argc, char** argv) {
                "IEEE denormals in the training graph (the default flushes them to zero)");
   app.add_option("--profile", profile,
                  "Chrome trace of the training graph's runs (adds time to the steps it times)");
+  app.add_option("--save-training-graph", save_graph,
+                 "write the training graph (forward, loss, backward; before the session's "
+                 "optimizer) as ONNX, to read what a profile's node names refer to");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -104,6 +108,7 @@ int main(int argc, char** argv) {
     auto t0 = Clock::now();
     onyx::TrainingSession ts(model, cfg);
     const double setup_ms = ms_since(t0);
+    if (!save_graph.empty()) onyx::save_model(ts.training_model(), save_graph);
     const onyx::NamedTensors batch = read_batch(ts, data);
 
     std::vector<double> losses, ms;

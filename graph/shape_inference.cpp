@@ -861,7 +861,9 @@ const std::unordered_map<std::string, Rule>& rules() {
           "InstanceNormalization", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
           "Asinh", "Acosh", "Atanh", "IsNaN", "IsInf", "Mish", "Celu", "ThresholdedRelu",
           "Shrink", "LpNormalization", "Trilu", "Bernoulli", "BitwiseNot", "GroupNormalization",
-          "RMSNormalization", "MeanVarianceNormalization", "LRN", "Swish", "ReverseSequence", "RotaryEmbedding"})
+          "RMSNormalization", "MeanVarianceNormalization", "LRN", "Swish", "ReverseSequence", "RotaryEmbedding",
+          // The scatters write into a copy of their data (input 0).
+          "ScatterND", "ScatterElements", "Scatter"})
       t[op] = same_shape;
     for (const char* op :
          {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Min", "Max", "Sum", "Mean", "Equal", "Less",

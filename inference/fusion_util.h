@@ -2,10 +2,12 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "graph/gelu_pattern.h"
 #include "graph/ir.h"
 
 namespace onyx {
@@ -51,6 +53,27 @@ inline std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const V
   if (t->dtype() == DataType::Int64)
     return std::vector<int64_t>(t->data<int64_t>(), t->data<int64_t>() + t->numel());
   return std::vector<int64_t>(t->data<int32_t>(), t->data<int32_t>() + t->numel());
+}
+
+/// Zeros as training's gradient rules write them (zeros_like: Expand(+0, shape)), or the
+/// constant of +0s constant folding made of them.
+struct ZeroFill {
+  Value* shape = nullptr;  // the Expand's shape; nullptr for the folded constant
+  Shape dims;              // the folded constant's dims
+};
+inline std::optional<ZeroFill> zero_fill(const Graph& g, const Value* v) {
+  if (const Tensor* t = constant_value(g, v)) {
+    if (!is_float(t->dtype())) return std::nullopt;
+    const auto* bytes = static_cast<const unsigned char*>(t->raw());
+    if (!std::all_of(bytes, bytes + t->nbytes(), [](unsigned char c) { return c == 0; }))
+      return std::nullopt;
+    return ZeroFill{nullptr, t->shape()};
+  }
+  const Node* expand = made_by(v, "Expand");
+  if (!expand || expand->inputs.size() != 2 || !expand->inputs[1]) return std::nullopt;
+  const std::optional<double> zero = constant_scalar(g, expand->inputs[0]);
+  if (!zero || *zero != 0.0 || std::signbit(*zero)) return std::nullopt;
+  return ZeroFill{expand->inputs[1], {}};
 }
 
 /// True when `a` and `b` have one shape at every run: the same dims, each fixed or a named

@@ -22,16 +22,6 @@ struct MaxPoolGradMatch {
   int64_t folded_numel = 0;  // with size nullptr: the folded zeros' length
 };
 
-/// A constant 1-D tensor of +0s (constant folding's result for Expand(0, [n]) of a fixed n), read
-/// by `reader` alone: its length, else -1.
-int64_t folded_zeros(const Graph& g, const Value* v, const Node* reader) {
-  const Tensor* t = g.initializer(v);
-  if (!t || t->rank() != 1 || !is_float(t->dtype()) || only_consumer(g, v) != reader) return -1;
-  const auto* bytes = static_cast<const unsigned char*>(t->raw());
-  const bool zeros = std::all_of(bytes, bytes + t->nbytes(), [](unsigned char c) { return c == 0; });
-  return zeros ? t->numel() : -1;
-}
-
 /// Reshape(v, [-1]) read by `reader` alone: v, else nullptr.
 Value* flattened(const Graph& g, Value* r, const Node* reader) {
   Node* n = made_by(r, "Reshape");
@@ -44,17 +34,12 @@ std::optional<MaxPoolGradMatch> match_max_pool_grad(const Graph& g, Node* n) {
   if (!is_op(n, "ScatterElements") || n->inputs.size() != 3 || n->outputs.size() != 1 ||
       n->attr_int("axis", 0) != 0 || n->attr_string("reduction", "none") != "add")
     return std::nullopt;
-  // data: a zero scalar expanded (or those zeros folded into a constant), read here alone.
-  Value* size = nullptr;
-  const int64_t folded = folded_zeros(g, n->inputs[0], n);
-  if (folded < 0) {
-    Node* expand = made_by(n->inputs[0], "Expand");
-    if (!expand || expand->inputs.size() != 2 || only_consumer(g, n->inputs[0]) != n)
-      return std::nullopt;
-    const std::optional<double> fill = constant_scalar(g, expand->inputs[0]);
-    if (!fill || *fill != 0.0 || std::signbit(*fill)) return std::nullopt;
-    size = expand->inputs[1];
-  }
+  // data: a zero scalar expanded (or those zeros folded into a 1-D constant), read here alone.
+  const std::optional<ZeroFill> zeros = zero_fill(g, n->inputs[0]);
+  if (!zeros || only_consumer(g, n->inputs[0]) != n || (!zeros->shape && zeros->dims.size() != 1))
+    return std::nullopt;
+  Value* size = zeros->shape;
+  const int64_t folded = size ? 0 : zeros->dims[0];
   // indices: MaxPool's Indices (row-major: storage_order 0), flattened.
   Value* indices = flattened(g, n->inputs[1], n);
   Node* pool = indices ? indices->producer : nullptr;

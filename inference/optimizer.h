@@ -94,6 +94,12 @@ size_t fuse_max_pool_grad(Model& model, const ExecutionProvider& runs_it);
 /// coef), where `runs_it` has that kernel.
 size_t fuse_softmax_cross_entropy_grad(Model& model, const ExecutionProvider& runs_it);
 
+/// Training's Gather / GatherND gradients (fusions_scatter_sum.cpp): ScatterND(zeros, indices,
+/// dy, reduction=add) of a float type, alone or as terms of a Sum whose inputs all have its
+/// shape (a tied embedding's dW_head + scattered rows, torch's packed q/k/v) -> ai.onyx
+/// ScatterAddSum(terms..., shape), where `runs_it` has that kernel.
+size_t fuse_scatter_add_sum(Model& model, const ExecutionProvider& runs_it);
+
 /// QDQ convolutions (fusions_qdq.cpp): QuantizeLinear(Conv(DequantizeLinear(x),
 /// DequantizeLinear(W), DequantizeLinear(B))) with 8-bit x of the output's type, constant int8 W
 /// (zero points 0, scale per tensor or per output channel) and int32 B in the scale x_scale *

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "kernels/shape_util.h"
+
 namespace onyx {
 
 ScatterReduction parse_scatter_reduction(const KernelInfo& info) {
@@ -45,11 +47,34 @@ size_t nd_tuple_length(const KernelContext& ctx, const Tensor& ind, const Shape&
 
 void check_nd_updates(const KernelContext& ctx, const Tensor& x, const Tensor& ind, size_t k,
                       const Tensor& upd) {
+  check_nd_updates(ctx, x.shape(), x.dtype(), ind, k, upd);
+}
+
+void check_nd_updates(const KernelContext& ctx, const Shape& shape, DataType dtype,
+                      const Tensor& ind, size_t k, const Tensor& upd) {
   Shape want(ind.shape().begin(), ind.shape().end() - 1);
-  want.insert(want.end(), x.shape().begin() + static_cast<int64_t>(k), x.shape().end());
-  ONYX_CHECK(upd.shape() == want && upd.dtype() == x.dtype(),
-             "[{}] updates should be {}{} but are {}{}", ctx.label(), dtype_name(x.dtype()),
+  want.insert(want.end(), shape.begin() + static_cast<int64_t>(k), shape.end());
+  ONYX_CHECK(upd.shape() == want && upd.dtype() == dtype,
+             "[{}] updates should be {}{} but are {}{}", ctx.label(), dtype_name(dtype),
              shape_str(want), dtype_name(upd.dtype()), shape_str(upd.shape()));
+}
+
+std::vector<int64_t> nd_offsets(const KernelContext& ctx, const Tensor& ind, const Shape& shape,
+                                size_t batch) {
+  const size_t k = nd_tuple_length(ctx, ind, shape, batch);
+  auto strides =
+      contiguous_strides(Shape(shape.begin() + static_cast<int64_t>(batch), shape.end()));
+  const int64_t* v = ind.data<int64_t>();
+  size_t n = k ? static_cast<size_t>(ind.numel()) / k : static_cast<size_t>(ind.numel());
+  std::vector<int64_t> offs(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < k; ++j) {
+      int64_t d = shape[batch + j], x = v[i * k + j];
+      ONYX_CHECK(x >= -d && x < d, "[{}] index {} is out of range for dim {} of size {}",
+                 ctx.label(), x, batch + j, d);
+      offs[i] += (x < 0 ? x + d : x) * strides[j];
+    }
+  return offs;
 }
 
 }  // namespace onyx

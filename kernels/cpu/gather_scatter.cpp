@@ -207,27 +207,6 @@ class ScatterElementsKernel final : public Kernel {
   Reduction red_;
 };
 
-/// Shared index math of GatherND / ScatterND: for each index tuple (the last dim of
-/// `ind`), the element offset of the slice it selects in a tensor of `shape` (after
-/// `batch` leading dims, whose offsets the caller adds).
-std::vector<int64_t> nd_offsets(const KernelContext& ctx, const Tensor& ind, const Shape& shape,
-                                size_t batch) {
-  const size_t k = nd_tuple_length(ctx, ind, shape, batch);
-  auto strides =
-      contiguous_strides(Shape(shape.begin() + static_cast<int64_t>(batch), shape.end()));
-  const int64_t* v = ind.data<int64_t>();
-  size_t n = k ? static_cast<size_t>(ind.numel()) / k : static_cast<size_t>(ind.numel());
-  std::vector<int64_t> offs(n, 0);
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < k; ++j) {
-      int64_t d = shape[batch + j], x = v[i * k + j];
-      ONYX_CHECK(x >= -d && x < d, "[{}] index {} is out of range for dim {} of size {}",
-                 ctx.label(), x, batch + j, d);
-      offs[i] += (x < 0 ? x + d : x) * strides[j];
-    }
-  return offs;
-}
-
 class GatherNDKernel final : public Kernel {
  public:
   explicit GatherNDKernel(const KernelInfo& info) : batch_(info.node.attr_int("batch_dims", 0)) {}
