@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -62,18 +63,26 @@ struct ZeroFill {
   Shape dims;              // the folded constant's dims
 };
 inline std::optional<ZeroFill> zero_fill(const Graph& g, const Value* v) {
-  if (const Tensor* t = constant_value(g, v)) {
-    if (!is_float(t->dtype())) return std::nullopt;
-    const auto* bytes = static_cast<const unsigned char*>(t->raw());
-    if (!std::all_of(bytes, bytes + t->nbytes(), [](unsigned char c) { return c == 0; }))
-      return std::nullopt;
-    return ZeroFill{nullptr, t->shape()};
+  if (const Node* expand = made_by(v, "Expand")) {
+    if (expand->inputs.size() != 2 || !expand->inputs[1]) return std::nullopt;
+    const std::optional<double> zero = constant_scalar(g, expand->inputs[0]);
+    if (!zero || *zero != 0.0 || std::signbit(*zero)) return std::nullopt;
+    return ZeroFill{expand->inputs[1], {}};
   }
-  const Node* expand = made_by(v, "Expand");
-  if (!expand || expand->inputs.size() != 2 || !expand->inputs[1]) return std::nullopt;
-  const std::optional<double> zero = constant_scalar(g, expand->inputs[0]);
-  if (!zero || *zero != 0.0 || std::signbit(*zero)) return std::nullopt;
-  return ZeroFill{expand->inputs[1], {}};
+  const Tensor* t = constant_value(g, v);
+  if (!t || !is_float(t->dtype())) return std::nullopt;
+  // All bits zero (+0.0), a word at a time: such constants can be tens of MB.
+  const auto* bytes = static_cast<const unsigned char*>(t->raw());
+  const size_t n = t->nbytes(), words = n / sizeof(uint64_t);
+  uint64_t any = 0;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w;
+    std::memcpy(&w, bytes + i * sizeof(uint64_t), sizeof w);
+    any |= w;
+  }
+  for (size_t i = words * sizeof(uint64_t); i < n; ++i) any |= bytes[i];
+  if (any != 0) return std::nullopt;
+  return ZeroFill{nullptr, t->shape()};
 }
 
 /// True when `a` and `b` have one shape at every run: the same dims, each fixed or a named

@@ -64,6 +64,23 @@ bool matmuls_read_it_in_place(const Graph& g, const Node& node) {
 }
 
 
+/// True when `node` is Expand(a constant single value, shape) read only as the data of
+/// ScatterND / ScatterElements: training's zeros_like under a Gather's or MaxPool's gradient.
+/// Folded, it becomes a constant as large as the scattered tensor (32 MB for a 16384 x 512
+/// embedding) that every run copies before scattering; left alone, the Expand is a write-only fill
+/// and the gradient fusions (fuse_scatter_add_sum, fuse_max_pool_grad) take it without reading
+/// the zeros.
+bool scatter_zeros_filled_at_run_time(const Graph& g, const Node& node) {
+  if (!is_op(&node, "Expand") || node.num_inputs() != 2 || !node.outputs[0] ||
+      is_graph_output(g, node.outputs[0]) || node.outputs[0]->consumers.empty())
+    return false;
+  const Tensor* fill = constant_value(g, node.inputs[0]);
+  if (!fill || fill->numel() != 1) return false;
+  for (const auto& [c, input] : node.outputs[0]->consumers)
+    if (input != 0 || !(is_op(c, "ScatterND") || is_op(c, "ScatterElements"))) return false;
+  return true;
+}
+
 /// Replaces `node` by an initializer when its one output is a small integer tensor (rank 0 or
 /// 1, int64 or int32) whose contents shape inference's data propagation knows although some
 /// input is not constant: a fixed dim of a partly symbolic shape. torch.onnx computes the
@@ -104,6 +121,7 @@ size_t fold_constants(Model& model, const ExecutionProvider& cpu, bool transpose
   for (Node* node : g.topological_order()) {
     if (!foldable_op(*node) || node->outputs.empty() || known_too_large_to_fold(*node)) continue;
     if (transposes_fused_later && matmuls_read_it_in_place(g, *node)) continue;
+    if (scatter_zeros_filled_at_run_time(g, *node)) continue;
     std::vector<Datum> inputs;
     bool all_const = true;
     for (const Value* v : node->inputs) {

@@ -3,7 +3,8 @@
 // dense terms, and a ScatterND into zeros alone, become one kernel with the same bits: repeated
 // and negative indices, tuples of one and two dims, zeros folded or expanded from a symbolic
 // shape, 1 and 2 threads. Through autodiff: a tied embedding (Gather + LM head over one table) and
-// torch's packed q/k/v (three Gathers of one [3, D] tensor). Bad operands are onyx::Errors.
+// torch's packed q/k/v (three Gathers of one [3, D] tensor). Zeros under a scatter are not folded
+// into constants. Bad operands are onyx::Errors.
 #include <gtest/gtest.h>
 
 #include "autodiff/training_graph.h"
@@ -148,6 +149,28 @@ TEST(ScatterAddSumFusion, TiedEmbeddingAndPackedQkvGradients) {
       expect_near(got.at(g), values(want.at(g)), 1e-6);
     }
   }
+}
+
+TEST(ScatterAddSumFusion, ZerosUnderAScatterAreFilledAtRunTimeNotFolded) {
+  // A scatter the fusion does not take (reduction none): its zeros stay an Expand, a fill at
+  // run time, instead of a folded constant as large as the table.
+  ModelBuilder b(17);
+  b.input("i", DataType::Int64, Shape{2, 1}).input("u", DataType::Float, Shape{2, D});
+  add_zeros(b, "z", {V, D});
+  b.node("ScatterND", {"z", "i", "u"}, {"y"});
+  b.output("y");
+  Session s = b.session();
+  EXPECT_EQ(op_counts(s)[":Expand"], 1);
+  EXPECT_EQ(s.model().graph->initializer(s.model().graph->find_value("z")), nullptr);
+  const Tensor u = randn({2, D}, 5);
+  const Tensor y = s.run({{"i", ids({2, 1}, {4, -2})}, {"u", u}}).at("y");
+  std::vector<double> want(static_cast<size_t>(V * D), 0.0);
+  const std::vector<double> uv = values(u);
+  for (int64_t j = 0; j < D; ++j) {
+    want[static_cast<size_t>(4 * D + j)] = uv[static_cast<size_t>(j)];
+    want[static_cast<size_t>((V - 2) * D + j)] = uv[static_cast<size_t>(D + j)];
+  }
+  expect_near(y, want, 0.0);
 }
 
 TEST(ScatterAddSumFusion, KernelRefusesBadOperands) {
