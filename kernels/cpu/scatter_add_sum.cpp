@@ -37,30 +37,49 @@ struct Term {
   const Tensor* updates = nullptr;
 };
 
-/// One scattered term's updates grouped by the slice they hit: slice offsets in order of first
-/// appearance, and for each the update numbers in index order.
+/// One scattered term's updates grouped by the slice they hit: slice offsets in increasing
+/// order, and for each the update numbers in index order.
 struct Groups {
   std::vector<int64_t> offset;
   std::vector<int64_t> start;  // group g's updates are order[start[g] .. start[g + 1])
   std::vector<int64_t> order;
 };
 
-Groups group_by_slice(const std::vector<int64_t>& offs) {
-  Groups gr;
+/// The updates sorted by slice (`slices` of `slice` elements each), stably: a slice keeps its
+/// updates in index order, as ScatterND adds them. A counting sort, O(updates + slices), when the
+/// slices are not many more than the updates (an embedding table's rows); else a comparison sort
+/// of the updates alone (a few elements scattered into a large tensor).
+Groups group_by_slice(const std::vector<int64_t>& offs, int64_t slice, int64_t slices) {
   const auto n = static_cast<int64_t>(offs.size());
+  Groups gr;
   gr.order.resize(offs.size());
-  std::iota(gr.order.begin(), gr.order.end(), int64_t{0});
-  // Stable: within one slice the updates keep index order, as ScatterND adds them.
-  std::stable_sort(gr.order.begin(), gr.order.end(),
-                   [&](int64_t a, int64_t b) { return offs[static_cast<size_t>(a)] < offs[static_cast<size_t>(b)]; });
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t off = offs[static_cast<size_t>(gr.order[static_cast<size_t>(i)])];
-    if (gr.offset.empty() || gr.offset.back() != off) {
-      gr.offset.push_back(off);
-      gr.start.push_back(i);
+  if (slices > 4 * n + 4096) {
+    std::iota(gr.order.begin(), gr.order.end(), int64_t{0});
+    std::stable_sort(gr.order.begin(), gr.order.end(), [&](int64_t a, int64_t b) {
+      return offs[static_cast<size_t>(a)] < offs[static_cast<size_t>(b)];
+    });
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t off = offs[static_cast<size_t>(gr.order[static_cast<size_t>(i)])];
+      if (gr.offset.empty() || gr.offset.back() != off) {
+        gr.offset.push_back(off);
+        gr.start.push_back(i);
+      }
     }
+    gr.start.push_back(n);
+    return gr;
   }
+  // first[s]: where slice s's updates start in `order` (counts, then their prefix sums).
+  std::vector<int64_t> first(static_cast<size_t>(slices) + 1, 0);
+  for (int64_t off : offs) ++first[static_cast<size_t>(off / slice) + 1];
+  for (size_t s = 1; s < first.size(); ++s) first[s] += first[s - 1];
+  for (int64_t s = 0; s < slices; ++s)
+    if (first[static_cast<size_t>(s) + 1] > first[static_cast<size_t>(s)]) {
+      gr.offset.push_back(s * slice);
+      gr.start.push_back(first[static_cast<size_t>(s)]);
+    }
   gr.start.push_back(n);
+  for (int64_t i = 0; i < n; ++i)
+    gr.order[static_cast<size_t>(first[static_cast<size_t>(offs[static_cast<size_t>(i)] / slice)]++)] = i;
   return gr;
 }
 
@@ -139,7 +158,7 @@ class ScatterAddSumKernel final : public Kernel {
         const auto k = static_cast<size_t>(t.indices->dim(-1));
         const int64_t slice = dims_product(shape, k, shape.size());
         if (slice == 0) continue;
-        const Groups gr = group_by_slice(offsets[i]);
+        const Groups gr = group_by_slice(offsets[i], slice, n / slice);
         const T* u = t.updates->data<T>();
         const auto groups = static_cast<int64_t>(gr.offset.size());
         parallel_for(groups, threads, std::max<int64_t>(1, kCheapGrain / slice),

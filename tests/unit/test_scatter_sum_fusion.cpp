@@ -40,7 +40,8 @@ Tensor ids(const Shape& shape, const std::vector<int64_t>& v) {
 }
 
 /// out = Sum(S1, G, S2) over a [V, D] table (S1 with repeated and negative rows), lone =
-/// ScatterND into [3, 4, D] zeros with (i, j) tuples, and the feeds for both.
+/// ScatterND into [3, 4, D] zeros with (i, j) tuples, sparse = four rows (one thrice) of a
+/// [9000, 2] table, and the feeds.
 std::unique_ptr<Model> sums_model(bool symbolic, NamedTensors& feeds) {
   ModelBuilder b(17);
   if (symbolic)
@@ -50,21 +51,26 @@ std::unique_ptr<Model> sums_model(bool symbolic, NamedTensors& feeds) {
   b.input("i1", DataType::Int64, Shape{9, 1}).input("u1", DataType::Float, Shape{9, D});
   b.input("i2", DataType::Int64, Shape{4, 1}).input("u2", DataType::Float, Shape{4, D});
   b.input("i3", DataType::Int64, Shape{5, 2}).input("u3", DataType::Float, Shape{5, D});
+  b.input("i4", DataType::Int64, Shape{4, 1}).input("u4", DataType::Float, Shape{4, 2});
   add_zeros(b, "z1", {V, D}, symbolic ? "G" : "");
   add_zeros(b, "z2", {V, D}, symbolic ? "G" : "");
   add_zeros(b, "z3", {3, 4, D});
+  add_zeros(b, "z4", {9000, 2});  // many more rows than updates: the kernel's comparison sort
   add_scatter(b, "z1", "i1", "u1", "s1");
   add_scatter(b, "z2", "i2", "u2", "s2");
   add_scatter(b, "z3", "i3", "u3", "lone");
+  add_scatter(b, "z4", "i4", "u4", "sparse");
   b.node("Sum", {"s1", "G", "s2"}, {"out"});
-  b.output("out").output("lone");
+  b.output("out").output("lone").output("sparse");
   feeds = {{"G", randn({V, D}, 1)},
            {"i1", ids({9, 1}, {3, 7, 3, -1, 0, 7, 3, 36, 12})},
            {"u1", randn({9, D}, 2)},
            {"i2", ids({4, 1}, {7, 5, 36, 5})},
            {"u2", randn({4, D}, 3)},
            {"i3", ids({5, 2}, {0, 1, 2, 3, 0, 1, -1, 0, 1, 1})},
-           {"u3", randn({5, D}, 4)}};
+           {"u3", randn({5, D}, 4)},
+           {"i4", ids({4, 1}, {8000, -1, 8000, 8000})},
+           {"u4", randn({4, 2}, 6)}};
   auto m = b.build();
   infer_types_and_shapes(*m);
   return m;
@@ -83,13 +89,13 @@ void expect_fused_same_bits(bool symbolic) {
     opts.intra_op_threads = threads;
     const Session fused(clone_model(*m), opts);
     auto ops = op_counts(fused);
-    EXPECT_EQ(ops["ai.onyx:ScatterAddSum"], 2);
+    EXPECT_EQ(ops["ai.onyx:ScatterAddSum"], 3);
     EXPECT_EQ(ops[":ScatterND"], 0);
     EXPECT_EQ(ops[":Sum"], 0);
     // The zero tensors are gone with the nodes that read them.
     EXPECT_EQ(ops[":Expand"], 0);
     const NamedTensors got = fused.run(feeds);
-    for (const char* name : {"out", "lone"})
+    for (const char* name : {"out", "lone", "sparse"})
       expect_same_bits(got.at(name), want.at(name),
                        std::string(name) + " threads " + std::to_string(threads));
   }
