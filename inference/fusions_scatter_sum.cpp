@@ -7,6 +7,7 @@
 // same bits. A ScatterND into zeros that no Sum reads alone becomes a one-term ScatterAddSum.
 #include <algorithm>
 #include <optional>
+#include <unordered_set>
 
 #include "inference/fusion_util.h"
 #include "inference/optimizer.h"
@@ -45,10 +46,11 @@ std::optional<ScatterTerm> scatter_into_zeros(const Graph& g, const Value* v) {
 }
 
 struct SumMatch {
-  Value* out;                       // the Sum's (or lone ScatterND's) output
-  std::vector<int64_t> kinds;       // 0 dense, 1 scattered
-  std::vector<Value*> inputs;       // the terms' inputs, in order
+  Value* out;                        // the Sum's (or lone ScatterND's) output
+  std::vector<int64_t> kinds;        // 0 dense, 1 scattered
+  std::vector<Value*> inputs;        // the terms' inputs, in order
   std::optional<ScatterTerm> first;  // a scattered term (its zeros give the output's shape)
+  std::vector<const Node*> scatters;  // the ScatterNDs it takes
 };
 
 /// A Sum with at least one ScatterND-into-zeros term read by it alone; every term of the Sum's
@@ -56,7 +58,7 @@ struct SumMatch {
 std::optional<SumMatch> match_sum(const Graph& g, Node* sum) {
   if (!is_op(sum, "Sum") || sum->outputs.size() != 1 || sum->inputs.empty()) return std::nullopt;
   Value* out = sum->outputs[0];
-  SumMatch m{out, {}, {}, std::nullopt};
+  SumMatch m{out, {}, {}, std::nullopt, {}};
   for (Value* in : sum->inputs) {
     if (!in || !provably_same_shape(in, out) || in->type.elem != out->type.elem) return std::nullopt;
     const bool once = std::count(sum->inputs.begin(), sum->inputs.end(), in) == 1;
@@ -70,20 +72,20 @@ std::optional<SumMatch> match_sum(const Graph& g, Node* sum) {
     m.kinds.push_back(1);
     m.inputs.push_back(t->updates);
     m.inputs.push_back(t->indices);
+    m.scatters.push_back(in->producer);
     if (!m.first) m.first = t;
   }
   if (!m.first) return std::nullopt;
   return m;
 }
 
-/// A ScatterND into zeros that no fusable Sum takes: a one-term sum.
+/// A ScatterND into zeros (that no Sum match took): a one-term sum.
 std::optional<SumMatch> match_lone_scatter(const Graph& g, Node* n) {
   if (!is_op(n, "ScatterND") || n->outputs.size() != 1) return std::nullopt;
   Value* out = n->outputs[0];
   std::optional<ScatterTerm> t = scatter_into_zeros(g, out);
   if (!t) return std::nullopt;
-  if (Node* reader = only_consumer(g, out); reader && match_sum(g, reader)) return std::nullopt;
-  return SumMatch{out, {1}, {t->updates, t->indices}, t};
+  return SumMatch{out, {1}, {t->updates, t->indices}, t, {n}};
 }
 
 }  // namespace
@@ -91,14 +93,19 @@ std::optional<SumMatch> match_lone_scatter(const Graph& g, Node* n) {
 size_t fuse_scatter_add_sum(Model& model, const ExecutionProvider& runs_it) {
   Graph& g = *model.graph;
   std::vector<SumMatch> matches;
-  for (const auto& n : g.nodes()) {
-    std::optional<SumMatch> m = match_sum(g, n.get());
-    if (!m) m = match_lone_scatter(g, n.get());
-    // Only for a provider with the kernel: elsewhere the plain nodes stay where they run.
-    if (m && runs_it.registry().find("ScatterAddSum", "ai.onyx", 1, runs_it.name(),
-                                     m->out->type.elem))
+  std::unordered_set<const Node*> taken;  // ScatterNDs a match holds
+  // Sums first, then the ScatterNDs none of them took. Only for a provider with the kernel:
+  // elsewhere the plain nodes stay where they run.
+  for (auto* match : {&match_sum, &match_lone_scatter})
+    for (const auto& n : g.nodes()) {
+      if (taken.count(n.get())) continue;
+      std::optional<SumMatch> m = (*match)(g, n.get());
+      if (!m || !runs_it.registry().find("ScatterAddSum", "ai.onyx", 1, runs_it.name(),
+                                         m->out->type.elem))
+        continue;
+      taken.insert(m->scatters.begin(), m->scatters.end());
       matches.push_back(std::move(*m));
-  }
+    }
   for (SumMatch& m : matches) {
     Value* shape = m.first->shape;
     if (!shape) {

@@ -246,26 +246,6 @@ TEST(MixedPrecision, CheckpointsKeepTheScalerAndResumeBitIdentically) {
   std::filesystem::remove(path);
 }
 
-/// mlp_model's layers as torch.onnx writes nn.Linear on 3-D input: MatMul(x, Transpose(W)) + b.
-std::unique_ptr<Model> transposed_mlp_model(int64_t in, int64_t hidden, int64_t classes) {
-  std::mt19937 rng(7);
-  ModelBuilder b(17);
-  b.input("x", DataType::Float, SymShape{Dim::symbol("N"), Dim::fixed(in)});
-  b.initializer("w1", random_tensor({hidden, in}, rng));
-  b.initializer("b1", random_tensor({hidden}, rng, 0.1));
-  b.initializer("w2", random_tensor({classes, hidden}, rng));
-  b.initializer("b2", random_tensor({classes}, rng, 0.1));
-  b.node("Transpose", {"w1"}, {"w1t"}).attrs["perm"] = attr_ints("perm", {1, 0});
-  b.node("Transpose", {"w2"}, {"w2t"}).attrs["perm"] = attr_ints("perm", {1, 0});
-  b.node("MatMul", {"x", "w1t"}, {"xw"});
-  b.node("Add", {"xw", "b1"}, {"h"});
-  b.node("Relu", {"h"}, {"hr"});
-  b.node("MatMul", {"hr", "w2t"}, {"hw"});
-  b.node("Add", {"hw", "b2"}, {"logits"});
-  b.output("logits");
-  return b.build();
-}
-
 // TrainingConfig::low_precision_weight_copies: the 16-bit weights the optimizer writes give the
 // bits the graph's Casts give, with every optimizer, bf16 and fp16, accumulation and
 // recomputation, and for torch's transposed spelling of a linear layer; no Cast of a weight runs

@@ -14,16 +14,23 @@ inline Tensor random_tensor(const Shape& s, std::mt19937& rng, double scale = 0.
   return Tensor::from_vector<float>(s, v);
 }
 
-/// x[N, in] -> Gemm -> Relu -> (Dropout) -> Gemm -> logits[N, classes].
-inline std::unique_ptr<Model> mlp_model(int64_t in, int64_t hidden, int64_t classes, bool dropout = false,
-                                        uint32_t seed = 7) {
+/// The MLP's input x[N, in] and seeded weights w1 [hidden, in], b1, w2 [classes, hidden], b2:
+/// the same draws whichever way its layers are spelled.
+inline void add_mlp_weights(ModelBuilder& b, int64_t in, int64_t hidden, int64_t classes,
+                            uint32_t seed) {
   std::mt19937 rng(seed);
-  ModelBuilder b(17);
   b.input("x", DataType::Float, SymShape{Dim::symbol("N"), Dim::fixed(in)});
   b.initializer("w1", random_tensor({hidden, in}, rng));
   b.initializer("b1", random_tensor({hidden}, rng, 0.1));
   b.initializer("w2", random_tensor({classes, hidden}, rng));
   b.initializer("b2", random_tensor({classes}, rng, 0.1));
+}
+
+/// x[N, in] -> Gemm -> Relu -> (Dropout) -> Gemm -> logits[N, classes].
+inline std::unique_ptr<Model> mlp_model(int64_t in, int64_t hidden, int64_t classes, bool dropout = false,
+                                        uint32_t seed = 7) {
+  ModelBuilder b(17);
+  add_mlp_weights(b, in, hidden, classes, seed);
   set_attrs(b.node("Gemm", {"x", "w1", "b1"}, {"h"}), {attr_int("transB", 1)});
   b.node("Relu", {"h"}, {"hr"});
   std::string last = "hr";
@@ -33,6 +40,21 @@ inline std::unique_ptr<Model> mlp_model(int64_t in, int64_t hidden, int64_t clas
     last = "hd";
   }
   set_attrs(b.node("Gemm", {last, "w2", "b2"}, {"logits"}), {attr_int("transB", 1)});
+  b.output("logits");
+  return b.build();
+}
+
+/// mlp_model's layers as torch.onnx writes nn.Linear on 3-D input: MatMul(x, Transpose(W)) + b.
+inline std::unique_ptr<Model> transposed_mlp_model(int64_t in, int64_t hidden, int64_t classes) {
+  ModelBuilder b(17);
+  add_mlp_weights(b, in, hidden, classes, 7);
+  b.node("Transpose", {"w1"}, {"w1t"}).attrs["perm"] = attr_ints("perm", {1, 0});
+  b.node("Transpose", {"w2"}, {"w2t"}).attrs["perm"] = attr_ints("perm", {1, 0});
+  b.node("MatMul", {"x", "w1t"}, {"xw"});
+  b.node("Add", {"xw", "b1"}, {"h"});
+  b.node("Relu", {"h"}, {"hr"});
+  b.node("MatMul", {"hr", "w2t"}, {"hw"});
+  b.node("Add", {"hw", "b2"}, {"logits"});
   b.output("logits");
   return b.build();
 }

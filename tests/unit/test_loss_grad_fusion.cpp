@@ -80,15 +80,11 @@ TEST(SoftmaxCrossEntropyGradFusion, LossGradientBecomesOneKernelWithTheSameBits)
                              c.reduction, c.ignore_index ? std::to_string(*c.ignore_index) : "-",
                              c.weighted));
     const autodiff::TrainingGraph tg = loss_graph(c);
-    SessionOptions plain;
-    plain.opt_level = OptLevel::None;
-    const Session unfused(clone_model(*tg.model), plain);
+    const Session unfused = session_of(*tg.model, OptLevel::None);
     EXPECT_EQ(op_counts(unfused)[":Exp"], 1);
     const NamedTensors feeds{{"x", randn(c.x, 33, 2.0)}, {"labels", labels_for(c)}};
     for (int threads : {1, 2}) {
-      SessionOptions opts;
-      opts.intra_op_threads = threads;
-      const Session fused(clone_model(*tg.model), opts);
+      const Session fused = session_of(*tg.model, OptLevel::All, threads);
       auto ops = op_counts(fused);
       EXPECT_EQ(ops["ai.onyx:SoftmaxCrossEntropyGrad"], 1);
       EXPECT_EQ(ops[":Exp"], 0);

@@ -57,18 +57,14 @@ TEST(MaxPoolGradFusion, TrainingGraphsPoolGradientBecomesOneMaxPoolGradWithTheSa
     for (DataType dt : {DataType::Float, DataType::BFloat16, DataType::Float16}) {
       SCOPED_TRACE(fmt::format("{} fixed batch {}", dtype_name(dt), fixed_batch));
       const autodiff::TrainingGraph tg = pool_training_graph(dt, fixed_batch);
-      SessionOptions plain;
-      plain.opt_level = OptLevel::None;
-      const Session unfused(clone_model(*tg.model), plain);
+      const Session unfused = session_of(*tg.model, OptLevel::None);
       EXPECT_EQ(op_counts(unfused)[":ScatterElements"], 1);
       // Ties: whole rows of equal values, so windows share maxima and indices repeat.
       Tensor x = randn({5, 3, 9, 9}, 4);
       for (int j = 0; j < 9 * 9; ++j) x.data<float>()[j] = 0.25f;
       for (int j = 0; j < 9; ++j) x.data<float>()[3 * 81 + 9 + j] = 1.5f;
       for (int threads : {1, 2}) {
-        SessionOptions opts;
-        opts.intra_op_threads = threads;
-        const Session fused(clone_model(*tg.model), opts);
+        const Session fused = session_of(*tg.model, OptLevel::All, threads);
         auto ops = op_counts(fused);
         EXPECT_EQ(ops["ai.onyx:MaxPoolGrad"], 1);
         EXPECT_EQ(ops[":ScatterElements"], 0);

@@ -80,14 +80,10 @@ std::unique_ptr<Model> sums_model(bool symbolic, NamedTensors& feeds) {
 void expect_fused_same_bits(bool symbolic) {
   NamedTensors feeds;
   std::unique_ptr<Model> m = sums_model(symbolic, feeds);
-  SessionOptions plain;
-  plain.opt_level = OptLevel::None;
-  const Session unfused(clone_model(*m), plain);
+  const Session unfused = session_of(*m, OptLevel::None);
   const NamedTensors want = unfused.run(feeds);
   for (int threads : {1, 2}) {
-    SessionOptions opts;
-    opts.intra_op_threads = threads;
-    const Session fused(clone_model(*m), opts);
+    const Session fused = session_of(*m, OptLevel::All, threads);
     auto ops = op_counts(fused);
     EXPECT_EQ(ops["ai.onyx:ScatterAddSum"], 3);
     EXPECT_EQ(ops[":ScatterND"], 0);
@@ -134,17 +130,13 @@ TEST(ScatterAddSumFusion, ZerosOfASymbolicShapeFuseToo) { expect_fused_same_bits
 
 TEST(ScatterAddSumFusion, TiedEmbeddingAndPackedQkvGradients) {
   const autodiff::TrainingGraph tg = tied_embedding_graph();
-  SessionOptions plain;
-  plain.opt_level = OptLevel::None;
-  const Session unfused(clone_model(*tg.model), plain);
+  const Session unfused = session_of(*tg.model, OptLevel::None);
   EXPECT_EQ(op_counts(unfused)[":ScatterND"], 4);  // W's rows, and q, k, v
   const NamedTensors feeds{{"ids", ids({2, 6}, {1, 5, 5, 36, 0, 1, 5, 2, 2, 9, 36, 1})},
                            {"labels", ids({2, 6}, {5, 1, 0, 3, 3, 36, 7, 7, 1, 0, 2, 4})}};
   const NamedTensors want = unfused.run(feeds);
   for (int threads : {1, 2}) {
-    SessionOptions opts;
-    opts.intra_op_threads = threads;
-    const Session fused(clone_model(*tg.model), opts);
+    const Session fused = session_of(*tg.model, OptLevel::All, threads);
     auto ops = op_counts(fused);
     EXPECT_EQ(ops["ai.onyx:ScatterAddSum"], 2);  // W: head + rows; P: q + k + v
     EXPECT_EQ(ops[":ScatterND"], 0);

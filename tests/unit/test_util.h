@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/onnx_io.h"
 #include "inference/session.h"
 
 namespace onyx::test {
@@ -186,6 +187,16 @@ inline void expect_near(const Tensor& t, const std::vector<double>& want, double
   auto got = t.to_double_vector();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "at element " << i;
+}
+
+/// A session of a copy of `m` at `level` with `threads` intra-op threads (0: the default): the
+/// gradient-fusion tests run the fused graph at 1 and 2 threads against the plain one
+/// (OptLevel::None).
+inline Session session_of(const Model& m, OptLevel level, int threads = 0) {
+  SessionOptions opts;
+  opts.opt_level = level;
+  opts.intra_op_threads = threads;
+  return Session(clone_model(m), opts);
 }
 
 /// How many nodes of each "domain:op_type" the session's optimized graph holds.
