@@ -405,6 +405,9 @@ struct TrainingSession::Impl {
 
   StepResult step(const NamedTensors& batch) {
     if (budget_pending) plan_budget(batch);
+    // The whole step, not only the graph's runs: the update passes below read gradients and
+    // optimizer moments that are mostly denormals in a language model's first steps.
+    optim::DenormalsAsZero denormals(cfg.flush_denormals, threads);
     std::vector<std::string> wanted = {tg.loss};
     wanted.insert(wanted.end(), tg.grads.begin(), tg.grads.end());
     for (const auto& [in, upd] : tg.state_updates) wanted.push_back(upd);

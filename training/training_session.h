@@ -92,9 +92,12 @@ struct TrainingConfig {
   /// skipped (StepResult::skipped), not an error.
   optim::LossScalerConfig loss_scaler;
   /// Denormal floats read and written as zero in the training graph's runs
-  /// (SessionOptions::flush_denormals): on Intel CPUs a language model's early logits
-  /// gradients, mostly denormals, made its steps 17x slower. Activations and gradients below
-  /// 1.2e-38 become 0, as under TensorFlow's and XLA's CPU defaults; off keeps them.
+  /// (SessionOptions::flush_denormals) and in the update passes after them (gradient norm and
+  /// checks, the optimizer step: optim::DenormalsAsZero): on Intel CPUs a language model's early
+  /// logits gradients, mostly denormals, made its steps 17x slower, and its AdamW moments, sunk
+  /// into denormals, the optimizer step 2x slower. Activations, gradients and moments below
+  /// 1.2e-38 become 0, as under TensorFlow's and XLA's CPU defaults and
+  /// torch.set_flush_denormal(True); off keeps them.
   bool flush_denormals = true;
   /// Non-empty: record a Chrome-trace event per node of every training-graph run (forward,
   /// backward and loss; not the optimizer step), written to this file by end_profiling().

@@ -159,7 +159,8 @@ double copy_sum_squares(Tensor& dst_t, const Tensor& src_t, int threads) {
   const float* src = src_t.data<float>();
   std::vector<double> partial((n + kBlock - 1) / kBlock, 0.0);
   for_each_block(n, threads, [&](int64_t k, int64_t b, int64_t e) {
-    std::memcpy(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
+    // Equal pointers: the run wrote the gradient in place (a read, not a 2x-traffic copy).
+    if (dst != src) std::memcpy(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
     partial[k] = sum_squares(dst + b, e - b);  // the block just written, still in cache
   });
   double s = 0;

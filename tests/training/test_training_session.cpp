@@ -11,6 +11,7 @@
 #include "autodiff/training_graph.h"
 #include "graph/onnx_io.h"
 #include "kernels/denormals.h"
+#include "training/checkpoint.h"
 #include "training/training_session.h"
 #include "training_models.h"
 
@@ -388,6 +389,49 @@ TEST(TrainingSession, DenormalsAreFlushedInTrainingStepsUnlessAskedNotTo) {
       EXPECT_EQ(subnormal, O * I) << "kept: W's gradient is denormal";
     EXPECT_FALSE(FlushDenormals::active_here());
   }
+}
+
+// The flush covers the update passes too: gradients of ~1e-19 (normal, so the graph keeps them)
+// square to ~1e-38, and AdamW's second moment (1 - beta2) g^2 ~1e-41 is denormal. Flushed it is
+// 0 (and every later operation on it is fast); kept it stays denormal. Either way the weights
+// move alike: sqrt(v) ~3e-21 is far below eps.
+TEST(TrainingSession, DenormalsAreFlushedInTheOptimizerStepUnlessAskedNotTo) {
+  const int64_t N = 4, I = 3, O = 2;
+  Tensor x = Tensor::from_vector<float>({N, I}, std::vector<float>(N * I, 1e-19f));
+  Tensor t = Tensor::from_vector<float>({N, O}, std::vector<float>(N * O, 1.0f));
+  std::map<bool, std::vector<float>> weights;
+  for (bool flush : {true, false}) {
+    TrainingConfig c;
+    c.loss.kind = "mse";
+    c.optimizer.name = "adamw";
+    c.optimizer.lr = 0.01;
+    c.threads = 1;
+    c.flush_denormals = flush;
+    TrainingSession ts(linear_model(I, O), c);
+    ts.train_step({{"x", x}, {"labels", t}});
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("onyx_denormal_moments_" + std::to_string(::getpid()) + ".onyx")).string();
+    ts.save_checkpoint(path);
+    const training::CheckpointData d = training::read_checkpoint(path);
+    std::filesystem::remove(path);
+    int subnormal = 0, found = 0;
+    for (const auto& [name, v] : d.tensors) {
+      if (name == "optim/v") {
+        ++found;
+        for (int64_t i = 0; i < v.numel(); ++i)
+          subnormal += std::fpclassify(v.data<float>()[i]) == FP_SUBNORMAL;
+      } else if (name.rfind("param/", 0) == 0) {
+        for (int64_t i = 0; i < v.numel(); ++i) weights[flush].push_back(v.data<float>()[i]);
+      }
+    }
+    ASSERT_EQ(found, 1) << "the checkpoint has AdamW's second moment";
+    if (flush)
+      EXPECT_EQ(subnormal, 0) << "flushed: W's second moment is exactly 0";
+    else
+      EXPECT_EQ(subnormal, O * I) << "kept: W's second moment is denormal";
+    EXPECT_FALSE(FlushDenormals::active_here());
+  }
+  EXPECT_EQ(weights[true], weights[false]);
 }
 #endif
 
