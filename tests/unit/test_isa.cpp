@@ -44,7 +44,8 @@ std::vector<float> randv(size_t n, unsigned seed, float lo = -3.f, float hi = 3.
 }
 
 // Lengths around the vector widths (8, 16) and their multiples, so every tail runs.
-const std::vector<int64_t> kLengths = {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 1000};
+// 1000 spans the maps' 256-element chunks; 5003 also their prefetch distance and a tail.
+const std::vector<int64_t> kLengths = {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 1000, 5003};
 
 TEST(Isa, DetectionAgreesWithCpuinfo) {
   const auto flags = cpuinfo_flags();
@@ -148,6 +149,32 @@ TEST(SimdTables, UnaryMaps) {
     EXPECT_EQ(v[1], 0.f);
     EXPECT_TRUE(std::isinf(v[2]) || v[2] > 1e38f);
     EXPECT_EQ(v[3], 1.f);
+  }
+}
+
+// GELU's input gradient dY * (Phi(x) + x phi(x)), in the chunks that ask for lines ahead
+// (simd_body.inc's with_prefetch): every table against float64 and bit for bit against the AVX2
+// table, and in place (dX over dY, as the 16-bit path calls it) with the same bits.
+TEST(SimdTables, GeluGrad) {
+  for (Isa isa : supported_isas()) {
+    const SimdTable& t = simd_for(isa);
+    for (int64_t n : kLengths) {
+      SCOPED_TRACE(std::string(isa_name(isa)) + " n " + std::to_string(n));
+      auto x = randv(size_t(n), 17 + unsigned(n), -8.f, 8.f);
+      auto dy = randv(size_t(n), 19 + unsigned(n), -2.f, 2.f);
+      std::vector<float> dx(x.size()), base(x.size()), in_place = dy;
+      t.gelu_grad(dy.data(), x.data(), dx.data(), n);
+      simd_for(Isa::Avx2).gelu_grad(dy.data(), x.data(), base.data(), n);
+      t.gelu_grad(in_place.data(), x.data(), in_place.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = x[i];
+        const double want = dy[i] * (0.5 * std::erfc(-v / std::sqrt(2.0)) +
+                                     v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI));
+        ASSERT_NEAR(dx[i], want, 4e-6 * std::max(1.0, std::abs(double(dy[i])))) << "x " << v;
+        ASSERT_EQ(dx[i], base[i]) << "x " << v;
+        ASSERT_EQ(in_place[i], dx[i]) << "x " << v;
+      }
+    }
   }
 }
 
