@@ -5,7 +5,11 @@
 // training graph stays portable: five passes over the [N, C, ...] scores and a bool tensor.
 // -> ai.onyx SoftmaxCrossEntropyGrad(log_prob, labels, coef) (the CPU provider's
 // softmax_cross_entropy_grad.cpp), one pass, the same bits.
+// fuse_softmax_cross_entropy_loss_grad then takes SoftmaxCrossEntropyLoss with that gradient
+// where nothing else reads log_prob -> ai.onyx SoftmaxCrossEntropyLossGrad (loss and gradient in
+// one pass over the scores; log_prob, as large as the scores, is never written).
 #include <optional>
+#include <unordered_set>
 
 #include "inference/fusion_util.h"
 #include "inference/optimizer.h"
@@ -109,7 +113,70 @@ std::optional<LossGradMatch> match_loss_grad(const Graph& g, Node* mul) {
   return std::nullopt;
 }
 
+/// True when `v` is computed from an output of `n` (its producers walked back to the inputs).
+bool depends_on(const Value* v, const Node* n) {
+  std::vector<const Node*> todo;
+  std::unordered_set<const Node*> seen;
+  if (v && v->producer) todo.push_back(v->producer);
+  while (!todo.empty()) {
+    const Node* m = todo.back();
+    todo.pop_back();
+    if (m == n) return true;
+    if (!seen.insert(m).second) continue;
+    for (const Value* in : m->inputs)
+      if (in && in->producer) todo.push_back(in->producer);
+    for (const Value* in : m->implicit_inputs)
+      if (in && in->producer) todo.push_back(in->producer);
+  }
+  return false;
+}
+
 }  // namespace
+
+size_t fuse_softmax_cross_entropy_loss_grad(Model& model, const ExecutionProvider& runs_it) {
+  Graph& g = *model.graph;
+  struct Pair {
+    Node* loss;
+    Node* grad;
+  };
+  std::vector<Pair> pairs;
+  for (const auto& n : g.nodes()) {
+    Node* grad = n.get();
+    if (!is_op(grad, "SoftmaxCrossEntropyGrad", "ai.onyx") || grad->num_inputs() != 3 ||
+        !grad->has_input(0) || !grad->has_input(1) || !grad->has_input(2) || grad->outputs.size() != 1)
+      continue;
+    Value* lp = grad->inputs[0];
+    Node* loss = lp->producer;
+    // log_prob read by the gradient alone (not a graph output), so it need not exist.
+    if (!is_op(loss, "SoftmaxCrossEntropyLoss") || lp->producer_output != 1 ||
+        only_consumer(g, lp) != grad || !loss->has_input(0) || !loss->has_input(1) ||
+        loss->outputs.empty() || !loss->outputs[0])
+      continue;
+    const DataType dt = loss->inputs[0]->type.elem;
+    if (dt != lp->type.elem ||
+        !runs_it.registry().find("SoftmaxCrossEntropyLossGrad", "ai.onyx", 1, runs_it.name(), dt))
+      continue;
+    // The fused node computes the loss where the gradient ran: coef (from the loss seed) must
+    // not be computed from the loss itself.
+    if (depends_on(grad->inputs[2], loss)) continue;
+    pairs.push_back({loss, grad});
+  }
+  for (const Pair& p : pairs) {
+    std::vector<Value*> inputs{p.loss->inputs[0], p.loss->inputs[1], p.grad->inputs[1],
+                               p.grad->inputs[2]};
+    if (p.loss->has_input(2)) inputs.push_back(p.loss->inputs[2]);
+    Value* loss_out = p.loss->outputs[0];
+    Value* dx = p.grad->outputs[0];
+    detach_output(g, p.loss, 0);
+    detach_output(g, p.grad, 0);
+    Node* f = g.add_node("SoftmaxCrossEntropyLossGrad", std::move(inputs), {loss_out, dx},
+                         "ai.onyx", p.loss->name + "_with_grad");
+    for (const char* a : {"reduction", "ignore_index"})
+      if (const Attribute* at = p.loss->attr(a)) f->attrs[a] = *at;
+    import_domain(model, "ai.onyx");
+  }
+  return pairs.size();
+}
 
 size_t fuse_softmax_cross_entropy_grad(Model& model, const ExecutionProvider& runs_it) {
   Graph& g = *model.graph;

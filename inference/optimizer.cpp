@@ -216,7 +216,13 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
     fused += fuse_gelu(model, approximate_fusions) + fuse_gelu_grad(model);
     fused += fuse_relu_grad(model, first) + fuse_layer_norm_grad(model, first) +
              fuse_max_pool_grad(model, first);
-    fused += fuse_softmax_cross_entropy_grad(model, first) + fuse_scatter_add_sum(model, first);
+    if (size_t loss_grads = fuse_softmax_cross_entropy_grad(model, first)) {
+      // The spelling it replaced still reads log_prob until dead code goes, and the next fusion
+      // wants the gradient as log_prob's only reader.
+      eliminate_dead_code(*model.graph);
+      fused += loss_grads + fuse_softmax_cross_entropy_loss_grad(model, first);
+    }
+    fused += fuse_scatter_add_sum(model, first);
     fused += fuse_scale_into_matmul(model) + fuse_add_softmax(model, first);
     fused += fuse_batchnorm_into_conv(model) + fuse_add_into_conv(model) +
              fuse_activation_into_conv(model) + fuse_transpose_into_matmul(model) +

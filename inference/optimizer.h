@@ -94,6 +94,12 @@ size_t fuse_max_pool_grad(Model& model, const ExecutionProvider& runs_it);
 /// coef), where `runs_it` has that kernel.
 size_t fuse_softmax_cross_entropy_grad(Model& model, const ExecutionProvider& runs_it);
 
+/// After it: SoftmaxCrossEntropyLoss whose log_prob only that gradient reads, and the gradient
+/// (fusions_loss_grad.cpp) -> one ai.onyx SoftmaxCrossEntropyLossGrad(scores, labels,
+/// grad_labels, coef[, weight]) with the loss and the scores' gradient as outputs, where
+/// `runs_it` has that kernel and coef is not computed from the loss.
+size_t fuse_softmax_cross_entropy_loss_grad(Model& model, const ExecutionProvider& runs_it);
+
 /// Training's Gather / GatherND gradients (fusions_scatter_sum.cpp): ScatterND(zeros, indices,
 /// dy, reduction=add) of a float type, alone or as terms of a Sum whose inputs all have its
 /// shape (a tied embedding's dW_head + scattered rows, torch's packed q/k/v) -> ai.onyx

@@ -43,6 +43,7 @@ void register_gelu_grad_kernels(KernelRegistry& r);        // gelu_grad.cpp
 void register_relu_grad_kernels(KernelRegistry& r);        // relu_grad.cpp
 void register_max_pool_grad_kernels(KernelRegistry& r);    // max_pool_grad.cpp
 void register_softmax_cross_entropy_grad_kernels(KernelRegistry& r);  // softmax_cross_entropy_grad.cpp
+void register_softmax_cross_entropy_loss_grad_kernels(KernelRegistry& r);  // softmax_cross_entropy_loss_grad.cpp
 void register_scatter_add_sum_kernels(KernelRegistry& r);  // scatter_add_sum.cpp
 void register_add_softmax_kernels(KernelRegistry& r);      // add_softmax.cpp
 void register_layer_norm_grad_kernels(KernelRegistry& r);  // layer_norm_grad.cpp

@@ -10,13 +10,14 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/simd/simd.h"
+#include "kernels/cpu/softmax_cross_entropy_rows.h"
 #include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {
 namespace {
 
-enum class Reduction { None, Sum, Mean };
+using sce::Reduction;
 
 class LossKernel final : public Kernel {
  public:
@@ -92,28 +93,9 @@ class LossKernel final : public Kernel {
                        // exp(x - m) is wanted for its sum only: into the output row, or into
                        // a row of its own where the input was widened into the output.
                        std::vector<A> exps(src == lp && D == 1 ? static_cast<size_t>(C) : 0);
-                       for (int64_t r = b; r < e; ++r) {
-                         const int64_t n = r / D, d = r % D, base = n * C * D + d;
-                         if constexpr (std::is_same_v<A, float>) {
-                           if (D == 1) {  // classes contiguous: the vectorised row loops
-                             const float* row = src + base;
-                             float* out = lp + base;
-                             const float m = simd().row_max(row, C);
-                             const float s = simd().exp_minus(row, &m, false,
-                                                              exps.empty() ? out : exps.data(), C);
-                             const float shift = m + std::log(s);
-                             for (int64_t c = 0; c < C; ++c) out[c] = row[c] - shift;
-                             continue;
-                           }
-                         }
-                         A m = -std::numeric_limits<A>::infinity();
-                         for (int64_t c = 0; c < C; ++c) m = std::max(m, src[base + c * D]);
-                         A s = A(0);
-                         for (int64_t c = 0; c < C; ++c) s += std::exp(src[base + c * D] - m);
-                         const A shift = m + std::log(s);
-                         for (int64_t c = 0; c < C; ++c)
-                           lp[base + c * D] = src[base + c * D] - shift;
-                       }
+                       for (int64_t r = b; r < e; ++r)
+                         sce::log_softmax_row<A>(src, lp, C, D, (r / D) * C * D + r % D,
+                                                 exps.empty() ? nullptr : exps.data());
                      });
         if (logp_out && !(in_place && logp_out)) {
           T* o = logp_out->data<T>();
@@ -124,24 +106,12 @@ class LossKernel final : public Kernel {
         }
       }
       const T* w = weight ? weight->data<T>() : nullptr;
-      T* out = loss.data<T>();
-      double total = 0, wsum = 0;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t d = 0; d < D; ++d) {
-          const int64_t tv = t[n * D + d];
-          double l = 0, wt = 0;
-          if (!(has_ignore_ && tv == ignore_)) {
-            const int64_t idx = (n * C + tv) * D + d;
-            const double logp =
-                softmax_ ? static_cast<double>(lp[idx]) : static_cast<double>(xp[idx]);
-            wt = w ? static_cast<double>(w[tv]) : 1.0;
-            l = -wt * logp;
-          }
-          if (reduction_ == Reduction::None) out[n * D + d] = static_cast<T>(l);
-          total += l, wsum += wt;
-        }
-      if (reduction_ == Reduction::Sum) out[0] = static_cast<T>(total);
-      if (reduction_ == Reduction::Mean) out[0] = static_cast<T>(total / wsum);
+      sce::reduce_loss<T>(t, N, C, D, w, has_ignore_, ignore_, reduction_,
+                          [&](int64_t idx) {
+                            return softmax_ ? static_cast<double>(lp[idx])
+                                            : static_cast<double>(xp[idx]);
+                          },
+                          loss.data<T>());
     });
   }
 

@@ -43,6 +43,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_add_softmax_kernels(r);
   register_max_pool_grad_kernels(r);
   register_softmax_cross_entropy_grad_kernels(r);
+  register_softmax_cross_entropy_loss_grad_kernels(r);
   register_scatter_add_sum_kernels(r);
   register_layer_norm_grad_kernels(r);
   register_tfidf_kernels(r);

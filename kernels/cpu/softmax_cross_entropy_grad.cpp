@@ -14,8 +14,7 @@
 
 #include "graph/dispatch.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/simd/simd.h"
-#include "kernels/cpu/vmath.h"
+#include "kernels/cpu/softmax_cross_entropy_rows.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {
@@ -54,26 +53,9 @@ class SoftmaxCrossEntropyGradKernel final : public Kernel {
       // One sample's [C, D] block per task: exp, minus 1 at each position's class, times coef.
       parallel_for(N, ctx.threads(), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, C * D)),
                    [&](int64_t b, int64_t e) {
-                     for (int64_t n = b; n < e; ++n) {
-                       const T* x = lp + n * C * D;
-                       T* y = dx + n * C * D;
-                       if constexpr (std::is_same_v<T, float>)
-                         simd().unary(UnaryF32::Exp, x, y, C * D);  // the Exp kernel's
-                       else
-                         for (int64_t i = 0; i < C * D; ++i) y[i] = vexp(x[i]);
-                       for (int64_t d = 0; d < D; ++d) {
-                         const int64_t c = labels[n * D + d];
-                         if (c >= 0 && c < C) y[c * D + d] = y[c * D + d] - T(1);
-                       }
-                       if (scalar) {
-                         const T k = coef[0];
-                         for (int64_t i = 0; i < C * D; ++i) y[i] = y[i] * k;
-                       } else {
-                         const T* k = coef + n * D;
-                         for (int64_t c = 0; c < C; ++c)
-                           for (int64_t d = 0; d < D; ++d) y[c * D + d] = y[c * D + d] * k[d];
-                       }
-                     }
+                     for (int64_t n = b; n < e; ++n)
+                       sce::grad_block<T>(lp + n * C * D, dx + n * C * D, labels + n * D,
+                                          scalar ? coef : coef + n * D, scalar, C, D);
                    });
     });
   }

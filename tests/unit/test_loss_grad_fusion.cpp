@@ -2,8 +2,9 @@
 // SoftmaxCrossEntropyGrad kernel (kernels/cpu/softmax_cross_entropy_grad.cpp): the loss rule's
 // Mul(Sub(Exp(log_prob), onehot(labels)), coef) in a training graph becomes one kernel with the
 // same bits, for [N, C] and [N, C, d] scores, mean and sum, ignored targets (labels outside
-// [0, C) included), class weights, class axis last, 1 and 2 threads; a symbolic class count is
-// left alone; bad operands are onyx::Errors.
+// [0, C) included), class weights, class axis last, 1 and 2 threads; with log_prob read by the
+// gradient alone, the loss joins it (ai.onyx SoftmaxCrossEntropyLossGrad, the same bits again);
+// a symbolic class count is left alone; bad operands are onyx::Errors.
 #include <gtest/gtest.h>
 
 #include "autodiff/training_graph.h"
@@ -86,13 +87,42 @@ TEST(SoftmaxCrossEntropyGradFusion, LossGradientBecomesOneKernelWithTheSameBits)
     for (int threads : {1, 2}) {
       const Session fused = session_of(*tg.model, OptLevel::All, threads);
       auto ops = op_counts(fused);
-      EXPECT_EQ(ops["ai.onyx:SoftmaxCrossEntropyGrad"], 1);
+      // The loss and its gradient as one node: log_prob is read by the gradient alone.
+      EXPECT_EQ(ops["ai.onyx:SoftmaxCrossEntropyLossGrad"], 1);
+      EXPECT_EQ(ops["ai.onyx:SoftmaxCrossEntropyGrad"], 0);
+      EXPECT_EQ(ops[":SoftmaxCrossEntropyLoss"], 0);
       EXPECT_EQ(ops[":Exp"], 0);
       const NamedTensors a = fused.run(feeds), b = unfused.run(feeds);
       for (const std::string& name : {tg.loss, tg.grads[0]})
         expect_same_bits(a.at(name), b.at(name), name + " threads " + std::to_string(threads));
     }
   }
+}
+
+// Where something else reads log_prob (here: it is a graph output too) the loss keeps writing
+// it and the gradient stays the ai.onyx SoftmaxCrossEntropyGrad of the first fusion, same bits.
+TEST(SoftmaxCrossEntropyGradFusion, LogProbReadElsewhereKeepsTheLossApart) {
+  const Case c{{4, 9, 5}, 1, "mean", 2};
+  const autodiff::TrainingGraph tg = loss_graph(c);
+  Graph& g = *tg.model->graph;
+  std::string log_prob;
+  for (const auto& n : g.nodes())
+    if (n->op_type == "SoftmaxCrossEntropyLoss") {
+      ASSERT_GE(n->outputs.size(), 2u);
+      log_prob = n->outputs[1]->name;
+      g.outputs.push_back(n->outputs[1]);
+    }
+  ASSERT_FALSE(log_prob.empty());
+  const Session unfused = session_of(*tg.model, OptLevel::None);
+  const Session fused = session_of(*tg.model, OptLevel::All, 2);
+  auto ops = op_counts(fused);
+  EXPECT_EQ(ops["ai.onyx:SoftmaxCrossEntropyLossGrad"], 0);
+  EXPECT_EQ(ops["ai.onyx:SoftmaxCrossEntropyGrad"], 1);
+  EXPECT_EQ(ops[":SoftmaxCrossEntropyLoss"], 1);
+  const NamedTensors feeds{{"x", randn(c.x, 33, 2.0)}, {"labels", labels_for(c)}};
+  const NamedTensors a = fused.run(feeds), b = unfused.run(feeds);
+  for (const std::string& name : {tg.loss, tg.grads[0], log_prob})
+    expect_same_bits(a.at(name), b.at(name), name);
 }
 
 TEST(SoftmaxCrossEntropyGradFusion, SymbolicClassCountIsLeftAlone) {
@@ -117,6 +147,39 @@ TEST(SoftmaxCrossEntropyGradFusion, KernelRefusesMismatchedOperands) {
   expect_error([&] { run({2, 3, 4}, {2, 4}, {2, 3, 4}); }, "coef must be one float value or float [2, 1, 4]");
   // The session stays usable after the errors.
   EXPECT_EQ(run({2, 3}, {2}, {}).at("dx").shape(), (Shape{2, 3}));
+}
+
+TEST(SoftmaxCrossEntropyGradFusion, FusedKernelRefusesMismatchedOperands) {
+  auto run = [](const Shape& x, DataType label_dt, const Shape& labels, const Shape& grad_labels,
+                const Shape& coef, int64_t label_value = 1) {
+    ModelBuilder b(17, "ai.onyx");
+    b.input("x", DataType::Float, x).input("l", label_dt, labels);
+    b.input("gl", DataType::Int64, grad_labels).input("k", DataType::Float, coef);
+    b.node("SoftmaxCrossEntropyLossGrad", {"x", "l", "gl", "k"}, {"loss", "dx"}, "ai.onyx");
+    b.output("loss").output("dx");
+    Session s = b.session();
+    auto ints = [&](const Shape& sh, DataType dt) {
+      const size_t n = static_cast<size_t>(shape_numel(sh));
+      return dt == DataType::Int64
+                 ? Tensor::from_vector<int64_t>(sh, std::vector<int64_t>(n, label_value))
+                 : Tensor::from_vector<int32_t>(sh, std::vector<int32_t>(n, int32_t(label_value)));
+    };
+    return s.run({{"x", randn(x, 1)}, {"l", ints(labels, label_dt)},
+                  {"gl", ints(grad_labels, DataType::Int64)}, {"k", randn(coef, 2)}});
+  };
+  const NamedTensors ok = run({2, 3, 4}, DataType::Int32, {2, 4}, {2, 4}, {2, 1, 4});
+  EXPECT_EQ(ok.at("dx").shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(ok.at("loss").shape(), (Shape{}));
+  expect_error([&] { run({2, 3, 4}, DataType::Int64, {2, 3}, {2, 4}, {}); },
+               "labels should have shape [2, 4] but have [2, 3]");
+  expect_error([&] { run({2, 3, 4}, DataType::Int64, {2, 4}, {2, 3}, {}); },
+               "grad_labels must be int64 [2, 4]");
+  expect_error([&] { run({2, 3, 4}, DataType::Int64, {2, 4}, {2, 4}, {2, 3, 4}); },
+               "coef must be one float value or float [2, 1, 4]");
+  expect_error([&] { run({2, 3}, DataType::Int64, {2}, {2}, {}, 7); },
+               "label value 7 is outside [0, 3)");
+  // The session stays usable after the errors.
+  EXPECT_EQ(run({2, 3}, DataType::Int64, {2}, {2}, {}).at("dx").shape(), (Shape{2, 3}));
 }
 
 }  // namespace onyx::test
