@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "graph/tensor.h"
-#include "kernels/denormals.h"
 
 namespace onyx::optim {
 
@@ -90,17 +89,6 @@ class Optimizer {
 /// parallel: the copy Optimizer::set_low_precision_copy's updates maintain, made whole (before the
 /// first step, after a checkpoint load or a parameter write).
 void copy_to_low_precision(const Tensor& params, Tensor& low, int threads);
-
-/// Denormal floats read and written as zero (x86 FTZ/DAZ) on the calling thread and `threads`
-/// OpenMP workers while it lives: the scope a training step opens around its update passes
-/// (gradient norm and checks, unscaling, clipping, the step) when it flushes denormals in its
-/// graph's runs too (TrainingConfig::flush_denormals), as torch.set_flush_denormal(True) does for
-/// a whole process. Why: AdamW's moments of a language model's rarely hit rows (the LM head, the
-/// token table) sink into denormals, and each operation on one takes a microcode assist; the
-/// GPT-2-style export's step over 21.5 M parameters took 30-32 ms instead of 14-17 (2 threads,
-/// Xeon). A moment below 1.2e-38 moves a weight by less than 1e-30 (eps is 1e-8), so flushing
-/// it changes nothing a model can see.
-using DenormalsAsZero = FlushDenormals;
 
 /// Validates `config` and `segments` (onyx::Error "[optimizer] ..." naming the bad field:
 /// unknown name, negative rates, betas outside [0, 1), nesterov without momentum, segments

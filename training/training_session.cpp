@@ -14,6 +14,7 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "inference/precision.h"
+#include "optimizers/denormals_as_zero.h"
 #include "optimizers/flat_buffer.h"
 #include "optimizers/grad_accumulate.h"
 #include "optimizers/grad_clip.h"
