@@ -239,6 +239,13 @@ void hardmax_grad(GradContext& c) {
 /// The constant value of optional input i, or nullopt when it is computed at run time.
 std::optional<double> const_scalar(const GradContext& c, int i) {
   const Tensor* t = c.node().owner->initializer(c.in(i));
+  // Or a Constant node's value: torch.onnx writes Dropout's ratio as one.
+  if (const Node* p = c.in(i)->producer;
+      !t && p && p->op_type == "Constant" && canonical_domain(p->domain).empty()) {
+    if (const Attribute* a = p->attr("value"); a && a->type == Attribute::Type::Tensor) t = &a->t;
+    if (const Attribute* a = p->attr("value_float")) return static_cast<double>(a->f);
+    if (const Attribute* a = p->attr("value_int")) return static_cast<double>(a->i);
+  }
   if (!t) return std::nullopt;
   ONYX_CHECK(t->numel() == 1, "{}: input {} should be a scalar but has shape {}", c.label(), i,
              shape_str(t->shape()));
@@ -252,9 +259,13 @@ void dropout_grad(GradContext& c) {
   // Without training_mode (or with a constant false) Dropout is the identity.
   std::optional<double> training = c.in(2) ? const_scalar(c, 2) : std::optional<double>(0.0);
   if (training && *training == 0) return c.set_din(0, dy);
+  std::optional<double> ratio = c.in(1) ? const_scalar(c, 1) : std::optional<double>(0.5);
+  // Ratio 0 keeps every element at scale 1 (mask all true): the identity in either mode, so
+  // dy itself, with no mask for the forward to write (torch exports nn.Dropout(p=0.0), as
+  // nn.TransformerEncoderLayer(dropout=0.0) has, with a constant ratio 0 in training mode).
+  if (ratio && *ratio == 0) return c.set_din(0, dy);
   Value* mask = c.ensure_out(1);
   Value* scale = nullptr;
-  std::optional<double> ratio = c.in(1) ? const_scalar(c, 1) : std::optional<double>(0.5);
   if (ratio) {
     scale = c.scalar(*ratio < 1 ? 1.0 / (1.0 - *ratio) : 0.0, x);
   } else {

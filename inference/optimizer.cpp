@@ -173,6 +173,35 @@ size_t fold_constants(Model& model, const ExecutionProvider& cpu, bool transpose
   return folded;
 }
 
+size_t drop_zero_ratio_dropouts(Graph& g) {
+  size_t dropped = 0;
+  for (const auto& n : g.nodes()) {
+    Node* d = n.get();
+    if (!is_op(d, "Dropout") || !d->has_input(0) || !d->has_input(1) || d->outputs.empty() ||
+        !d->outputs[0])
+      continue;
+    const Tensor* ratio = constant_value(g, d->inputs[1]);
+    if (!ratio || ratio->numel() != 1 || ratio->to_double_vector()[0] != 0.0) continue;
+    const Value* mask = d->outputs.size() > 1 ? d->outputs[1] : nullptr;
+    if (mask && (!mask->consumers.empty() || is_graph_output(g, mask))) continue;
+    // Inputs past the first lose this reader, and the (unread) mask its producer.
+    while (d->num_inputs() > 1) {
+      g.set_input(d, d->num_inputs() - 1, nullptr);
+      d->inputs.pop_back();
+    }
+    if (d->outputs.size() > 1) {
+      if (Value* m = d->outputs[1]) {
+        m->producer = nullptr;
+        m->producer_output = -1;
+      }
+      d->outputs.erase(d->outputs.begin() + 1, d->outputs.end());
+    }
+    d->op_type = "Identity";
+    ++dropped;
+  }
+  return dropped;
+}
+
 size_t eliminate_dead_code(Graph& g) {
   std::unordered_set<const Value*> outputs(g.outputs.begin(), g.outputs.end());
   size_t removed = 0;
@@ -211,6 +240,7 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
   if (level >= OptLevel::Extended && layout.exact_int8_convolutions)
     fused += fuse_qdq_into_qlinear_conv(model);
   size_t folded = fold_constants(model, cpu, transposes_fused_later);
+  fused += drop_zero_ratio_dropouts(*model.graph);
   if (level >= OptLevel::Extended) {
     fused += fuse_conv_weight_grad(model);
     fused += fuse_gelu(model, approximate_fusions) + fuse_gelu_grad(model);

@@ -16,6 +16,11 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
                       const ExecutionProvider& first, const LayoutPreferences& layout,
                       bool approximate_fusions = true);
 
+/// Dropout with a constant ratio of 0 whose mask nobody reads (training mode or not) -> Identity:
+/// it keeps every element at scale 1 (torch's nn.Dropout(p=0.0) exports as one in training mode,
+/// a copy of its input each run). Returns how many.
+size_t drop_zero_ratio_dropouts(Graph& g);
+
 /// Evaluates nodes whose inputs are all constant and replaces them by initializers (results up
 /// to 64 MB; a node whose inferred output is larger is not evaluated). With
 /// `transposes_fused_later` (fuse_transpose_into_matmul runs after), a Transpose of the last two
