@@ -143,7 +143,8 @@ size_t fuse_softmax_cross_entropy_loss_grad(Model& model, const ExecutionProvide
   for (const auto& n : g.nodes()) {
     Node* grad = n.get();
     if (!is_op(grad, "SoftmaxCrossEntropyGrad", "ai.onyx") || grad->num_inputs() != 3 ||
-        !grad->has_input(0) || !grad->has_input(1) || !grad->has_input(2) || grad->outputs.size() != 1)
+        !grad->has_input(0) || !grad->has_input(1) || !grad->has_input(2) ||
+        grad->outputs.size() != 1)
       continue;
     Value* lp = grad->inputs[0];
     Node* loss = lp->producer;

@@ -21,45 +21,19 @@ using sce::Reduction;
 
 class LossKernel final : public Kernel {
  public:
-  LossKernel(const KernelInfo& info, bool softmax) : softmax_(softmax) {
-    const std::string red = info.node.attr_string("reduction", "mean");
-    if (red == "none")
-      reduction_ = Reduction::None;
-    else if (red == "sum")
-      reduction_ = Reduction::Sum;
-    else if (red == "mean")
-      reduction_ = Reduction::Mean;
-    else
-      ONYX_THROW("[{}] reduction should be none, sum or mean but is '{}'", info.label(), red);
-    has_ignore_ = info.node.has_attr("ignore_index");
-    ignore_ = info.node.attr_int("ignore_index", 0);
-  }
+  LossKernel(const KernelInfo& info, bool softmax) : softmax_(softmax), attrs_(info) {}
 
   void compute(KernelContext& ctx) const override {
     const std::string who = ctx.label();
     const Tensor& x = ctx.required_input(0);
     const Tensor& target = ctx.required_input(1);
     const Tensor* weight = ctx.num_inputs() > 2 ? ctx.input(2) : nullptr;
-    ONYX_CHECK(x.rank() >= 2, "[{}] input should be [N, C, ...] but is {}", who,
-               shape_str(x.shape()));
+    const std::vector<int64_t> t = sce::checked_targets(who, x, target, weight, attrs_);
     const int64_t N = x.dim(0), C = x.dim(1), D = x.numel() / std::max<int64_t>(1, N * C);
-    Shape want_t{N};
-    want_t.insert(want_t.end(), x.shape().begin() + 2, x.shape().end());
-    ONYX_CHECK(target.shape() == want_t, "[{}] target should have shape {} but has {}", who,
-               shape_str(want_t), shape_str(target.shape()));
-    ONYX_CHECK(target.dtype() == DataType::Int32 || target.dtype() == DataType::Int64,
-               "[{}] target should be int32 or int64 but is {}", who, dtype_name(target.dtype()));
-    if (weight)
-      ONYX_CHECK(weight->dtype() == x.dtype() && weight->shape() == Shape({C}),
-                 "[{}] weight should be {} [{}] but is {} {}", who, dtype_name(x.dtype()), C,
-                 dtype_name(weight->dtype()), shape_str(weight->shape()));
-    const std::vector<int64_t> t = target.to_int64_vector();
-    for (int64_t v : t)
-      ONYX_CHECK((has_ignore_ && v == ignore_) || (v >= 0 && v < C),
-                 "[{}] target value {} is outside [0, {}) and is not ignore_index", who, v, C);
+    const Shape& want_t = target.shape();
 
     Tensor& loss =
-        ctx.allocate_output(0, x.dtype(), reduction_ == Reduction::None ? want_t : Shape{});
+        ctx.allocate_output(0, x.dtype(), attrs_.reduction == Reduction::None ? want_t : Shape{});
     Tensor* logp_out = softmax_ && ctx.num_outputs() > 1 && ctx.output_wanted(1)
                            ? &ctx.allocate_output(1, x.dtype(), x.shape())
                            : nullptr;
@@ -106,7 +80,8 @@ class LossKernel final : public Kernel {
         }
       }
       const T* w = weight ? weight->data<T>() : nullptr;
-      sce::reduce_loss<T>(t, N, C, D, w, has_ignore_, ignore_, reduction_,
+      sce::reduce_loss<T>(t, N, C, D, w, attrs_.has_ignore, attrs_.ignore,
+                          attrs_.reduction,
                           [&](int64_t idx) {
                             return softmax_ ? static_cast<double>(lp[idx])
                                             : static_cast<double>(xp[idx]);
@@ -117,9 +92,7 @@ class LossKernel final : public Kernel {
 
  private:
   bool softmax_;
-  Reduction reduction_ = Reduction::Mean;
-  bool has_ignore_ = false;
-  int64_t ignore_ = 0;
+  sce::LossAttrs attrs_;
 };
 
 }  // namespace

@@ -227,7 +227,8 @@ void max_pool_2d_indices(const PoolGeometry& g, const T* x, T* y, int64_t* indic
   // Each column's tap range once for all rows and planes (two integer divisions an output
   // were most of this kernel's time: ResNet's stem, 16 x 64 planes of 16 x 16 outputs).
   std::vector<std::pair<int64_t, int64_t>> col_taps(static_cast<size_t>(OW));
-  for (int64_t ow = 0; ow < OW; ++ow) col_taps[static_cast<size_t>(ow)] = tap_range(ow * SW - PL, DW, KW, W);
+  for (int64_t ow = 0; ow < OW; ++ow)
+    col_taps[static_cast<size_t>(ow)] = tap_range(ow * SW - PL, DW, KW, W);
   parallel_for(g.N * g.C, threads, 1, [&](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane) {
       const T* xp = x + plane * H * W;

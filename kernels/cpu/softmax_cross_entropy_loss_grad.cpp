@@ -26,19 +26,7 @@ namespace {
 
 class SoftmaxCrossEntropyLossGradKernel final : public Kernel {
  public:
-  explicit SoftmaxCrossEntropyLossGradKernel(const KernelInfo& info) {
-    const std::string red = info.node.attr_string("reduction", "mean");
-    if (red == "none")
-      reduction_ = sce::Reduction::None;
-    else if (red == "sum")
-      reduction_ = sce::Reduction::Sum;
-    else if (red == "mean")
-      reduction_ = sce::Reduction::Mean;
-    else
-      ONYX_THROW("[{}] reduction should be none, sum or mean but is '{}'", info.label(), red);
-    has_ignore_ = info.node.has_attr("ignore_index");
-    ignore_ = info.node.attr_int("ignore_index", 0);
-  }
+  explicit SoftmaxCrossEntropyLossGradKernel(const KernelInfo& info) : attrs_(info) {}
 
   void compute(KernelContext& ctx) const override {
     const std::string who = ctx.label();
@@ -47,15 +35,9 @@ class SoftmaxCrossEntropyLossGradKernel final : public Kernel {
     const Tensor& grad_labels = ctx.required_input(2);
     const Tensor& K = ctx.required_input(3);
     const Tensor* weight = ctx.num_inputs() > 4 ? ctx.input(4) : nullptr;
-    ONYX_CHECK(x.rank() >= 2, "[{}] scores should be [N, C, ...] but are {}", who,
-               shape_str(x.shape()));
+    const std::vector<int64_t> t = sce::checked_targets(who, x, target, weight, attrs_);
     const int64_t N = x.dim(0), C = x.dim(1), D = x.numel() / std::max<int64_t>(1, N * C);
-    Shape want_t{N};
-    want_t.insert(want_t.end(), x.shape().begin() + 2, x.shape().end());
-    ONYX_CHECK(target.shape() == want_t, "[{}] labels should have shape {} but have {}", who,
-               shape_str(want_t), shape_str(target.shape()));
-    ONYX_CHECK(target.dtype() == DataType::Int32 || target.dtype() == DataType::Int64,
-               "[{}] labels should be int32 or int64 but are {}", who, dtype_name(target.dtype()));
+    const Shape& want_t = target.shape();
     ONYX_CHECK(grad_labels.dtype() == DataType::Int64 && grad_labels.shape() == want_t,
                "[{}] grad_labels must be int64 {} for scores {}, got {} {}", who,
                shape_str(want_t), shape_str(x.shape()), dtype_name(grad_labels.dtype()),
@@ -67,22 +49,14 @@ class SoftmaxCrossEntropyLossGradKernel final : public Kernel {
                "[{}] coef must be one {} value or {} {}, got {} {}", who, dtype_name(x.dtype()),
                dtype_name(x.dtype()), shape_str(coef_shape), dtype_name(K.dtype()),
                shape_str(K.shape()));
-    if (weight)
-      ONYX_CHECK(weight->dtype() == x.dtype() && weight->shape() == Shape({C}),
-                 "[{}] weight should be {} [{}] but is {} {}", who, dtype_name(x.dtype()), C,
-                 dtype_name(weight->dtype()), shape_str(weight->shape()));
-    const std::vector<int64_t> t = target.to_int64_vector();
-    for (int64_t v : t)
-      ONYX_CHECK((has_ignore_ && v == ignore_) || (v >= 0 && v < C),
-                 "[{}] label value {} is outside [0, {}) and is not ignore_index", who, v, C);
 
-    Tensor& loss =
-        ctx.allocate_output(0, x.dtype(), reduction_ == sce::Reduction::None ? want_t : Shape{});
+    const bool per_position = attrs_.reduction == sce::Reduction::None;
+    Tensor& loss = ctx.allocate_output(0, x.dtype(), per_position ? want_t : Shape{});
     Tensor& dX = ctx.allocate_output(1, x.dtype(), x.shape());
     if (x.numel() == 0) {
       dispatch<TypeList<float, double>>(x.dtype(), who, [&]<typename T>() {
-        sce::reduce_loss<T>(t, N, C, D, nullptr, has_ignore_, ignore_, reduction_,
-                            [](int64_t) { return 0.0; }, loss.data<T>());
+        sce::reduce_loss<T>(t, N, C, D, nullptr, attrs_.has_ignore, attrs_.ignore,
+                            attrs_.reduction, [](int64_t) { return 0.0; }, loss.data<T>());
       });
       return;
     }
@@ -108,7 +82,8 @@ class SoftmaxCrossEntropyLossGradKernel final : public Kernel {
                      }
                    });
       const T* w = weight ? weight->data<T>() : nullptr;
-      sce::reduce_loss<T>(t, N, C, D, w, has_ignore_, ignore_, reduction_,
+      sce::reduce_loss<T>(t, N, C, D, w, attrs_.has_ignore, attrs_.ignore,
+                          attrs_.reduction,
                           [&](int64_t idx) {
                             const int64_t n = idx / (C * D), d = idx % D;
                             return static_cast<double>(picked[static_cast<size_t>(n * D + d)]);
@@ -118,9 +93,7 @@ class SoftmaxCrossEntropyLossGradKernel final : public Kernel {
   }
 
  private:
-  sce::Reduction reduction_ = sce::Reduction::Mean;
-  bool has_ignore_ = false;
-  int64_t ignore_ = 0;
+  sce::LossAttrs attrs_;
 };
 
 }  // namespace

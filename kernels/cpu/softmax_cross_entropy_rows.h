@@ -14,8 +14,13 @@
 #include <span>
 #include <type_traits>
 
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
 #include "kernels/cpu/simd/simd.h"
 #include "kernels/cpu/vmath.h"
+#include "kernels/kernel.h"
 
 namespace onyx::cpu::sce {
 
@@ -67,6 +72,54 @@ inline void grad_block(const T* x, T* y, const int64_t* labels, const T* coef, b
 }
 
 enum class Reduction { None, Sum, Mean };
+
+/// SoftmaxCrossEntropyLoss's (and NegativeLogLikelihoodLoss's) attributes; onyx::Error for a
+/// reduction other than none, sum or mean.
+struct LossAttrs {
+  Reduction reduction = Reduction::Mean;
+  bool has_ignore = false;
+  int64_t ignore = 0;
+
+  explicit LossAttrs(const KernelInfo& info) {
+    const std::string red = info.node.attr_string("reduction", "mean");
+    if (red == "none")
+      reduction = Reduction::None;
+    else if (red == "sum")
+      reduction = Reduction::Sum;
+    else if (red == "mean")
+      reduction = Reduction::Mean;
+    else
+      ONYX_THROW("[{}] reduction should be none, sum or mean but is '{}'", info.label(), red);
+    has_ignore = info.node.has_attr("ignore_index");
+    ignore = info.node.attr_int("ignore_index", 0);
+  }
+};
+
+/// The targets of scores `x` [N, C, d...] as int64, after checking them ([N, d...], int32 or
+/// int64, each in [0, C) or ignore_index) and the optional class weights ([C], x's dtype):
+/// onyx::Error naming `who` and what was found.
+inline std::vector<int64_t> checked_targets(const std::string& who, const Tensor& x,
+                                            const Tensor& target, const Tensor* weight,
+                                            const LossAttrs& a) {
+  ONYX_CHECK(x.rank() >= 2, "[{}] input should be [N, C, ...] but is {}", who,
+             shape_str(x.shape()));
+  const int64_t N = x.dim(0), C = x.dim(1);
+  Shape want_t{N};
+  want_t.insert(want_t.end(), x.shape().begin() + 2, x.shape().end());
+  ONYX_CHECK(target.shape() == want_t, "[{}] target should have shape {} but has {}", who,
+             shape_str(want_t), shape_str(target.shape()));
+  ONYX_CHECK(target.dtype() == DataType::Int32 || target.dtype() == DataType::Int64,
+             "[{}] target should be int32 or int64 but is {}", who, dtype_name(target.dtype()));
+  if (weight)
+    ONYX_CHECK(weight->dtype() == x.dtype() && weight->shape() == Shape({C}),
+               "[{}] weight should be {} [{}] but is {} {}", who, dtype_name(x.dtype()), C,
+               dtype_name(weight->dtype()), shape_str(weight->shape()));
+  std::vector<int64_t> t = target.to_int64_vector();
+  for (int64_t v : t)
+    ONYX_CHECK((a.has_ignore && v == a.ignore) || (v >= 0 && v < C),
+               "[{}] target value {} is outside [0, {}) and is not ignore_index", who, v, C);
+  return t;
+}
 
 /// The loss from each position's log-probability of its target, `logp(idx)` reading the one at
 /// flat index idx of [N, C, D]: -weight[t] * logp, a target equal to `ignore` (when `has_ignore`)

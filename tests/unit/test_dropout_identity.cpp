@@ -40,11 +40,14 @@ std::unique_ptr<Model> scaled(std::optional<float> ratio, bool mask_out = false)
 TEST(DropoutIdentity, ZeroRatioTrainsExactlyAsWithoutIt) {
   autodiff::LossSpec spec{.kind = "mse"};
   const autodiff::TrainingGraph with = autodiff::build_training_graph(*scaled(0.0f), spec, {"s"});
-  const autodiff::TrainingGraph without = autodiff::build_training_graph(*scaled(std::nullopt), spec, {"s"});
+  const autodiff::TrainingGraph without =
+      autodiff::build_training_graph(*scaled(std::nullopt), spec, {"s"});
   // The rule asked for no mask: nothing reads one.
-  for (const auto& n : with.model->graph->nodes())
-    if (n->op_type == "Dropout" && n->outputs.size() > 1 && n->outputs[1])
+  for (const auto& n : with.model->graph->nodes()) {
+    if (n->op_type == "Dropout" && n->outputs.size() > 1 && n->outputs[1]) {
       EXPECT_TRUE(n->outputs[1]->consumers.empty()) << "the gradient reads the mask";
+    }
+  }
   const NamedTensors feeds{{"x", randn({4, 6}, 7, 1.0)}, {"labels", randn({4, 6}, 8, 1.0)}};
   const Session plain = session_of(*without.model, OptLevel::All, 1);
   for (OptLevel level : {OptLevel::None, OptLevel::All}) {

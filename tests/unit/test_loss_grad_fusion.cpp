@@ -171,13 +171,13 @@ TEST(SoftmaxCrossEntropyGradFusion, FusedKernelRefusesMismatchedOperands) {
   EXPECT_EQ(ok.at("dx").shape(), (Shape{2, 3, 4}));
   EXPECT_EQ(ok.at("loss").shape(), (Shape{}));
   expect_error([&] { run({2, 3, 4}, DataType::Int64, {2, 3}, {2, 4}, {}); },
-               "labels should have shape [2, 4] but have [2, 3]");
+               "target should have shape [2, 4] but has [2, 3]");
   expect_error([&] { run({2, 3, 4}, DataType::Int64, {2, 4}, {2, 3}, {}); },
                "grad_labels must be int64 [2, 4]");
   expect_error([&] { run({2, 3, 4}, DataType::Int64, {2, 4}, {2, 4}, {2, 3, 4}); },
                "coef must be one float value or float [2, 1, 4]");
   expect_error([&] { run({2, 3}, DataType::Int64, {2}, {2}, {}, 7); },
-               "label value 7 is outside [0, 3)");
+               "target value 7 is outside [0, 3)");
   // The session stays usable after the errors.
   EXPECT_EQ(run({2, 3}, DataType::Int64, {2}, {2}, {}).at("dx").shape(), (Shape{2, 3}));
 }
