@@ -125,6 +125,63 @@ TEST(SoftmaxCrossEntropyGradFusion, LogProbReadElsewhereKeepsTheLossApart) {
     expect_same_bits(a.at(name), b.at(name), name);
 }
 
+// The fused kernel against the two it replaces, run as separate nodes (no optimizer): float and
+// double, classes at axis 1 of [N, C, d] and of [N, C], reduction none / sum / mean, class
+// weights, an ignored target, a scalar and a per-position coef.
+TEST(SoftmaxCrossEntropyGradFusion, FusedKernelHasTheBitsOfLossAndGradApart) {
+  struct K {
+    Shape x;
+    DataType dt;
+    std::string reduction;
+    bool weighted, per_position;
+  };
+  const K cases[] = {{{5, 7, 3}, DataType::Float, "none", false, true},
+                     {{5, 7, 3}, DataType::Double, "mean", true, false},
+                     {{6, 300}, DataType::Float, "mean", true, false},
+                     {{6, 300}, DataType::Double, "sum", false, true},
+                     {{3, 1100}, DataType::Float, "sum", false, false}};
+  for (const K& k : cases) {
+    SCOPED_TRACE(fmt::format("x {} {} {}", shape_str(k.x), dtype_name(k.dt), k.reduction));
+    Shape ls = k.x;
+    ls.erase(ls.begin() + 1);
+    Shape cs = k.x;
+    cs[1] = 1;
+    if (!k.per_position) cs = {};
+    std::vector<int64_t> lv(static_cast<size_t>(shape_numel(ls)));
+    for (size_t i = 0; i < lv.size(); ++i) lv[i] = static_cast<int64_t>((i * 5 + 1) % k.x[1]);
+    lv[2] = -1;  // ignored by the loss, no class in the gradient
+    const NamedTensors feeds{{"x", randn(k.x, 41, 3.0, k.dt)},
+                             {"l", Tensor::from_vector<int64_t>(ls, lv)},
+                             {"k", randn(cs, 42, 0.5, k.dt)},
+                             {"w", randn({k.x[1]}, 43, 0.4, k.dt)}};
+    const std::vector<Attribute> attrs{Attribute::of_string("reduction", k.reduction),
+                                       Attribute::of_int("ignore_index", -1)};
+    auto build = [&](bool fused) {
+      ModelBuilder b(17, "ai.onyx");
+      b.input("x", k.dt, k.x).input("l", DataType::Int64, ls).input("k", k.dt, cs);
+      b.input("w", k.dt, Shape{k.x[1]});
+      std::vector<std::string> loss_in{"x", "l"};
+      if (k.weighted) loss_in.push_back("w");
+      if (fused) {
+        std::vector<std::string> in{"x", "l", "l", "k"};
+        if (k.weighted) in.push_back("w");
+        set_attrs(b.node("SoftmaxCrossEntropyLossGrad", in, {"loss", "dx"}, "ai.onyx"), attrs);
+      } else {
+        set_attrs(b.node("SoftmaxCrossEntropyLoss", loss_in, {"loss", "lp"}), attrs);
+        b.node("SoftmaxCrossEntropyGrad", {"lp", "l", "k"}, {"dx"}, "ai.onyx");
+      }
+      b.output("loss").output("dx");
+      SessionOptions so;
+      so.opt_level = OptLevel::None;
+      so.intra_op_threads = 2;
+      return b.session(so);
+    };
+    const NamedTensors a = build(true).run(feeds), b = build(false).run(feeds);
+    expect_same_bits(a.at("loss"), b.at("loss"), "loss");
+    expect_same_bits(a.at("dx"), b.at("dx"), "dx");
+  }
+}
+
 TEST(SoftmaxCrossEntropyGradFusion, SymbolicClassCountIsLeftAlone) {
   const autodiff::TrainingGraph tg = loss_graph({{6, 11}}, /*symbolic_classes=*/true);
   EXPECT_EQ(op_counts(Session(clone_model(*tg.model)))["ai.onyx:SoftmaxCrossEntropyGrad"], 0);
