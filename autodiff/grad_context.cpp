@@ -8,6 +8,21 @@
 
 namespace onyx::autodiff {
 
+std::optional<Tensor> const_tensor(const Value* v) {
+  if (!v) return std::nullopt;
+  if (const Tensor* t = v->owner ? v->owner->initializer(v) : nullptr) return *t;
+  const Node* p = v->producer;
+  if (!p || p->op_type != "Constant" || !canonical_domain(p->domain).empty()) return std::nullopt;
+  if (const Attribute* a = p->attr("value"); a && a->type == Attribute::Type::Tensor) return a->t;
+  if (const Attribute* a = p->attr("value_float")) return Tensor::scalar<float>(a->f);
+  if (const Attribute* a = p->attr("value_int")) return Tensor::scalar<int64_t>(a->i);
+  if (const Attribute* a = p->attr("value_floats"))
+    return Tensor::from_vector<float>({static_cast<int64_t>(a->floats.size())}, a->floats);
+  if (const Attribute* a = p->attr("value_ints"))
+    return Tensor::from_vector<int64_t>({static_cast<int64_t>(a->ints.size())}, a->ints);
+  return std::nullopt;
+}
+
 GradContext::GradContext(Graph& g, Node& fwd, std::vector<Value*> douts, std::vector<bool> wants)
     : g_(g), fwd_(fwd), douts_(std::move(douts)), wants_(std::move(wants)), dins_(fwd.inputs.size()) {}
 

@@ -117,6 +117,11 @@ class GradContext {
 
 using GradRule = std::function<void(GradContext&)>;
 
+/// The values of `v` when they are constant: an initializer, or a Constant node's value (tensor,
+/// value_float, value_int, value_floats, value_ints), as exporters write attribute-like inputs
+/// (torch.onnx: Dropout's ratio, Resize's scales). nullopt when computed at run time or omitted.
+std::optional<Tensor> const_tensor(const Value* v);
+
 /// Op type -> rule (ai.onnx ops, plus the loss ops this layer emits).
 class RuleTable {
  public:

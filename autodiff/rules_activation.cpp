@@ -238,14 +238,7 @@ void hardmax_grad(GradContext& c) {
 
 /// The constant value of optional input i, or nullopt when it is computed at run time.
 std::optional<double> const_scalar(const GradContext& c, int i) {
-  const Tensor* t = c.node().owner->initializer(c.in(i));
-  // Or a Constant node's value: torch.onnx writes Dropout's ratio as one.
-  if (const Node* p = c.in(i)->producer;
-      !t && p && p->op_type == "Constant" && canonical_domain(p->domain).empty()) {
-    if (const Attribute* a = p->attr("value"); a && a->type == Attribute::Type::Tensor) t = &a->t;
-    if (const Attribute* a = p->attr("value_float")) return static_cast<double>(a->f);
-    if (const Attribute* a = p->attr("value_int")) return static_cast<double>(a->i);
-  }
+  const std::optional<Tensor> t = const_tensor(c.in(i));  // torch.onnx: a Constant node
   if (!t) return std::nullopt;
   ONYX_CHECK(t->numel() == 1, "{}: input {} should be a scalar but has shape {}", c.label(), i,
              shape_str(t->shape()));

@@ -15,14 +15,7 @@ namespace {
 /// The int64 values of `v` when they are constant (an initializer or a Constant node),
 /// nullopt when they are computed at run time or omitted.
 std::optional<std::vector<int64_t>> const_ints(const Value* v) {
-  if (!v) return std::nullopt;
-  if (const Tensor* t = v->owner ? v->owner->initializer(v) : nullptr) return t->to_int64_vector();
-  const Node* p = v->producer;
-  if (!p || p->op_type != "Constant" || !canonical_domain(p->domain).empty()) return std::nullopt;
-  if (const Attribute* a = p->attr("value"); a && a->type == Attribute::Type::Tensor)
-    return a->t.to_int64_vector();
-  if (const Attribute* a = p->attr("value_ints")) return a->ints;
-  if (const Attribute* a = p->attr("value_int")) return std::vector<int64_t>{a->i};
+  if (std::optional<Tensor> t = const_tensor(v)) return t->to_int64_vector();
   return std::nullopt;
 }
 

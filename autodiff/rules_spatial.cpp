@@ -23,16 +23,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-/// The values of `v` when they are constant (an initializer or a Constant node's tensor).
-std::optional<Tensor> const_tensor(const Value* v) {
-  if (!v) return std::nullopt;
-  if (const Tensor* t = v->owner ? v->owner->initializer(v) : nullptr) return *t;
-  const Node* p = v->producer;
-  if (!p || p->op_type != "Constant" || !canonical_domain(p->domain).empty()) return std::nullopt;
-  if (const Attribute* a = p->attr("value"); a && a->type == Attribute::Type::Tensor) return a->t;
-  return std::nullopt;
-}
-
 /// True when `v` is provably an empty tensor (an omitted-by-emptiness scales or sizes input).
 bool known_empty(const GradContext& c, const Value* v) {
   const auto& s = c.sym_shape(v);

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/prefetch.h"
 #include "graph/dispatch.h"
 #include "kernels/parallel.h"
 
@@ -20,12 +21,6 @@ namespace {
 // Independent double accumulators, so the sums vectorise (one running sum is a chain of
 // dependent adds, 4x slower) while keeping double's precision over large batches.
 constexpr int kLanes = 8;
-
-/// Asks for the cache lines of p[0, n).
-template <typename T>
-void prefetch_plane(const T* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64 / static_cast<int64_t>(sizeof(T))) __builtin_prefetch(p + i);
-}
 
 class BatchNormTrainingGradKernel final : public Kernel {
  public:
@@ -65,10 +60,9 @@ class BatchNormTrainingGradKernel final : public Kernel {
           for (int64_t n = 0; n < N; ++n) {
             const T* xr = x + (n * C + c) * S;
             // The next image's plane (C * S further on) asked for now: each plane is a new
-            // stream of a few KB that the hardware prefetchers start on late (as in
-            // layer_norm_grad.cpp). dY's planes are asked for in pass 2; pass 3 reads both
+            // stream of a few KB that the hardware prefetchers start on late (prefetch.h). dY's planes are asked for in pass 2; pass 3 reads both
             // from cache.
-            if (n + 1 < N) prefetch_plane(xr + C * S, S);
+            if (n + 1 < N) prefetch_lines(xr + C * S, S);
             int64_t i = 0;
             for (; i + kLanes <= S; i += kLanes)
               for (int l = 0; l < kLanes; ++l) acc[l] += static_cast<double>(xr[i + l]);
@@ -82,7 +76,7 @@ class BatchNormTrainingGradKernel final : public Kernel {
           for (int64_t n = 0; n < N; ++n) {
             const T* xr = x + (n * C + c) * S;
             const T* dr = dy + (n * C + c) * S;
-            if (n + 1 < N) prefetch_plane(dr + C * S, S);
+            if (n + 1 < N) prefetch_lines(dr + C * S, S);
             int64_t i = 0;
             for (; i + kLanes <= S; i += kLanes)
               for (int l = 0; l < kLanes; ++l) {

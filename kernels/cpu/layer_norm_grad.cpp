@@ -14,6 +14,7 @@
 
 #include "graph/dispatch.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {
@@ -88,14 +89,12 @@ class LayerNormalizationGradKernel final : public Kernel {
         double* __restrict p_dy = sums ? p_dyxh + inner : nullptr;
         for (int64_t r = outer * blk / blocks; r < outer * (blk + 1) / blocks; ++r) {
           const T *__restrict xr = x + r * inner, *__restrict dr = dy + r * inner;
-          // The next row's X (written by the forward long before) and dY asked for now: the
-          // double-precision passes hide their latency no better than GeluGrad's erf does
-          // (simd_body.inc's with_prefetch).
-          if (r + 1 < outer)
-            for (int64_t k = 0; k < inner; k += 64 / static_cast<int64_t>(sizeof(T))) {
-              __builtin_prefetch(xr + inner + k);
-              __builtin_prefetch(dr + inner + k);
-            }
+          // The next row's X (written by the forward long before) and dY asked for now
+          // (prefetch.h).
+          if (r + 1 < outer) {
+            prefetch_lines(xr + inner, inner);
+            prefetch_lines(dr + inner, inner);
+          }
           const double mu = static_cast<double>(mean[r]), iv = static_cast<double>(inv[r]);
           // Pass 1: sum g and sum g * xhat over the row.
           double sg[kLanes] = {}, sgx[kLanes] = {};

@@ -161,7 +161,7 @@ double copy_sum_squares(Tensor& dst_t, const Tensor& src_t, int threads) {
   for_each_block(n, threads, [&](int64_t k, int64_t b, int64_t e) {
     // Equal pointers: the run wrote the gradient in place (a read, not a 2x-traffic copy).
     if (dst != src) std::memcpy(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
-    partial[k] = sum_squares(dst + b, e - b);  // the block just written, still in cache
+    partial[k] = sum_squares(dst + b, e - b);  // the block just copied (still in cache), or read
   });
   double s = 0;
   for (double x : partial) s += x;
