@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "autodiff/attention_spelling.h"
 #include "autodiff/gradient_rules.h"
 #include "autodiff/subgraph.h"
 #include "graph/error.h"
@@ -192,12 +193,28 @@ std::map<Value*, Value*> differentiate_nodes(const Model& model, Graph& g,
     return res;
   };
   const ErfGelus gelus = find_erf_gelus(g, order, r);
+  std::set<Node*> in_gelus = gelus.inside;
+  for (const auto& [last, m] : gelus.by_last) in_gelus.insert(last);
+  const AttentionSpellings attns = find_attention_spellings(
+      model, g, order, [&](const Value* v) { return r.rel.count(v) != 0; }, in_gelus);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* n = *it;
-    if (gelus.inside.count(n)) continue;
+    if (gelus.inside.count(n) || attns.inside.count(n)) continue;
     if (auto m = gelus.by_last.find(n); m != gelus.by_last.end()) {
       if (Value* dy = finalize(n->outputs[0]))
         contrib[m->second.x].push_back(erf_gelu_grad(model, g, m->second, dy));
+      continue;
+    }
+    if (auto m = attns.by_last.find(n); m != attns.by_last.end()) {
+      const AttentionSpelling& a = m->second;
+      if (Value* dy = finalize(n->outputs[0])) {
+        const std::vector<Value*> ins = {a.q, a.kt, a.v};
+        std::vector<bool> wants;
+        for (Value* v : ins) wants.push_back(r.rel.count(v) != 0);
+        const std::vector<Value*> d = attention_spelling_grad(model, g, a, dy, wants);
+        for (size_t i = 0; i < ins.size(); ++i)
+          if (d[i]) contrib[ins[i]].push_back(d[i]);
+      }
       continue;
     }
     std::vector<Value*> douts(n->outputs.size(), nullptr);

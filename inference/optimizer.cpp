@@ -246,6 +246,8 @@ size_t optimize_graph(Model& model, OptLevel level, const ExecutionProvider& cpu
     fused += fuse_gelu(model, approximate_fusions) + fuse_gelu_grad(model);
     fused += fuse_relu_grad(model, first) + fuse_layer_norm_grad(model, first) +
              fuse_max_pool_grad(model, first);
+    // Before fuse_transpose_into_matmul and fuse_scale_into_matmul take its Transposes and scale.
+    fused += fuse_softmax_attention_grad(model, first);
     if (size_t loss_grads = fuse_softmax_cross_entropy_grad(model, first)) {
       // The spelling it replaced still reads log_prob until dead code goes, and the next fusion
       // wants the gradient as log_prob's only reader.

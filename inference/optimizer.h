@@ -78,6 +78,11 @@ size_t fuse_batch_norm_grad(Model& model);
 /// bias's gradients; where `runs_it` (the session's first provider) has that kernel.
 size_t fuse_layer_norm_grad(Model& model, const ExecutionProvider& runs_it);
 
+/// The backward of an attention spelling as training writes it (fusions_attention_grad.cpp:
+/// dP = dO V^T, Softmax's gradient, the scale, dQ = dX Kt^T, dKt = Q^T dX, dV = P^T dO) -> one
+/// ai.onyx SoftmaxAttentionGrad(dO, P, V, Q, Kt, alpha), where `runs_it` has that kernel.
+size_t fuse_softmax_attention_grad(Model& model, const ExecutionProvider& runs_it);
+
 /// GELU (fusions_gelu.cpp): the Erf spelling exporters write (graph/gelu_pattern.h), its
 /// intermediates read inside alone -> com.microsoft Gelu(x); the tanh spelling ->
 /// com.microsoft FastGelu(x) (with `tanh_form`).

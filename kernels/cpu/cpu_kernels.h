@@ -40,6 +40,7 @@ void register_misc_nn_kernels(KernelRegistry& r);     // misc_nn.cpp
 void register_training_kernels(KernelRegistry& r);    // training_ops.cpp
 void register_batch_norm_grad_kernels(KernelRegistry& r);  // batch_norm_grad.cpp
 void register_gelu_grad_kernels(KernelRegistry& r);        // gelu_grad.cpp
+void register_softmax_attention_grad_kernels(KernelRegistry& r);  // softmax_attention_grad.cpp
 void register_relu_grad_kernels(KernelRegistry& r);        // relu_grad.cpp
 void register_max_pool_grad_kernels(KernelRegistry& r);    // max_pool_grad.cpp
 void register_softmax_cross_entropy_grad_kernels(KernelRegistry& r);  // softmax_cross_entropy_grad.cpp

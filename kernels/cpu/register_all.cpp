@@ -39,6 +39,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_training_kernels(r);
   register_batch_norm_grad_kernels(r);
   register_gelu_grad_kernels(r);
+  register_softmax_attention_grad_kernels(r);
   register_relu_grad_kernels(r);
   register_add_softmax_kernels(r);
   register_max_pool_grad_kernels(r);
