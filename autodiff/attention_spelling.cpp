@@ -47,8 +47,24 @@ std::vector<Value*> attention_spelling_grad(const Model& model, Graph& g, const 
   std::swap(perm[rank - 1], perm[rank - 2]);
   auto swapped = [&](Value* x) { return c.op("Transpose", {x}, {Attribute::of_ints("perm", perm)}); };
 
+  // Each product has the output's batch dims (they hold every operand's); a gradient is then
+  // reduced to its input's shape where the input broadcast (static when the dims are known).
+  const std::optional<SymShape>& os = m.last->outputs[0]->type.shape;
+  auto product = [&](Value* a, Value* b, const Value* rows_of, int64_t rows_at, const Value* cols_of,
+                     int64_t cols_at) {
+    Value* y = c.op("MatMul", {a, b});
+    const std::optional<SymShape>& rs = rows_of->type.shape;
+    const std::optional<SymShape>& cs = cols_of->type.shape;
+    if (os && rs && cs && os->size() == static_cast<size_t>(rank)) {
+      SymShape s(os->begin(), os->end() - 2);
+      s.push_back((*rs)[rows_at]);
+      s.push_back((*cs)[cols_at]);
+      y->type = ValueType::tensor(m.p->type.elem, std::move(s));
+    }
+    return y;
+  };
   std::vector<Value*> d(3, nullptr);
-  if (wants[2]) d[2] = c.op("MatMul", {swapped(m.p), dy});
+  if (wants[2]) d[2] = c.sum_to(product(swapped(m.p), dy, m.v, rank - 2, m.v, rank - 1), m.v);
   if (!wants[0] && !wants[1]) return d;
   Value* dp = c.op("MatMul", {dy, swapped(m.v)});
   Value* row = c.reduce("ReduceSum", c.op("Mul", {dp, m.p}), {rank - 1}, true);
@@ -61,10 +77,10 @@ std::vector<Value*> attention_spelling_grad(const Model& model, Graph& g, const 
       alpha = c.op(f.divides ? "Div" : "Mul", {alpha, f.value});
   }
   if (alpha) dx = c.op("Mul", {dx, alpha});
-  if (wants[0]) d[0] = c.op("MatMul", {dx, swapped(m.kt)});
-  if (wants[1]) d[1] = c.op("MatMul", {swapped(m.q), dx});
-  for (int i = 0; i < 3; ++i)
-    if (d[i] && d[i]->type.kind == ValueType::Kind::Unknown) d[i]->type = unit.inputs[i]->type;
+  // A mask that broadcast the scores needs no reduction of dX here: the products are linear
+  // per batch element, so reducing dQ and dKt to their inputs' shapes sums the same terms.
+  if (wants[0]) d[0] = c.sum_to(product(dx, swapped(m.kt), m.p, rank - 2, m.kt, rank - 2), m.q);
+  if (wants[1]) d[1] = c.sum_to(product(swapped(m.q), dx, m.kt, rank - 2, m.kt, rank - 1), m.kt);
   return d;
 }
 

@@ -42,12 +42,33 @@ Value* unscaled(const Graph& g, Value* v, const Node* reader, DataType dt, Atten
   return v;
 }
 
-}  // namespace
-
-bool same_dim(const Dim& a, const Dim& b) {
-  if (a.is_fixed() || b.is_fixed()) return a.value == b.value;
-  return !a.param.empty() && a.param == b.param;
+/// Matches the scores below Softmax's input `x` (read by `reader`): [Div or Mul by a scalar]
+/// MatMul(Q [* c1], Kt [* c2]); fills m's factors, nodes, q and kt.
+bool match_scores(const Graph& g, Value* x, const Node* reader, DataType dt, AttentionSpelling& m) {
+  Node* n = private_producer(g, x, reader);
+  if (is(n, "Div") || is(n, "Mul")) {
+    if (n->inputs.size() != 2) return false;
+    const bool div = is(n, "Div");
+    Node* product = nullptr;
+    for (int i = 0; i < (div ? 1 : 2) && !product; ++i) {
+      Node* p = private_producer(g, n->inputs[i], n);
+      if (is(p, "MatMul") && one_element(n->inputs[1 - i], dt)) {
+        product = p;
+        m.factors.push_back({n->inputs[1 - i], div});
+      }
+    }
+    if (!product) return false;
+    m.nodes.push_back(n);
+    n = product;
+  }
+  if (!is(n, "MatMul") || n->inputs.size() != 2) return false;
+  m.nodes.push_back(n);
+  m.q = unscaled(g, n->inputs[0], n, dt, m);
+  m.kt = unscaled(g, n->inputs[1], n, dt, m);
+  return true;
 }
+
+}  // namespace
 
 std::optional<AttentionSpelling> match_attention(const Graph& g, Node* last, int64_t opset) {
   if (!is(last, "MatMul") || last->inputs.size() != 2 || last->outputs.size() != 1) return std::nullopt;
@@ -68,53 +89,30 @@ std::optional<AttentionSpelling> match_attention(const Graph& g, Node* last, int
   m.nodes = {last, sm};
 
   Value* x = sm->inputs[0];
-  Node* n = private_producer(g, x, sm);
-  // Scores + mask (either order): the scores are the operand of the probabilities' shape.
-  if (is(n, "Add") && n->inputs.size() == 2) {
-    for (int i = 0; i < 2 && !m.mask; ++i) {
-      const SymShape* s = shape_of(n->inputs[i]);
-      if (s && s->size() == ps->size() &&
-          std::equal(s->begin(), s->end(), ps->begin(), ps->end(), same_dim) &&
-          n->inputs[i]->producer) {
-        Node* inner = private_producer(g, n->inputs[i], n);
-        if (is(inner, "MatMul") || is(inner, "Div") || is(inner, "Mul")) {
-          m.mask = n->inputs[1 - i];
-          m.nodes.push_back(n);
-          x = n->inputs[i];
-          n = inner;
-        }
+  Node* add = private_producer(g, x, sm);
+  if (is(add, "Add") && add->inputs.size() == 2) {
+    // Scores + mask, either order: the scores are the operand the rest of the spelling matches.
+    bool found = false;
+    for (int i = 0; i < 2 && !found; ++i) {
+      AttentionSpelling trial = m;
+      trial.nodes.push_back(add);
+      if (match_scores(g, add->inputs[i], add, dt, trial)) {
+        trial.mask = add->inputs[1 - i];
+        m = std::move(trial);
+        found = true;
       }
     }
-    if (!m.mask) return std::nullopt;
+    if (!found) return std::nullopt;
+  } else if (!match_scores(g, x, sm, dt, m)) {
+    return std::nullopt;
   }
-  // The scores' own scale.
-  if ((is(n, "Div") || is(n, "Mul")) && n->inputs.size() == 2) {
-    const bool div = is(n, "Div");
-    int scores = -1;
-    for (int i = 0; i < (div ? 1 : 2) && scores < 0; ++i)
-      if (one_element(n->inputs[1 - i], dt) && is(private_producer(g, n->inputs[i], n), "MatMul"))
-        scores = i;
-    if (scores < 0) return std::nullopt;
-    m.factors.push_back({n->inputs[1 - scores], div});
-    m.nodes.push_back(n);
-    x = n->inputs[scores];
-    n = private_producer(g, x, n);
-  }
-  if (!is(n, "MatMul") || n->inputs.size() != 2) return std::nullopt;
-  m.nodes.push_back(n);
-  m.q = unscaled(g, n->inputs[0], n, dt, m);
-  m.kt = unscaled(g, n->inputs[1], n, dt, m);
-  // One rank, equal batch dims, matching inner dims: the products broadcast nothing.
+  // One rank for the products' operands: MatMul then broadcasts only batch dims, whose sizes
+  // may be unknown here (exporters compute head shapes at run time); the backward reduces a
+  // gradient to its input's shape where they broadcast.
   for (const Value* v : {m.q, m.kt, m.v}) {
     const SymShape* s = shape_of(v);
     if (!s || s->size() != ps->size() || v->type.elem != dt) return std::nullopt;
-    for (int64_t i = 0; i + 2 < rank; ++i)
-      if (!same_dim((*s)[i], (*ps)[i])) return std::nullopt;
   }
-  const SymShape &qs = *shape_of(m.q), &ks = *shape_of(m.kt), &vs = *shape_of(m.v);
-  if (!same_dim(qs[rank - 1], ks[rank - 2]) || !same_dim(qs[rank - 2], (*ps)[rank - 2]) ||
-      !same_dim(ks[rank - 1], (*ps)[rank - 1]) || !same_dim(vs[rank - 2], (*ps)[rank - 1]))
-    return std::nullopt;
   return m;
 }
 

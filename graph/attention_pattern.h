@@ -9,9 +9,10 @@
 // scaled_dot_product_attention multiplies Q and K^T each by sqrt(scale) before the product and
 // adds its mask (causal, padding) to the scores. The scales are scalar values (constant or
 // computed from shapes, as torch writes them), the mask any additive tensor. Q, Kt, V and the
-// probabilities have one rank >= 2 and equal batch dims (no broadcasting between them); every
-// value between Q/Kt/V and O is read only inside the spelling. Dropout on the probabilities
-// breaks the spelling (its nodes are then differentiated one by one).
+// probabilities have one known rank >= 2 (their batch dims may broadcast, as MatMul's do);
+// every value between Q/Kt/V and O is read only inside the spelling. Dropout on the
+// probabilities, or a Where for the mask (Hugging Face's GPT-2), breaks the spelling: its nodes
+// are then differentiated one by one.
 #pragma once
 
 #include <cstdint>
@@ -40,9 +41,5 @@ struct AttentionSpelling {
 /// The attention spelling that ends at `last` (the MatMul by V), or nullopt. `opset` is the
 /// model's ai.onnx opset (Softmax's default axis changed at 13).
 std::optional<AttentionSpelling> match_attention(const Graph& g, Node* last, int64_t opset);
-
-/// True when `a` and `b` are known to be the same dimension: equal fixed sizes or one named
-/// symbol.
-bool same_dim(const Dim& a, const Dim& b);
 
 }  // namespace onyx

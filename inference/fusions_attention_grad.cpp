@@ -8,13 +8,13 @@
 // each Transpose swapping the last two axes. Each node is a pass over a [B, H, Sq, Skv] tensor
 // through memory, and the batched products run cold; ai.onyx SoftmaxAttentionGrad(dO, P, V, Q,
 // Kt, alpha) -> (dQ, dKt, dV) (the CPU provider's softmax_attention_grad.cpp) works one
-// (batch, head) matrix at a time in cache. The match starts at each Sub and checks every edge;
-// every intermediate must be read inside. Runs before the passes that fold the Transposes into
-// the products.
+// (batch, head) matrix at a time in cache, broadcasting batch dims as the products do (its
+// outputs have the products' shapes; a reduction to a broadcast input's shape stays after it).
+// The match starts at each Sub and checks every edge; every intermediate must be read inside.
+// Runs before the passes that fold the Transposes into the products.
 #include <algorithm>
 #include <optional>
 
-#include "graph/attention_pattern.h"
 #include "inference/fusion_util.h"
 #include "inference/optimizer.h"
 
@@ -94,13 +94,11 @@ std::optional<Match> match_at(const Graph& g, Node* sub) {
       m.dv = reader;
       break;
     }
-  // One rank, float32, the batch dims of P: the products broadcast nothing.
+  // One rank, float32: the products broadcast batch dims only, as the kernel does.
   for (const Value* v : {m.dout, m.v, m.q, m.kt}) {
     if (!v) continue;
     const SymShape* s = shape_of(v);
     if (!s || s->size() != ps->size() || v->type.elem != DataType::Float) return std::nullopt;
-    for (int64_t i = 0; i + 2 < rank; ++i)
-      if (!same_dim((*s)[i], (*ps)[i])) return std::nullopt;
   }
   return m;
 }

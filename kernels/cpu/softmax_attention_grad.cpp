@@ -14,6 +14,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
@@ -25,6 +26,11 @@ namespace {
 /// Row-major C[M, N] = op(A) op(B) on the calling thread (oneDNN's sgemm).
 void sgemm(const char* who, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A,
            int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // an empty sum (no keys, or zero-width heads)
+    for (int64_t i = 0; i < M; ++i) std::fill_n(C + i * ldc, N, 0.f);
+    return;
+  }
   const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb,
                                       0.f, C, ldc);
   ONYX_CHECK(st == dnnl_success, "[{}] oneDNN sgemm failed with status {} (M={} N={} K={})", who,
@@ -35,6 +41,28 @@ void sgemm(const char* who, bool ta, bool tb, int64_t M, int64_t N, int64_t K, c
 /// wrote long before, while this head computes (sgemm's packing would meet them cold).
 void prefetch_l2(const float* p, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, 2);
+}
+
+/// Where each matrix of `t` starts, for every index of `batch` (t's leading dims broadcast to it:
+/// a dim of 1 repeats its matrix).
+std::vector<const float*> batch_starts(const Shape& batch, const Tensor& t) {
+  const auto nd = static_cast<int64_t>(batch.size());
+  std::vector<int64_t> stride(nd);
+  int64_t st = t.dim(-2) * t.dim(-1);
+  for (int64_t i = nd - 1; i >= 0; --i) {
+    stride[i] = t.dim(i) == 1 ? 0 : st;
+    st *= t.dim(i);
+  }
+  std::vector<const float*> out(shape_numel(batch));
+  for (int64_t b = 0; b < static_cast<int64_t>(out.size()); ++b) {
+    int64_t rem = b, off = 0;
+    for (int64_t i = nd - 1; i >= 0; --i) {
+      off += rem % batch[i] * stride[i];
+      rem /= batch[i];
+    }
+    out[b] = t.data<float>() + off;
+  }
+  return out;
 }
 
 /// dX = (dP - rowsum(dP * P)) * P * alpha over rows of n, in place of dP.
@@ -65,28 +93,31 @@ class SoftmaxAttentionGradKernel final : public Kernel {
     auto wanted = [&](int i) { return i < ctx.num_outputs() && ctx.output_wanted(i); };
     const bool want_dq = wanted(0), want_dk = wanted(1), want_dv = wanted(2);
 
-    // Everything is checked before an output is allocated.
-    const int64_t r = P.rank();
-    ONYX_CHECK(r >= 2, "[{}] P should have rank >= 2 but is {}", who, shape_str(P.shape()));
-    const int64_t S = P.dim(-2), Skv = P.dim(-1), Dv = V.dim(-1);
-    const Shape batch(P.shape().begin(), P.shape().end() - 2);
+    // Everything is checked before an output is allocated. The batch is dO's: every operand's
+    // batch dims equal its dims or are 1 (MatMul's broadcasting, with one rank).
+    const int64_t r = dO.rank();
+    ONYX_CHECK(r >= 2, "[{}] dO should have rank >= 2 but is {}", who, shape_str(dO.shape()));
+    const Shape batch(dO.shape().begin(), dO.shape().end() - 2);
+    const int64_t S = dO.dim(-2), Dv = dO.dim(-1);
+    const int64_t Skv = P.rank() == r ? P.dim(-1) : -1;
+    const int64_t D = Kt && Kt->rank() == r ? Kt->dim(-2) : Q && Q->rank() == r ? Q->dim(-1) : 0;
     auto check = [&](const Tensor* t, const char* name, int64_t rows, int64_t cols) {
       if (!t) return;
+      bool ok = t->dtype() == DataType::Float && t->rank() == r && t->dim(-2) == rows && t->dim(-1) == cols;
+      for (int64_t i = 0; ok && i + 2 < r; ++i) ok = t->dim(i) == batch[i] || t->dim(i) == 1;
       Shape want = batch;
-      want.push_back(rows < 0 ? (t->rank() >= 2 ? t->dim(-2) : -1) : rows);
-      want.push_back(cols < 0 ? (t->rank() >= 1 ? t->dim(-1) : -1) : cols);
-      ONYX_CHECK(t->dtype() == DataType::Float && t->shape() == want,
-                 "[{}] {} should be float {} but is {} {}", who, name, shape_str(want),
-                 dtype_name(t->dtype()), shape_str(t->shape()));
+      want.push_back(rows);
+      want.push_back(cols);
+      ONYX_CHECK(ok, "[{}] {} should be float {} (batch dims may be 1) but is {} {}", who, name,
+                 shape_str(want), dtype_name(t->dtype()), shape_str(t->shape()));
     };
-    ONYX_CHECK(P.dtype() == DataType::Float, "[{}] P should be float but is {}", who,
-               dtype_name(P.dtype()));
-    check(&V, "V", Skv, -1);
-    check(&dO, "dO", S, Dv);
+    ONYX_CHECK(dO.dtype() == DataType::Float, "[{}] dO should be float but is {}", who,
+               dtype_name(dO.dtype()));
+    check(&P, "P", S, Skv);
+    check(&V, "V", Skv, Dv);
     ONYX_CHECK(!want_dq || Kt, "[{}] dQ needs Kt (input 4)", who);
     ONYX_CHECK(!want_dk || Q, "[{}] dKt needs Q (input 3)", who);
-    check(Kt, "Kt", -1, Skv);
-    const int64_t D = Kt ? Kt->dim(-2) : Q ? Q->dim(-1) : 0;
+    check(Kt, "Kt", D, Skv);
     check(Q, "Q", S, D);
     float alpha = 1.f;
     if (alpha_t) {
@@ -109,9 +140,11 @@ class SoftmaxAttentionGradKernel final : public Kernel {
     const bool want_dx = want_dq || want_dk;
     const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctx.threads(), nb)));
     Tensor scratch = want_dx ? ctx.scratch(DataType::Float, {threads, S * Skv}) : Tensor();
-    const float *po = dO.data<float>(), *pp = P.data<float>(), *pv = V.data<float>();
-    const float* pq = Q ? Q->data<float>() : nullptr;
-    const float* pk = Kt ? Kt->data<float>() : nullptr;
+    const float* po = dO.data<float>();
+    using Starts = std::vector<const float*>;
+    const Starts p_at = batch_starts(batch, P), v_at = batch_starts(batch, V);
+    const Starts q_at = Q ? batch_starts(batch, *Q) : Starts();
+    const Starts k_at = Kt ? batch_starts(batch, *Kt) : Starts();
     // One batch-head per task; oneDNN's sgemm runs on the task's thread.
     dnnl_util::ThreadScope one(1);
     parallel_for(nb, threads, 1, [&](int64_t b0, int64_t b1) {
@@ -120,20 +153,21 @@ class SoftmaxAttentionGradKernel final : public Kernel {
       float* dp = want_dx ? scratch.data<float>() + slot * S * Skv : nullptr;
       for (int64_t b = b0; b < b1; ++b) {
         const float* o = po + b * S * Dv;
-        const float* p = pp + b * S * Skv;
+        const float* p = p_at[b];
+        const float* v = v_at[b];
         if (b + 1 < b1) {
-          prefetch_l2(p + S * Skv, S * Skv);
+          prefetch_l2(p_at[b + 1], S * Skv);
           prefetch_l2(o + S * Dv, S * Dv);
-          prefetch_l2(pv + (b + 1) * Skv * Dv, Skv * Dv);
-          if (dq) prefetch_l2(pk + (b + 1) * D * Skv, D * Skv);
-          if (dk) prefetch_l2(pq + (b + 1) * S * D, S * D);
+          prefetch_l2(v_at[b + 1], Skv * Dv);
+          if (dq) prefetch_l2(k_at[b + 1], D * Skv);
+          if (dk) prefetch_l2(q_at[b + 1], S * D);
         }
         if (dv) sgemm(who.c_str(), true, false, Skv, Dv, S, p, Skv, o, Dv, dv + b * Skv * Dv, Dv);
         if (!want_dx) continue;
-        sgemm(who.c_str(), false, true, S, Skv, Dv, o, Dv, pv + b * Skv * Dv, Dv, dp, Skv);
+        sgemm(who.c_str(), false, true, S, Skv, Dv, o, Dv, v, Dv, dp, Skv);
         softmax_backward_rows(dp, p, S, Skv, alpha);
-        if (dq) sgemm(who.c_str(), false, true, S, D, Skv, dp, Skv, pk + b * D * Skv, Skv, dq + b * S * D, D);
-        if (dk) sgemm(who.c_str(), true, false, D, Skv, S, pq + b * S * D, D, dp, Skv, dk + b * D * Skv, Skv);
+        if (dq) sgemm(who.c_str(), false, true, S, D, Skv, dp, Skv, k_at[b], Skv, dq + b * S * D, D);
+        if (dk) sgemm(who.c_str(), true, false, D, Skv, S, q_at[b], D, dp, Skv, dk + b * D * Skv, Skv);
       }
     });
   }

@@ -23,7 +23,8 @@ enum class Spelling {
   Bert,        // Q, K^T from Transposes of [B, S, H, D], scores / sqrt(D), no mask
   Torch,       // Q * c1, K^T * c2 (c1 computed at run time), + causal mask, mask first
   Flat,        // 3-D [B*H, S, D], scores * c (constant first), + mask
-  TrainedBias  // + a trained position bias: the bias needs a gradient, so no spelling
+  TrainedBias, // + a trained position bias: the bias needs a gradient, so no spelling
+  MultiQuery   // as Torch with one key/value head for all query heads (their batch dims broadcast)
 };
 
 struct Built {
@@ -32,21 +33,40 @@ struct Built {
 };
 
 /// y = Attention(x Wq, x Wk, x Wv) spelled as `sp`, reshaped back to [B, S, E]; with
-/// `probs_out` the probabilities are a graph output too.
-Built attention_model(Spelling sp, bool probs_out, int64_t softmax_axis = -1) {
+/// `probs_out` the probabilities are a graph output too. `dynamic`: x has symbolic batch and
+/// sequence dims and the head shapes are computed from Shape(x) at run time, as torch writes
+/// them (their dims unknown to shape inference).
+Built attention_model(Spelling sp, bool probs_out, int64_t softmax_axis = -1, bool dynamic = false) {
   ModelBuilder b(17);
-  b.input("x", DataType::Float, Shape{B, S, E});
-  for (const char* w : {"wq", "wk", "wv"}) b.initializer(w, randn({E, E}, w[1], 0.5));
-  b.initializer("heads", Tensor::from_vector<int64_t>({4}, {B, S, H, D}));
+  const bool mq = sp == Spelling::MultiQuery;
+  if (dynamic)
+    b.input("x", DataType::Float, SymShape{Dim::symbol("batch"), Dim::symbol("seq"), Dim::fixed(E)});
+  else
+    b.input("x", DataType::Float, Shape{B, S, E});
+  for (const char* w : {"wq", "wk", "wv"})
+    b.initializer(w, randn({E, mq && w[1] != 'q' ? D : E}, w[1], 0.5));
+  if (dynamic) {
+    b.node("Shape", {"x"}, {"xs"});
+    b.initializer("zero", Tensor::from_vector<int64_t>({1}, {0}));
+    b.initializer("two", Tensor::from_vector<int64_t>({1}, {2}));
+    b.node("Slice", {"xs", "zero", "two"}, {"bs"});
+    b.initializer("hd", Tensor::from_vector<int64_t>({2}, {H, D}));
+    b.initializer("e", Tensor::from_vector<int64_t>({1}, {E}));
+    set_attrs(b.node("Concat", {"bs", "hd"}, {"heads"}), {attr_int("axis", 0)});
+    set_attrs(b.node("Concat", {"bs", "e"}, {"merge"}), {attr_int("axis", 0)});
+  } else {
+    b.initializer("heads", Tensor::from_vector<int64_t>({4}, {B, S, H, D}));
+    b.initializer("merge", Tensor::from_vector<int64_t>({3}, {B, S, E}));
+  }
+  b.initializer("heads1", Tensor::from_vector<int64_t>({4}, {0, 0, 1, D}));
   b.initializer("flat", Tensor::from_vector<int64_t>({3}, {B * H, S, D}));
-  b.initializer("merge", Tensor::from_vector<int64_t>({3}, {B, S, E}));
   std::vector<float> causal(S * S);
   for (int64_t i = 0; i < S; ++i)
     for (int64_t j = 0; j < S; ++j) causal[i * S + j] = j > i ? -1e9f : 0.f;
   b.initializer("mask", Tensor::from_vector<float>({S, S}, causal));
   for (const char* w : {"q", "k", "v"}) b.node("MatMul", {"x", std::string("w") + w}, {std::string(w) + "2"});
   auto heads = [&](const std::string& in, const std::string& out, std::vector<int64_t> perm) {
-    b.node("Reshape", {in, "heads"}, {out + "_r"});
+    b.node("Reshape", {in, mq && in != "q2" ? "heads1" : "heads"}, {out + "_r"});
     set_attrs(b.node("Transpose", {out + "_r"}, {out}), {attr_ints("perm", std::move(perm))});
   };
   std::string scores;
@@ -122,9 +142,13 @@ void expect_close(const Tensor& a, const Tensor& b, const std::string& what, dou
 
 TEST(AttentionGradFusion, SpellingsTrainAsTheirNodesDo) {
   const autodiff::LossSpec spec{.kind = "mse"};
-  for (Spelling sp : {Spelling::Bert, Spelling::Torch, Spelling::Flat}) {
-    const std::string what = "spelling " + std::to_string(static_cast<int>(sp));
-    Built fused_m = attention_model(sp, false), plain_m = attention_model(sp, true);
+  const std::pair<Spelling, bool> cases[] = {{Spelling::Bert, false},       {Spelling::Torch, false},
+                                              {Spelling::Flat, false},       {Spelling::MultiQuery, false},
+                                              {Spelling::Torch, true},       {Spelling::MultiQuery, true}};
+  for (const auto& [sp, dynamic] : cases) {
+    const std::string what =
+        "spelling " + std::to_string(static_cast<int>(sp)) + (dynamic ? " (dynamic shapes)" : "");
+    Built fused_m = attention_model(sp, false, -1, dynamic), plain_m = attention_model(sp, true, -1, dynamic);
     const auto fused = autodiff::build_training_graph(*fused_m.model, spec, fused_m.params);
     const auto plain = autodiff::build_training_graph(*plain_m.model, spec, plain_m.params);
     // The reference runs every node as autodiff wrote it, none fused.
@@ -192,12 +216,20 @@ TEST(AttentionGradFusion, BadOperandsAreErrorsAndTheSessionStaysUsable) {
   NamedTensors f{{"do", randn({2, 4, 3}, 1)}, {"v", randn({2, 4, 3}, 3)}, {"q", randn({2, 4, 5}, 4)},
                  {"kt", randn({2, 5, 4}, 5)}};
   f["p"] = randn({2, 3, 4}, 2);  // 3 query rows against dO's 4
-  expect_error([&] { s.run(f); }, "dO should be float [2, 3, 3] but is float [2, 4, 3]");
+  expect_error([&] { s.run(f); }, "P should be float [2, 4, 4] (batch dims may be 1) but is float [2, 3, 4]");
   f["p"] = randn({2, 4, 4}, 2);
   const NamedTensors out = s.run(f);
   EXPECT_EQ(out.at("dq").shape(), Shape({2, 4, 5}));
   EXPECT_EQ(out.at("dk").shape(), Shape({2, 5, 4}));
   EXPECT_EQ(out.at("dv").shape(), Shape({2, 4, 3}));
+  // No keys: empty dKt and dV, and dQ an empty sum (zeros).
+  f["p"] = randn({2, 4, 0}, 2);
+  f["v"] = randn({2, 0, 3}, 3);
+  f["kt"] = randn({2, 5, 0}, 5);
+  const NamedTensors none = s.run(f);
+  expect_near(none.at("dq"), std::vector<double>(2 * 4 * 5, 0.0), 0.0);
+  EXPECT_EQ(none.at("dk").shape(), Shape({2, 5, 0}));
+  EXPECT_EQ(none.at("dv").shape(), Shape({2, 0, 3}));
 }
 
 }  // namespace onyx::test
