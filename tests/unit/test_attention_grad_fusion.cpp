@@ -206,10 +206,11 @@ TEST(AttentionGradFusion, LookalikesKeepTheirNodes) {
 TEST(AttentionGradFusion, BadOperandsAreErrorsAndTheSessionStaysUsable) {
   ModelBuilder b(17, "ai.onyx");
   b.input("do", DataType::Float, Shape{2, 4, 3});
-  b.input("p", DataType::Float, SymShape{Dim::fixed(2), Dim::symbol("s"), Dim::fixed(4)});
-  b.input("v", DataType::Float, Shape{2, 4, 3});
+  const Dim two = Dim::fixed(2), keys = Dim::symbol("keys");
+  b.input("p", DataType::Float, SymShape{two, Dim::symbol("s"), keys});
+  b.input("v", DataType::Float, SymShape{two, keys, Dim::fixed(3)});
   b.input("q", DataType::Float, Shape{2, 4, 5});
-  b.input("kt", DataType::Float, Shape{2, 5, 4});
+  b.input("kt", DataType::Float, SymShape{two, Dim::fixed(5), keys});
   b.node("SoftmaxAttentionGrad", {"do", "p", "v", "q", "kt"}, {"dq", "dk", "dv"}, "ai.onyx");
   for (const char* o : {"dq", "dk", "dv"}) b.output(o);
   const Session s = b.session();
