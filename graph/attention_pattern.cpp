@@ -1,30 +1,16 @@
 #include "graph/attention_pattern.h"
 
-#include <algorithm>
+#include <utility>
+
+#include "graph/pattern_util.h"
 
 namespace onyx {
 namespace {
 
-bool is(const Node* n, const char* op) { return n && n->op_type == op && n->domain.empty(); }
-
-/// The node producing v, when v is read by `reader` only and is not a graph output.
-Node* private_producer(const Graph& g, const Value* v, const Node* reader) {
-  if (!v || !v->producer || v->consumers.size() != 1 || v->consumers[0].first != reader)
-    return nullptr;
-  if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return nullptr;
-  return v->producer;
-}
-
-const SymShape* shape_of(const Value* v) {
-  return v && v->type.is_tensor() && v->type.shape ? &*v->type.shape : nullptr;
-}
-
-/// A tensor of `dt` known to hold one element ([] or [1, ...]).
-bool one_element(const Value* v, DataType dt) {
-  const SymShape* s = shape_of(v);
-  if (!s || v->type.elem != dt) return false;
-  return std::all_of(s->begin(), s->end(), [](const Dim& d) { return d.is_fixed() && d.value == 1; });
-}
+using pattern::is;
+using pattern::one_element;
+using pattern::private_producer;
+using pattern::shape_of;
 
 /// x when `v` is x * c (either order) with c one element, read only by `reader`; else v itself.
 Value* unscaled(const Graph& g, Value* v, const Node* reader, DataType dt, AttentionSpelling& m) {

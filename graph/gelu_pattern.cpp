@@ -3,19 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/pattern_util.h"
+
 namespace onyx {
 namespace {
 
-bool is(const Node* n, const char* op) { return n && n->op_type == op && n->domain.empty(); }
-
-/// The node producing v, when v is read by `reader` only and is not a graph output (so it may
-/// disappear into one op).
-Node* private_producer(const Graph& g, const Value* v, const Node* reader) {
-  if (!v || !v->producer || v->consumers.size() != 1 || v->consumers[0].first != reader)
-    return nullptr;
-  if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return nullptr;
-  return v->producer;
-}
+using pattern::is;
+using pattern::private_producer;
 
 /// x when `v` is x / sqrt 2 (Div) or x * (1 / sqrt 2) (Mul, either order), read only by `erf`.
 Value* scaled_input(const Graph& g, const Value* v, const Node* erf, std::vector<Node*>& nodes) {

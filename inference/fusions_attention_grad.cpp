@@ -12,14 +12,16 @@
 // outputs have the products' shapes; a reduction to a broadcast input's shape stays after it).
 // The match starts at each Sub and checks every edge; every intermediate must be read inside.
 // Runs before the passes that fold the Transposes into the products.
-#include <algorithm>
 #include <optional>
 
+#include "graph/pattern_util.h"
 #include "inference/fusion_util.h"
 #include "inference/optimizer.h"
 
 namespace onyx {
 namespace {
+
+using pattern::shape_of;
 
 /// The node producing v when it is `op` and v is read by `reader` alone.
 Node* private_op(const Graph& g, const Value* v, const Node* reader, const char* op) {
@@ -31,10 +33,6 @@ Node* private_op(const Graph& g, const Value* v, const Node* reader, const char*
 Value* swapped_input(const Graph& g, const Value* t, const Node* reader) {
   Node* n = private_op(g, t, reader, "Transpose");
   return n && swaps_last_two_axes(*n) ? n->inputs[0] : nullptr;
-}
-
-const SymShape* shape_of(const Value* v) {
-  return v && v->type.is_tensor() && v->type.shape ? &*v->type.shape : nullptr;
 }
 
 struct Match {
@@ -74,9 +72,7 @@ std::optional<Match> match_at(const Graph& g, Node* sub) {
   Value* dx = mx->outputs[0];
   if (Node* ms = only_consumer(g, dx); is_op(ms, "Mul") && ms->inputs.size() == 2) {
     Value* a = other_input(ms, dx);
-    const SymShape* as = shape_of(a);
-    if (a && as && a->type.elem == DataType::Float &&
-        std::all_of(as->begin(), as->end(), [](const Dim& d) { return d.is_fixed() && d.value == 1; })) {
+    if (pattern::one_element(a, DataType::Float)) {
       m.alpha = a;
       dx = ms->outputs[0];
     }
