@@ -47,24 +47,22 @@ std::vector<Value*> attention_spelling_grad(const Model& model, Graph& g, const 
   std::swap(perm[rank - 1], perm[rank - 2]);
   auto swapped = [&](Value* x) { return c.op("Transpose", {x}, {Attribute::of_ints("perm", perm)}); };
 
-  // Each product has the output's batch dims (they hold every operand's); a gradient is then
-  // reduced to its input's shape where the input broadcast (static when the dims are known).
+  // Each product has the output's batch dims (they hold every operand's) and the matrix dims of
+  // the input whose gradient it is; it is then reduced to that input's shape where the input
+  // broadcast (static when the dims are known).
   const std::optional<SymShape>& os = m.last->outputs[0]->type.shape;
-  auto product = [&](Value* a, Value* b, const Value* rows_of, int64_t rows_at, const Value* cols_of,
-                     int64_t cols_at) {
+  auto product = [&](Value* a, Value* b, Value* like) {
     Value* y = c.op("MatMul", {a, b});
-    const std::optional<SymShape>& rs = rows_of->type.shape;
-    const std::optional<SymShape>& cs = cols_of->type.shape;
-    if (os && rs && cs && os->size() == static_cast<size_t>(rank)) {
+    const std::optional<SymShape>& ls = like->type.shape;
+    if (os && ls && os->size() == static_cast<size_t>(rank) && ls->size() == static_cast<size_t>(rank)) {
       SymShape s(os->begin(), os->end() - 2);
-      s.push_back((*rs)[rows_at]);
-      s.push_back((*cs)[cols_at]);
+      s.insert(s.end(), ls->end() - 2, ls->end());
       y->type = ValueType::tensor(m.p->type.elem, std::move(s));
     }
-    return y;
+    return c.sum_to(y, like);
   };
   std::vector<Value*> d(3, nullptr);
-  if (wants[2]) d[2] = c.sum_to(product(swapped(m.p), dy, m.v, rank - 2, m.v, rank - 1), m.v);
+  if (wants[2]) d[2] = product(swapped(m.p), dy, m.v);
   if (!wants[0] && !wants[1]) return d;
   Value* dp = c.op("MatMul", {dy, swapped(m.v)});
   Value* row = c.reduce("ReduceSum", c.op("Mul", {dp, m.p}), {rank - 1}, true);
@@ -79,8 +77,8 @@ std::vector<Value*> attention_spelling_grad(const Model& model, Graph& g, const 
   if (alpha) dx = c.op("Mul", {dx, alpha});
   // A mask that broadcast the scores needs no reduction of dX here: the products are linear
   // per batch element, so reducing dQ and dKt to their inputs' shapes sums the same terms.
-  if (wants[0]) d[0] = c.sum_to(product(dx, swapped(m.kt), m.p, rank - 2, m.kt, rank - 2), m.q);
-  if (wants[1]) d[1] = c.sum_to(product(swapped(m.q), dx, m.kt, rank - 2, m.kt, rank - 1), m.kt);
+  if (wants[0]) d[0] = product(dx, swapped(m.kt), m.q);
+  if (wants[1]) d[1] = product(swapped(m.q), dx, m.kt);
   return d;
 }
 

@@ -37,8 +37,17 @@ Value* swapped_input(const Graph& g, const Value* t, const Node* reader) {
 
 struct Match {
   Value *dout, *p, *v, *q = nullptr, *kt = nullptr, *alpha = nullptr;
+  Node* dp = nullptr;                                 // dO V^T
   Node *dq = nullptr, *dk = nullptr, *dv = nullptr;  // the products writing the gradients
 };
+
+/// A Transpose's permutation of a rank-`rank` input (its default reverses every axis).
+std::vector<int64_t> perm_of(const Node& t, int64_t rank) {
+  std::vector<int64_t> p = t.attr_ints("perm");
+  if (p.empty())
+    for (int64_t i = rank - 1; i >= 0; --i) p.push_back(i);
+  return p;
+}
 
 /// True when ReduceSum `rs` sums the last axis of a rank-`rank` tensor, keeping it.
 bool sums_last_axis(const Graph& g, const Node& rs, int64_t rank) {
@@ -64,6 +73,7 @@ std::optional<Match> match_at(const Graph& g, Node* sub) {
   if (!sums_last_axis(g, *rs, rank)) return std::nullopt;
   Node* mm = dp->producer;
   if (!is_op(mm, "MatMul") || mm->inputs.size() != 2) return std::nullopt;
+  m.dp = mm;
   m.dout = mm->inputs[0];
   m.v = swapped_input(g, mm->inputs[1], mm);
   // dX = Mul(Sub, P), then the optional scale.
@@ -110,15 +120,47 @@ size_t fuse_softmax_attention_grad(Model& model, const ExecutionProvider& runs_i
   for (const auto& n : g.nodes())
     if (auto m = match_at(g, n.get())) matches.push_back(*m);
   for (const Match& m : matches) {
+    const auto rank = static_cast<int64_t>(shape_of(m.p)->size());
+    std::vector<Attribute> attrs;
+    // dO read through the Transpose that made it (a head merge's gradient) when only the
+    // replaced products read it and each row stays contiguous.
+    Value* dout = m.dout;
+    if (Node* t = dout->producer; is_op(t, "Transpose") && t->inputs.size() == 1 && !is_graph_output(g, dout)) {
+      const std::vector<int64_t> perm = perm_of(*t, rank);
+      bool only_ours = static_cast<int64_t>(perm.size()) == rank && perm[rank - 1] == rank - 1;
+      for (const auto& [reader, idx] : dout->consumers) only_ours = only_ours && (reader == m.dp || reader == m.dv);
+      if (only_ours) {
+        dout = t->inputs[0];
+        attrs.push_back(Attribute::of_ints("dO_perm", perm));
+      }
+    }
+    // Each gradient written where the Transpose reading it alone (a head split's gradient)
+    // would put it, when one of its two matrix axes stays last in memory.
     std::vector<Value*> outs;
+    const char* names[] = {"dQ_perm", "dKt_perm", "dV_perm"};
+    int i = 0;
     for (Node* n : {m.dq, m.dk, m.dv}) {
-      Value* out = n ? n->outputs[0] : nullptr;
-      if (n) detach_output(g, n, 0);
-      outs.push_back(out);
+      const char* name = names[i++];
+      if (!n) {
+        outs.push_back(nullptr);
+        continue;
+      }
+      Node* t = only_consumer(g, n->outputs[0]);
+      const std::vector<int64_t> perm = is_op(t, "Transpose") ? perm_of(*t, rank) : std::vector<int64_t>();
+      if (static_cast<int64_t>(perm.size()) == rank &&
+          (perm[rank - 1] == rank - 1 || perm[rank - 1] == rank - 2)) {
+        outs.push_back(t->outputs[0]);
+        detach_output(g, t, 0);
+        attrs.push_back(Attribute::of_ints(name, perm));
+      } else {
+        outs.push_back(n->outputs[0]);
+        detach_output(g, n, 0);
+      }
     }
     Value* named = outs[0] ? outs[0] : outs[1];
-    g.add_node("SoftmaxAttentionGrad", {m.dout, m.p, m.v, m.q, m.kt, m.alpha}, outs, "ai.onyx",
-               named->name + "_fused");
+    Node* f = g.add_node("SoftmaxAttentionGrad", {dout, m.p, m.v, m.q, m.kt, m.alpha}, outs, "ai.onyx",
+                         named->name + "_fused");
+    for (auto& a : attrs) f->attrs[a.name] = std::move(a);
   }
   if (!matches.empty()) import_domain(model, "ai.onyx");
   // The plain nodes now have no readers; eliminate_dead_code removes them.

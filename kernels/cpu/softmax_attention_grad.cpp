@@ -9,6 +9,9 @@
 //            Q [..., Sq, D] (for dKt), Kt [..., D, Skv] (for dQ), alpha (one element; 1 when
 //            omitted)
 //   outputs: dQ, dKt, dV (each optional)
+//   attributes: dO_perm (dO is Transpose(input 0, dO_perm)), dQ_perm, dKt_perm, dV_perm (each
+//     output is Transpose(gradient, perm)): the Transposes around it that the optimizer folded
+//     (a head split's gradient), read and written in place by strided matrices
 //   dV = P^T dO;  dP = dO V^T;  dX = (dP - rowsum(dP * P)) * P * alpha;
 //   dQ = dX Kt^T;  dKt = Q^T dX
 #include <oneapi/dnnl/dnnl.h>
@@ -35,6 +38,62 @@ void sgemm(const char* who, bool ta, bool tb, int64_t M, int64_t N, int64_t K, c
                                       0.f, C, ldc);
   ONYX_CHECK(st == dnnl_success, "[{}] oneDNN sgemm failed with status {} (M={} N={} K={})", who,
              static_cast<int>(st), M, N, K);
+}
+
+/// One batch's matrix: element (i, j) at p[i * ld + j], or at p[j * ld + i] when `t`.
+struct Mat {
+  const float* p;
+  int64_t ld;
+  bool t;
+};
+
+/// C[M, N] = A[M, K] B[K, N] over matrices of any orientation (a transposed C as C^T = B^T A^T).
+void gemm(const char* who, const Mat& C, const Mat& A, const Mat& B, int64_t M, int64_t N, int64_t K) {
+  float* c = const_cast<float*>(C.p);  // C views an output or the scratch
+  if (!C.t)
+    sgemm(who, A.t, B.t, M, N, K, A.p, A.ld, B.p, B.ld, c, C.ld);
+  else
+    sgemm(who, !B.t, !A.t, N, M, K, B.p, B.ld, A.p, A.ld, c, C.ld);
+}
+
+/// Where a logical [batch..., rows, cols] tensor's elements are in a permuted stored one: the
+/// element stride of each logical axis.
+struct Layout {
+  std::vector<int64_t> stride;
+
+  /// The layout of `logical` stored contiguously as Transpose(logical, perm) (an output), or,
+  /// with `input`, of logical = Transpose(stored, perm) with `stored` its stored shape.
+  static Layout of(const Shape& stored, const std::vector<int64_t>& perm, bool input) {
+    const auto r = static_cast<int64_t>(stored.size());
+    std::vector<int64_t> st(r);
+    for (int64_t i = r - 1, acc = 1; i >= 0; acc *= stored[i], --i) st[i] = acc;
+    Layout l{std::vector<int64_t>(r)};
+    for (int64_t i = 0; i < r; ++i) {
+      if (input)
+        l.stride[i] = st[perm[i]];
+      else
+        l.stride[perm[i]] = st[i];
+    }
+    return l;
+  }
+  /// Matrix b of the batch dims `batch`.
+  Mat at(const float* base, int64_t b, const Shape& batch) const {
+    const auto r = static_cast<int64_t>(stride.size());
+    int64_t off = 0;
+    for (int64_t i = r - 3; i >= 0; --i) {
+      off += b % batch[i] * stride[i];
+      b /= batch[i];
+    }
+    if (stride[r - 1] == 1) return {base + off, stride[r - 2], false};
+    return {base + off, stride[r - 1], true};
+  }
+};
+
+/// Stored shape of Transpose(logical, perm).
+Shape permuted(const Shape& logical, const std::vector<int64_t>& perm) {
+  Shape s(perm.size());
+  for (size_t j = 0; j < perm.size(); ++j) s[j] = logical[perm[j]];
+  return s;
 }
 
 /// Asks for the cache lines of p[0, n) into L2: the next head's operands, which the forward
@@ -78,9 +137,26 @@ void softmax_backward_rows(float* dp, const float* p, int64_t rows, int64_t n, f
   }
 }
 
+/// The attribute `name`: a permutation of `rank` axes keeping a matrix axis last in memory, or
+/// empty (no Transpose folded).
+std::vector<int64_t> perm_attr(const KernelInfo& info, const char* name) {
+  std::vector<int64_t> p = info.node.attr_ints(name);
+  if (p.empty()) return p;
+  const auto r = static_cast<int64_t>(p.size());
+  std::vector<int64_t> sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  bool ok = r >= 2;
+  for (int64_t i = 0; ok && i < r; ++i) ok = sorted[i] == i;
+  ONYX_CHECK(ok, "[{}] attribute {} should be a permutation of 0..{} but is [{}]", info.node.label(),
+             name, r - 1, fmt::join(p, ", "));
+  return p;
+}
+
 class SoftmaxAttentionGradKernel final : public Kernel {
  public:
-  explicit SoftmaxAttentionGradKernel(const KernelInfo&) {}
+  explicit SoftmaxAttentionGradKernel(const KernelInfo& info)
+      : perms_{perm_attr(info, "dO_perm"), perm_attr(info, "dQ_perm"), perm_attr(info, "dKt_perm"),
+               perm_attr(info, "dV_perm")} {}
 
   void compute(KernelContext& ctx) const override {
     const std::string who = ctx.label();
@@ -97,8 +173,12 @@ class SoftmaxAttentionGradKernel final : public Kernel {
     // batch dims equal its dims or are 1 (MatMul's broadcasting, with one rank).
     const int64_t r = dO.rank();
     ONYX_CHECK(r >= 2, "[{}] dO should have rank >= 2 but is {}", who, shape_str(dO.shape()));
-    const Shape batch(dO.shape().begin(), dO.shape().end() - 2);
-    const int64_t S = dO.dim(-2), Dv = dO.dim(-1);
+    for (const auto& p : perms_)
+      ONYX_CHECK(p.empty() || static_cast<int64_t>(p.size()) == r,
+                 "[{}] a perm attribute has {} axes but dO has rank {}", who, p.size(), r);
+    const Shape o_shape = perms_[0].empty() ? dO.shape() : permuted(dO.shape(), perms_[0]);
+    const Shape batch(o_shape.begin(), o_shape.end() - 2);
+    const int64_t S = o_shape[r - 2], Dv = o_shape[r - 1];
     const int64_t Skv = P.rank() == r ? P.dim(-1) : -1;
     const int64_t D = Kt && Kt->rank() == r ? Kt->dim(-2) : Q && Q->rank() == r ? Q->dim(-1) : 0;
     auto check = [&](const Tensor* t, const char* name, int64_t rows, int64_t cols) {
@@ -127,15 +207,25 @@ class SoftmaxAttentionGradKernel final : public Kernel {
       alpha = *alpha_t->data<float>();
     }
 
+    // Each output in its stored (permuted) shape, with the layout its matrices are written in.
+    std::vector<Layout> layouts(3);
     auto output = [&](int i, int64_t rows, int64_t cols) {
       Shape s = batch;
       s.push_back(rows);
       s.push_back(cols);
-      return ctx.allocate_output(i, DataType::Float, s).data<float>();
+      std::vector<int64_t> perm = perms_[i + 1];
+      if (perm.empty())
+        for (int64_t a = 0; a < r; ++a) perm.push_back(a);
+      layouts[i] = Layout::of(permuted(s, perm), perm, false);
+      return ctx.allocate_output(i, DataType::Float, permuted(s, perm)).data<float>();
     };
     float* dq = want_dq ? output(0, S, D) : nullptr;
     float* dk = want_dk ? output(1, D, Skv) : nullptr;
     float* dv = want_dv ? output(2, Skv, Dv) : nullptr;
+    std::vector<int64_t> o_perm = perms_[0];
+    if (o_perm.empty())
+      for (int64_t a = 0; a < r; ++a) o_perm.push_back(a);
+    const Layout o_layout = Layout::of(dO.shape(), o_perm, true);
     const int64_t nb = shape_numel(batch);
     const bool want_dx = want_dq || want_dk;
     const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctx.threads(), nb)));
@@ -152,25 +242,32 @@ class SoftmaxAttentionGradKernel final : public Kernel {
       const int64_t slot = b0 / ((nb + threads - 1) / threads);
       float* dp = want_dx ? scratch.data<float>() + slot * S * Skv : nullptr;
       for (int64_t b = b0; b < b1; ++b) {
-        const float* o = po + b * S * Dv;
+        const Mat o = o_layout.at(po, b, batch);
         const float* p = p_at[b];
-        const float* v = v_at[b];
         if (b + 1 < b1) {
           prefetch_l2(p_at[b + 1], S * Skv);
-          prefetch_l2(o + S * Dv, S * Dv);
+          const Mat next = o_layout.at(po, b + 1, batch);
+          for (int64_t i = 0; i < S; ++i) prefetch_l2(next.p + i * next.ld, Dv);
           prefetch_l2(v_at[b + 1], Skv * Dv);
           if (dq) prefetch_l2(k_at[b + 1], D * Skv);
           if (dk) prefetch_l2(q_at[b + 1], S * D);
         }
-        if (dv) sgemm(who.c_str(), true, false, Skv, Dv, S, p, Skv, o, Dv, dv + b * Skv * Dv, Dv);
+        if (dv) gemm(who.c_str(), layouts[2].at(dv, b, batch), {p, Skv, true}, o, Skv, Dv, S);
         if (!want_dx) continue;
-        sgemm(who.c_str(), false, true, S, Skv, Dv, o, Dv, v, Dv, dp, Skv);
+        gemm(who.c_str(), {dp, Skv, false}, o, {v_at[b], Dv, true}, S, Skv, Dv);
         softmax_backward_rows(dp, p, S, Skv, alpha);
-        if (dq) sgemm(who.c_str(), false, true, S, D, Skv, dp, Skv, k_at[b], Skv, dq + b * S * D, D);
-        if (dk) sgemm(who.c_str(), true, false, D, Skv, S, q_at[b], D, dp, Skv, dk + b * D * Skv, Skv);
+        if (dq)
+          gemm(who.c_str(), layouts[0].at(dq, b, batch), {dp, Skv, false},
+               {k_at[b], Skv, true}, S, D, Skv);
+        if (dk)
+          gemm(who.c_str(), layouts[1].at(dk, b, batch), {q_at[b], D, true},
+               {dp, Skv, false}, D, Skv, S);
       }
     });
   }
+
+ private:
+  std::vector<std::vector<int64_t>> perms_;  // dO, dQ, dKt, dV
 };
 
 }  // namespace

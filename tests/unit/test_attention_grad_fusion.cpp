@@ -157,6 +157,15 @@ TEST(AttentionGradFusion, SpellingsTrainAsTheirNodesDo) {
       for (int threads : {1, 2}) {
         const Session s = session_of(*fused.model, level, threads);
         EXPECT_EQ(op_counts(s)["ai.onyx:SoftmaxAttentionGrad"], level == OptLevel::All ? 1 : 0) << what;
+        // The 4-D spellings' head Transposes around the backward are read and written in place;
+        // not where a gradient is first reduced to its input's shape (the multi-query keys' and
+        // values' over heads).
+        for (const auto& n : s.model().graph->nodes()) {
+          if (n->op_type != "SoftmaxAttentionGrad" || sp == Spelling::Flat) continue;
+          for (const char* perm : {"dO_perm", "dQ_perm"}) EXPECT_TRUE(n->has_attr(perm)) << what << " " << perm;
+          for (const char* perm : {"dKt_perm", "dV_perm"})
+            EXPECT_EQ(n->has_attr(perm), sp != Spelling::MultiQuery) << what << " " << perm;
+        }
         const NamedTensors got = s.run(feeds());
         expect_close(got.at(fused.loss), want.at(plain.loss), what + " loss");
         for (size_t i = 0; i < fused.grads.size(); ++i)
@@ -231,6 +240,15 @@ TEST(AttentionGradFusion, BadOperandsAreErrorsAndTheSessionStaysUsable) {
   expect_near(none.at("dq"), std::vector<double>(2 * 4 * 5, 0.0), 0.0);
   EXPECT_EQ(none.at("dk").shape(), Shape({2, 5, 0}));
   EXPECT_EQ(none.at("dv").shape(), Shape({2, 0, 3}));
+  // A perm attribute that is no permutation is refused when the session is made.
+  ModelBuilder bad(17, "ai.onyx");
+  bad.input("do", DataType::Float, Shape{2, 4, 3});
+  bad.input("p", DataType::Float, Shape{2, 4, 4});
+  bad.input("v", DataType::Float, Shape{2, 4, 3});
+  set_attrs(bad.node("SoftmaxAttentionGrad", {"do", "p", "v"}, {"", "", "dv"}, "ai.onyx"),
+            {attr_ints("dV_perm", {0, 0, 1})});
+  bad.output("dv");
+  expect_error([&] { bad.session(); }, "attribute dV_perm should be a permutation of 0..2 but is [0, 0, 1]");
 }
 
 }  // namespace onyx::test
