@@ -64,8 +64,13 @@ bool huge_pages_wanted() {
   return v && v[0] == '1' && v[1] == '\0';
 }
 
+// Blocks of at least this size are populated when allocated (below it glibc mostly hands out
+// recycled heap memory, already mapped).
+constexpr size_t kPopulateBytes = size_t{1} << 20;
+
 class HeapAllocator final : public Allocator {
  public:
+  explicit HeapAllocator(bool populate) : populate_(populate) {}
   void* allocate(size_t bytes) override {
     // No wrap-around when rounding up (the fuzzers ask for sizes near SIZE_MAX).
     if (bytes > std::numeric_limits<size_t>::max() - kHugePage) throw std::bad_alloc();
@@ -81,16 +86,39 @@ class HeapAllocator final : public Allocator {
     size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
     if (!p) throw std::bad_alloc();
+    if (populate_ && rounded >= kPopulateBytes) populate_pages(p, rounded);
     return p;
   }
   void deallocate(void* ptr, size_t) override { std::free(ptr); }
+
+ private:
+  bool populate_;
 };
 
 }  // namespace
 
 std::shared_ptr<Allocator> cpu_allocator() {
-  static auto heap = std::make_shared<HeapAllocator>();
+  static auto heap = std::make_shared<HeapAllocator>(/*populate=*/true);
   return heap;
+}
+
+std::shared_ptr<Allocator> cpu_allocator_unpopulated() {
+  static auto heap = std::make_shared<HeapAllocator>(/*populate=*/false);
+  return heap;
+}
+
+void populate_pages(void* data, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+  constexpr int kPopulateWrite = 23;  // Linux 5.14's value; older libc headers lack the name
+#endif
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t begin = (at + kPage - 1) & ~(kPage - 1), end = (at + bytes) & ~(kPage - 1);
+  // Advice only: EINVAL (an older kernel) or ENOMEM leave the pages to fault at first touch,
+  // where a real shortage shows as it always did.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, kPopulateWrite);
 }
 
 Storage::Storage(void* ptr, size_t bytes, Device device, std::function<void(void*)> release)

@@ -173,7 +173,10 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
                shape_str(shape), dtype_name(dt), need, *nbytes);
   }
 
-  Tensor t = Tensor::empty(dt, shape);
+  // A deferred copy's pages are populated by the thread that copies them (onnx_io.cpp).
+  const bool deferred =
+      defer && raw_data && !external && dt != DataType::String && !is_sub_byte(dt) && n;
+  Tensor t = Tensor::empty(dt, shape, deferred ? cpu_allocator_unpopulated() : nullptr);
   if (dt == DataType::String) {
     auto* s = t.data<std::string>();
     for (size_t i = 0; i < n; ++i) s[i] = p.string_data(static_cast<int>(i));
@@ -189,7 +192,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     } else if (external) {
       if (n) read_span(span, t.raw(), what);
     } else if (n) {
-      if (defer && raw_data)
+      if (deferred)
         defer->push_back({t, raw.data(), raw.size()});
       else
         std::memcpy(t.raw(), raw.data(), raw.size());

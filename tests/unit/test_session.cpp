@@ -1,4 +1,7 @@
 // inference/: Session feeds and outputs, concurrency, memory reuse, profiling, optimization.
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -241,6 +244,51 @@ TEST(HeapAllocator, HugePagesOnRequestOnlyForLargeBlocks) {
   // Off again: a large block is only 64-byte aligned by contract (it may happen to be more).
   Tensor big = Tensor::zeros(DataType::Float, {int64_t{3} << 20});
   EXPECT_TRUE(aligned(big, 64));
+}
+
+/// How many of the 4 KB pages wholly inside [p, p + bytes) are resident (mincore).
+static size_t resident_pages(const void* p, size_t bytes) {
+  const uintptr_t page = 4096, at = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t begin = (at + page - 1) & ~(page - 1), end = (at + bytes) & ~(page - 1);
+  std::vector<unsigned char> in((end - begin) / page);
+  EXPECT_EQ(::mincore(reinterpret_cast<void*>(begin), end - begin, in.data()), 0);
+  return static_cast<size_t>(std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; }));
+}
+
+// Blocks of 1 MB and more from cpu_allocator() arrive with their pages mapped (one
+// MADV_POPULATE_WRITE instead of a fault a page); cpu_allocator_unpopulated() leaves a fresh
+// block's pages to its first touch, for the loader whose copy threads populate their own parts.
+// Both hold ordinary writable memory, and populate_pages takes any range, page-aligned or not.
+TEST(HeapAllocator, PopulatesLargeBlocksUnlessAskedNotTo) {
+  // The advice needs Linux 5.14 (Debian 12 has 6.1); elsewhere populate_pages is a no-op.
+  void* probe = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  const bool kernel_populates = ::madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+  ::munmap(probe, 4096);
+  if (!kernel_populates) GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE";
+
+  const int64_t n = int64_t{4} << 20;  // 16 MB: glibc maps a fresh block for it
+  const size_t bytes = static_cast<size_t>(n) * 4, whole = bytes / 4096 - 1;
+  Tensor populated = Tensor::empty(DataType::Float, {n});
+  EXPECT_GE(resident_pages(populated.raw(), bytes), whole);
+  Tensor lazy = Tensor::empty(DataType::Float, {n}, cpu_allocator_unpopulated());
+  EXPECT_LT(resident_pages(lazy.raw(), bytes), whole / 2);
+  // An unaligned part of it, as a copy thread populates its share.
+  char* part = static_cast<char*>(lazy.raw()) + 12345;
+  populate_pages(part, 5 << 20);
+  EXPECT_GE(resident_pages(part, 5 << 20), size_t{(5 << 20) / 4096 - 1});
+  populate_pages(part, 0);
+  populate_pages(part, 100);  // inside one page: nothing whole to populate
+  for (Tensor* t : {&populated, &lazy}) {
+    float* f = t->data<float>();
+    f[0] = 1.5f;
+    f[n - 1] = -2.5f;
+    EXPECT_EQ(f[0] + f[n - 1], -1.0f);
+  }
+  // A small block is not populated ahead (glibc mostly recycles those).
+  Tensor small = Tensor::empty(DataType::Float, {1000});
+  small.data<float>()[999] = 3.0f;
+  EXPECT_EQ(small.data<float>()[999], 3.0f);
 }
 
 TEST(Session, ConstantFoldingAndDeadCodeElimination) {
