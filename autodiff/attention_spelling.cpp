@@ -17,7 +17,7 @@ AttentionSpellings find_attention_spellings(const Model& model, const Graph& g,
   for (Node* n : order) {
     std::optional<AttentionSpelling> m = match_attention(g, n, opset);
     if (!m || !(needs_grad(m->q) || needs_grad(m->kt) || needs_grad(m->v))) continue;
-    bool ok = !m->mask || !needs_grad(m->mask);
+    bool ok = (!m->mask || !needs_grad(m->mask)) && (!m->where_fill || !needs_grad(m->where_fill));
     for (const auto& f : m->factors) ok = ok && !needs_grad(f.value);
     for (Node* k : m->nodes) ok = ok && in_order.count(k) && !taken.count(k) && !found.inside.count(k);
     if (!ok) continue;
@@ -67,6 +67,14 @@ std::vector<Value*> attention_spelling_grad(const Model& model, Graph& g, const 
   Value* dp = c.op("MatMul", {dy, swapped(m.v)});
   Value* row = c.reduce("ReduceSum", c.op("Mul", {dp, m.p}), {rank - 1}, true);
   Value* dx = c.op("Mul", {c.op("Sub", {dp, row}), m.p});
+  // Where's gradient: zero where the fill was taken (a wholly masked row's P is not zero there).
+  // It has P's type: the forward Where's output, which Softmax kept, already broadcast cond.
+  if (m.where_cond) {
+    Value* zero = c.scalar(0.0, m.p);
+    dx = c.op("Where", m.scores_where_true ? std::vector<Value*>{m.where_cond, dx, zero}
+                                           : std::vector<Value*>{m.where_cond, zero, dx});
+    dx->type = m.p->type;
+  }
   Value* alpha = nullptr;
   for (const auto& f : m.factors) {
     if (!alpha)

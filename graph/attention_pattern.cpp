@@ -54,6 +54,28 @@ bool match_scores(const Graph& g, Value* x, const Node* reader, DataType dt, Att
   return true;
 }
 
+/// match_scores below an optional Where(cond, S', fill) / Where(cond, fill, S') with a
+/// one-element fill (Hugging Face's causal masking).
+bool match_filled_scores(const Graph& g, Value* x, const Node* reader, DataType dt, AttentionSpelling& m) {
+  Node* w = private_producer(g, x, reader);
+  if (!is(w, "Where") || w->inputs.size() != 3) return match_scores(g, x, reader, dt, m);
+  const Value* cond = w->inputs[0];
+  if (!cond || !cond->type.is_tensor() || cond->type.elem != DataType::Bool) return false;
+  for (int i = 1; i <= 2; ++i) {
+    if (!one_element(w->inputs[3 - i], dt)) continue;
+    AttentionSpelling trial = m;
+    trial.nodes.push_back(w);
+    if (match_scores(g, w->inputs[i], w, dt, trial)) {
+      trial.where_cond = w->inputs[0];
+      trial.where_fill = w->inputs[3 - i];
+      trial.scores_where_true = i == 1;
+      m = std::move(trial);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::optional<AttentionSpelling> match_attention(const Graph& g, Node* last, int64_t opset) {
@@ -82,14 +104,14 @@ std::optional<AttentionSpelling> match_attention(const Graph& g, Node* last, int
     for (int i = 0; i < 2 && !found; ++i) {
       AttentionSpelling trial = m;
       trial.nodes.push_back(add);
-      if (match_scores(g, add->inputs[i], add, dt, trial)) {
+      if (match_filled_scores(g, add->inputs[i], add, dt, trial)) {
         trial.mask = add->inputs[1 - i];
         m = std::move(trial);
         found = true;
       }
     }
     if (!found) return std::nullopt;
-  } else if (!match_scores(g, x, sm, dt, m)) {
+  } else if (!match_filled_scores(g, x, sm, dt, m)) {
     return std::nullopt;
   }
   // One rank for the products' operands: MatMul then broadcasts only batch dims, whose sizes

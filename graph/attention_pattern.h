@@ -10,9 +10,13 @@
 // adds its mask (causal, padding) to the scores. The scales are scalar values (constant or
 // computed from shapes, as torch writes them), the mask any additive tensor. Q, Kt, V and the
 // probabilities have one known rank >= 2 (their batch dims may broadcast, as MatMul's do);
-// every value between Q/Kt/V and O is read only inside the spelling. Dropout on the
-// probabilities, or a Where for the mask (Hugging Face's GPT-2), breaks the spelling: its nodes
-// are then differentiated one by one.
+// every value between Q/Kt/V and O is read only inside the spelling. Hugging Face's eager GPT-2
+// also fills masked scores with a Where before the additive mask:
+//
+//   S'' = Where(cond, S', fill) or Where(cond, fill, S');  Softmax(S'' [+ M])
+//
+// with `fill` a one-element value (-inf, the dtype's lowest) and `cond` any boolean. Dropout on
+// the probabilities breaks the spelling: its nodes are then differentiated one by one.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +33,10 @@ struct AttentionSpelling {
   Value* v = nullptr;     // [..., Skv, Dv]
   Value* p = nullptr;     // [..., Sq, Skv]: Softmax's output
   Value* mask = nullptr;  // added to the scaled scores, or nullptr
+  // Where(where_cond, S', fill) (scores_where_true) or Where(where_cond, fill, S'), or none.
+  Value* where_cond = nullptr;
+  Value* where_fill = nullptr;
+  bool scores_where_true = true;
   struct Factor {
     Value* value;  // a one-element tensor of the scores' type
     bool divides;  // S / c rather than S * c

@@ -3,11 +3,12 @@
 //   dV  = MatMul(Transpose(P), dO)                      (when V needs a gradient)
 //   dP  = MatMul(dO, Transpose(V))
 //   dX  = Mul(Sub(dP, ReduceSum(Mul(dP, P), last axis, keepdims)), P)
+//   dX  = Where(cond, dX, 0) or Where(cond, 0, dX)      (when a Where filled masked scores)
 //   dXa = Mul(dX, alpha)                                (when the scores were scaled)
 //   dQ  = MatMul(dXa, Transpose(Kt)),  dKt = MatMul(Transpose(Q), dXa)
 // each Transpose swapping the last two axes. Each node is a pass over a [B, H, Sq, Skv] tensor
 // through memory, and the batched products run cold; ai.onyx SoftmaxAttentionGrad(dO, P, V, Q,
-// Kt, alpha) -> (dQ, dKt, dV) (the CPU provider's softmax_attention_grad.cpp) works one
+// Kt, alpha, cond) -> (dQ, dKt, dV) (the CPU provider's softmax_attention_grad.cpp) works one
 // (batch, head) matrix at a time in cache, broadcasting batch dims as the products do (its
 // outputs have the products' shapes; a reduction to a broadcast input's shape stays after it).
 // The match starts at each Sub and checks every edge; every intermediate must be read inside.
@@ -37,6 +38,8 @@ Value* swapped_input(const Graph& g, const Value* t, const Node* reader) {
 
 struct Match {
   Value *dout, *p, *v, *q = nullptr, *kt = nullptr, *alpha = nullptr;
+  Value* cond = nullptr;    // the Where's condition, or nullptr
+  bool keep_where_true = true;  // dX kept where cond holds (else where it does not)
   Node* dp = nullptr;                                 // dO V^T
   Node *dq = nullptr, *dk = nullptr, *dv = nullptr;  // the products writing the gradients
 };
@@ -80,6 +83,18 @@ std::optional<Match> match_at(const Graph& g, Node* sub) {
   Node* mx = only_consumer(g, sub->outputs[0]);
   if (!m.v || !is_op(mx, "Mul") || other_input(mx, sub->outputs[0]) != m.p) return std::nullopt;
   Value* dx = mx->outputs[0];
+  if (Node* w = only_consumer(g, dx); is_op(w, "Where") && w->inputs.size() == 3 && !is_graph_output(g, dx)) {
+    // Where(cond, dX, 0) or Where(cond, 0, dX), with a boolean cond that broadcasts to dX.
+    const int at = w->inputs[1] == dx ? 1 : w->inputs[2] == dx ? 2 : 0;
+    const std::optional<double> zero = at ? constant_scalar(g, w->inputs[3 - at]) : std::nullopt;
+    const SymShape* cs = shape_of(w->inputs[0]);
+    if (!zero || *zero != 0.0 || w->inputs[0] == dx || !cs || cs->size() > ps->size() ||
+        w->inputs[0]->type.elem != DataType::Bool)
+      return std::nullopt;
+    m.cond = w->inputs[0];
+    m.keep_where_true = at == 1;
+    dx = w->outputs[0];
+  }
   if (Node* ms = only_consumer(g, dx); is_op(ms, "Mul") && ms->inputs.size() == 2) {
     Value* a = other_input(ms, dx);
     if (pattern::one_element(a, DataType::Float)) {
@@ -158,8 +173,10 @@ size_t fuse_softmax_attention_grad(Model& model, const ExecutionProvider& runs_i
       }
     }
     Value* named = outs[0] ? outs[0] : outs[1];
-    Node* f = g.add_node("SoftmaxAttentionGrad", {dout, m.p, m.v, m.q, m.kt, m.alpha}, outs, "ai.onyx",
-                         named->name + "_fused");
+    if (m.cond) attrs.push_back(Attribute::of_int("keep_where_true", m.keep_where_true ? 1 : 0));
+    std::vector<Value*> ins = {dout, m.p, m.v, m.q, m.kt, m.alpha};
+    if (m.cond) ins.push_back(m.cond);
+    Node* f = g.add_node("SoftmaxAttentionGrad", ins, outs, "ai.onyx", named->name + "_fused");
     for (auto& a : attrs) f->attrs[a.name] = std::move(a);
   }
   if (!matches.empty()) import_domain(model, "ai.onyx");

@@ -1,7 +1,6 @@
 // Einsum: equations with ellipsis, implicit output, repeated labels (diagonals) and summed
 // labels. Operands are contracted left to right; each pairwise contraction is laid out as a
 // batched GEMM [batch, m, k] x [batch, k, n] (oneDNN sgemm for float32).
-#include <dnnl.h>
 
 #include <algorithm>
 #include <array>
@@ -9,6 +8,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_plan.h"
+#include "kernels/cpu/small_gemm.h"
 #include "kernels/cpu/wrap_int.h"
 #include "graph/dispatch.h"
 
@@ -192,9 +192,8 @@ void batched_gemm(const A* a, const A* b, A* c, int64_t batch, int64_t m, int64_
   if constexpr (std::is_same_v<A, float>) {
     if (m * n * k >= 32 * 32 * 32) {
       auto one = [&](int64_t bt) {
-        const dnnl_status_t st = dnnl_sgemm('N', 'N', m, n, k, 1.0f, a + bt * m * k, k,
-                                            b + bt * k * n, n, 0.0f, c + bt * m * n, n);
-        ONYX_CHECK(st == dnnl_success, "[{}] oneDNN sgemm failed with status {}", who, int(st));
+        sgemm(who.c_str(), false, false, m, n, k, a + bt * m * k, k, b + bt * k * n, n, 0.0f,
+              c + bt * m * n, n);
       };
       // Many batches: one sgemm per thread; few: let each sgemm use the threads.
       if (batch >= threads) {

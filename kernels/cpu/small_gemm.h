@@ -1,30 +1,33 @@
 // Row-major GEMM for kernels that multiply many small matrices in loops (Attention, RNN,
-// GRU, LSTM): float goes through oneDNN's sgemm, double through a loop nest that vectorises.
+// GRU, LSTM, Einsum, SoftmaxAttentionGrad): float goes through oneDNN's sgemm (or, where it is
+// unavailable, a loop nest), double through a loop nest that vectorises.
 #pragma once
-
-#include <oneapi/dnnl/dnnl.h>
 
 #include <cstdint>
 
-#include "graph/error.h"
-
 namespace onyx::cpu {
+
+/// Row-major C[M, N] = op(A) op(B) + beta C, op(X) = X or, with ta / tb, X^T (A stored [K, M],
+/// B stored [N, K]); with beta == 0 C is only written. On the calling thread's OpenMP budget
+/// (one thread inside a parallel region). oneDNN's sgemm, unless it answers "unimplemented":
+/// in a process that also loaded PyTorch, libtorch_cpu's own oneDNN exports the one-time JIT
+/// set-up of sgemm's kernels under the same names, the dynamic linker binds the system
+/// oneDNN's to it, and every dnnl_sgemm then fails (status 3; our libtorch door runs there).
+/// From then on the process multiplies with sgemm_loops. Other failures are onyx::Errors
+/// naming `who`.
+void sgemm(const char* who, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+/// The loop nest sgemm falls back to (exposed for its tests): the same contract.
+void sgemm_loops(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 /// C[M,N] = A[M,K] * op(B) + beta * C, row-major with leading dimensions lda/ldb/ldc.
 /// op(B) is B ([K,N]) or, with trans_b, B^T (B stored [N,K]). With beta == 0, C is only
 /// written. Uses the calling thread's OpenMP budget (one thread inside a parallel region).
 inline void gemm(bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
-    return;
-  }
-  const dnnl_status_t st =
-      dnnl_sgemm('N', trans_b ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
-  ONYX_CHECK(st == dnnl_success, "[gemm] oneDNN sgemm failed with status {} (M={} N={} K={})",
-             static_cast<int>(st), M, N, K);
+  sgemm("gemm", false, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 inline void gemm(bool trans_b, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,

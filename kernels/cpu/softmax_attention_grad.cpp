@@ -7,38 +7,26 @@
 //
 //   inputs:  dO [..., Sq, Dv], P [..., Sq, Skv] (the probabilities), V [..., Skv, Dv],
 //            Q [..., Sq, D] (for dKt), Kt [..., D, Skv] (for dQ), alpha (one element; 1 when
-//            omitted)
+//            omitted), cond (bool, broadcasting to P's shape; optional: the backward of a
+//            Where that filled masked scores, Hugging Face's GPT-2)
 //   outputs: dQ, dKt, dV (each optional)
 //   attributes: dO_perm (dO is Transpose(input 0, dO_perm)), dQ_perm, dKt_perm, dV_perm (each
 //     output is Transpose(gradient, perm)): the Transposes around it that the optimizer folded
-//     (a head split's gradient), read and written in place by strided matrices
-//   dV = P^T dO;  dP = dO V^T;  dX = (dP - rowsum(dP * P)) * P * alpha;
+//     (a head split's gradient), read and written in place by strided matrices;
+//     keep_where_true (1 by default): with cond, dX is kept where cond is true and zero where it
+//     is false, or the other way round when 0
+//   dV = P^T dO;  dP = dO V^T;  dX = (dP - rowsum(dP * P)) * P * alpha [zeroed by cond];
 //   dQ = dX Kt^T;  dKt = Q^T dX
-#include <oneapi/dnnl/dnnl.h>
-
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/small_gemm.h"
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {
 namespace {
-
-/// Row-major C[M, N] = op(A) op(B) on the calling thread (oneDNN's sgemm).
-void sgemm(const char* who, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {  // an empty sum (no keys, or zero-width heads)
-    for (int64_t i = 0; i < M; ++i) std::fill_n(C + i * ldc, N, 0.f);
-    return;
-  }
-  const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb,
-                                      0.f, C, ldc);
-  ONYX_CHECK(st == dnnl_success, "[{}] oneDNN sgemm failed with status {} (M={} N={} K={})", who,
-             static_cast<int>(st), M, N, K);
-}
 
 /// One batch's matrix: element (i, j) at p[i * ld + j], or at p[j * ld + i] when `t`.
 struct Mat {
@@ -51,9 +39,9 @@ struct Mat {
 void gemm(const char* who, const Mat& C, const Mat& A, const Mat& B, int64_t M, int64_t N, int64_t K) {
   float* c = const_cast<float*>(C.p);  // C views an output or the scratch
   if (!C.t)
-    sgemm(who, A.t, B.t, M, N, K, A.p, A.ld, B.p, B.ld, c, C.ld);
+    sgemm(who, A.t, B.t, M, N, K, A.p, A.ld, B.p, B.ld, 0.f, c, C.ld);
   else
-    sgemm(who, !B.t, !A.t, N, M, K, B.p, B.ld, A.p, A.ld, c, C.ld);
+    sgemm(who, !B.t, !A.t, N, M, K, B.p, B.ld, A.p, A.ld, 0.f, c, C.ld);
 }
 
 /// Where a logical [batch..., rows, cols] tensor's elements are in a permuted stored one: the
@@ -137,6 +125,47 @@ void softmax_backward_rows(float* dp, const float* p, int64_t rows, int64_t n, f
   }
 }
 
+/// A boolean tensor broadcast (numpy-style, right-aligned) to [batch..., rows, cols]: the start
+/// of each batch's matrix and the strides of its rows and columns (0 where it repeats).
+struct BroadcastMask {
+  std::vector<const bool*> at;
+  int64_t row_stride = 0, col_stride = 0;
+
+  static BroadcastMask of(const Tensor& m, const Shape& batch) {
+    const auto r = static_cast<int64_t>(batch.size()) + 2, mr = m.rank();
+    std::vector<int64_t> stride(r, 0);  // m's element stride for each axis of the full shape
+    for (int64_t i = mr - 1, acc = 1; i >= 0; acc *= m.dim(i), --i)
+      stride[r - mr + i] = m.dim(i) == 1 ? 0 : acc;
+    BroadcastMask b;
+    b.row_stride = stride[r - 2];
+    b.col_stride = stride[r - 1];
+    b.at.resize(shape_numel(batch));
+    for (int64_t k = 0; k < static_cast<int64_t>(b.at.size()); ++k) {
+      int64_t rem = k, off = 0;
+      for (int64_t i = r - 3; i >= 0; --i) {
+        off += rem % batch[i] * stride[i];
+        rem /= batch[i];
+      }
+      b.at[k] = m.data<bool>() + off;
+    }
+    return b;
+  }
+};
+
+/// Zeroes dX [rows, cols] where the mask (from `m`) differs from `keep`.
+void apply_mask(float* dx, int64_t rows, int64_t cols, const bool* m, int64_t rs, int64_t cs, bool keep) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const bool* mr = m + i * rs;
+    float* d = dx + i * cols;
+    if (cs == 0) {
+      if (mr[0] != keep) std::fill_n(d, cols, 0.f);
+      continue;
+    }
+    for (int64_t j = 0; j < cols; ++j)
+      if (mr[j * cs] != keep) d[j] = 0.f;
+  }
+}
+
 /// The attribute `name`: a permutation of `rank` axes keeping a matrix axis last in memory, or
 /// empty (no Transpose folded).
 std::vector<int64_t> perm_attr(const KernelInfo& info, const char* name) {
@@ -156,7 +185,8 @@ class SoftmaxAttentionGradKernel final : public Kernel {
  public:
   explicit SoftmaxAttentionGradKernel(const KernelInfo& info)
       : perms_{perm_attr(info, "dO_perm"), perm_attr(info, "dQ_perm"), perm_attr(info, "dKt_perm"),
-               perm_attr(info, "dV_perm")} {}
+               perm_attr(info, "dV_perm")},
+        keep_where_true_(info.node.attr_int("keep_where_true", 1) != 0) {}
 
   void compute(KernelContext& ctx) const override {
     const std::string who = ctx.label();
@@ -166,6 +196,7 @@ class SoftmaxAttentionGradKernel final : public Kernel {
     const Tensor* Q = opt_input(ctx, 3);
     const Tensor* Kt = opt_input(ctx, 4);
     const Tensor* alpha_t = opt_input(ctx, 5);
+    const Tensor* cond = opt_input(ctx, 6);
     auto wanted = [&](int i) { return i < ctx.num_outputs() && ctx.output_wanted(i); };
     const bool want_dq = wanted(0), want_dk = wanted(1), want_dv = wanted(2);
 
@@ -206,6 +237,16 @@ class SoftmaxAttentionGradKernel final : public Kernel {
                  dtype_name(alpha_t->dtype()), shape_str(alpha_t->shape()));
       alpha = *alpha_t->data<float>();
     }
+    if (cond) {
+      Shape full = batch;  // P's shape as the products see it
+      full.push_back(S);
+      full.push_back(Skv);
+      bool ok = cond->dtype() == DataType::Bool && cond->rank() <= r;
+      for (int64_t i = 0, lead = r - cond->rank(); ok && i < cond->rank(); ++i)
+        ok = cond->dim(i) == 1 || cond->dim(i) == full[lead + i];
+      ONYX_CHECK(ok, "[{}] cond should be bool broadcasting to {} but is {} {}", who,
+                 shape_str(full), dtype_name(cond->dtype()), shape_str(cond->shape()));
+    }
 
     // Each output in its stored (permuted) shape, with the layout its matrices are written in.
     std::vector<Layout> layouts(3);
@@ -235,6 +276,7 @@ class SoftmaxAttentionGradKernel final : public Kernel {
     const Starts p_at = batch_starts(batch, P), v_at = batch_starts(batch, V);
     const Starts q_at = Q ? batch_starts(batch, *Q) : Starts();
     const Starts k_at = Kt ? batch_starts(batch, *Kt) : Starts();
+    const BroadcastMask mask = cond && want_dx ? BroadcastMask::of(*cond, batch) : BroadcastMask();
     // One batch-head per task; oneDNN's sgemm runs on the task's thread.
     dnnl_util::ThreadScope one(1);
     parallel_for(nb, threads, 1, [&](int64_t b0, int64_t b1) {
@@ -256,6 +298,8 @@ class SoftmaxAttentionGradKernel final : public Kernel {
         if (!want_dx) continue;
         gemm(who.c_str(), {dp, Skv, false}, o, {v_at[b], Dv, true}, S, Skv, Dv);
         softmax_backward_rows(dp, p, S, Skv, alpha);
+        if (!mask.at.empty())
+          apply_mask(dp, S, Skv, mask.at[b], mask.row_stride, mask.col_stride, keep_where_true_);
         if (dq)
           gemm(who.c_str(), layouts[0].at(dq, b, batch), {dp, Skv, false},
                {k_at[b], Skv, true}, S, D, Skv);
@@ -268,6 +312,7 @@ class SoftmaxAttentionGradKernel final : public Kernel {
 
  private:
   std::vector<std::vector<int64_t>> perms_;  // dO, dQ, dKt, dV
+  bool keep_where_true_;
 };
 
 }  // namespace

@@ -115,14 +115,17 @@ TEST(Recompute, ClonesRunInsideTheBackward) {
 TEST(Recompute, BudgetChoosesBlocksBetweenCutPoints) {
   const int64_t full = planned_peak_without_recompute(16);
   ASSERT_GT(full, 0);
-  TrainingConfig c = budget_config(full * 3 / 4);
+  // Half the planned peak: the plan is made on the graph before the optimizer, whose fused
+  // attention backward (Where-masked here) alone takes the step's real peak to ~0.7 of it
+  // (2.13 -> 1.49 MB), so a 3/4 budget no longer needs a recomputation to be met.
+  TrainingConfig c = budget_config(full / 2);
   c.recompute.input_shapes = {{"tokens", {16, 8}}, {"labels", {16, 8}}};
   TrainingSession plain(kGpt2, lm_config(""));
   TrainingSession budgeted(kGpt2, c);
   const autodiff::RecomputeReport& r = budgeted.recompute_report();
   EXPECT_EQ(r.candidates, 5u) << "2 blocks x (attention, MLP) + the head: " << r.summary();
   EXPECT_GE(r.chosen, 1u);
-  EXPECT_LT(r.chosen, r.candidates) << "a 3/4 budget should not need every segment";
+  EXPECT_LT(r.chosen, r.candidates) << "a 1/2 budget should not need every segment";
   EXPECT_EQ(r.planned_peak_before, full);
   EXPECT_LE(r.planned_peak_after, c.recompute.budget_bytes);
   EXPECT_GT(r.cloned_nodes, 0u);

@@ -24,8 +24,15 @@ enum class Spelling {
   Torch,       // Q * c1, K^T * c2 (c1 computed at run time), + causal mask, mask first
   Flat,        // 3-D [B*H, S, D], scores * c (constant first), + mask
   TrainedBias, // + a trained position bias: the bias needs a gradient, so no spelling
-  MultiQuery   // as Torch with one key/value head for all query heads (their batch dims broadcast)
+  MultiQuery,  // as Torch with one key/value head for all query heads (their batch dims broadcast)
+  HfFill,      // as Bert, then Where(masked, fill, scores) and + mask (Hugging Face's GPT-2)
+  HfKeep       // as Bert, then Where(kept, scores, fill), the condition [1, 1, S, S]
 };
+
+/// Whether key j is hidden from query i in the Where spellings: the causal mask, and every key
+/// from query 2, whose probabilities are then uniform over the fill (a finite one) and whose
+/// scores' gradient Where's backward zeroes (not P's: the kernel must apply the condition).
+bool hidden(int64_t i, int64_t j) { return j > i || i == 2; }
 
 struct Built {
   std::unique_ptr<Model> model;
@@ -83,12 +90,28 @@ Built attention_model(Spelling sp, bool probs_out, int64_t softmax_axis = -1, bo
   } else {
     heads("q2", "q", {0, 2, 1, 3});
     heads("v2", "v", {0, 2, 1, 3});
-    if (sp == Spelling::Bert) {
+    if (sp == Spelling::Bert || sp == Spelling::HfFill || sp == Spelling::HfKeep) {
       heads("k2", "kt", {0, 2, 3, 1});
       b.initializer("sqrt_d", Tensor::scalar<float>(std::sqrt(float(D))));
       b.node("MatMul", {"q", "kt"}, {"s"});
       b.node("Div", {"s", "sqrt_d"}, {"ss"});
       scores = "ss";
+      if (sp != Spelling::Bert) {
+        const bool keep = sp == Spelling::HfKeep;
+        std::vector<bool> cond(S * S);
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t j = 0; j < S; ++j) cond[i * S + j] = hidden(i, j) != keep;
+        b.initializer("cond", Tensor::from_vector<bool>(keep ? Shape{1, 1, S, S} : Shape{S, S}, cond));
+        b.initializer("fill", Tensor::scalar<float>(-1e4f));
+        b.node("Where", keep ? std::vector<std::string>{"cond", "ss", "fill"}
+                             : std::vector<std::string>{"cond", "fill", "ss"},
+               {"sw"});
+        scores = "sw";
+        if (!keep) {
+          b.node("Add", {"sw", "mask"}, {"swm"});
+          scores = "swm";
+        }
+      }
     } else {
       heads("k2", "k", {0, 2, 1, 3});
       set_attrs(b.node("Transpose", {"k"}, {"kt"}), {attr_ints("perm", {0, 1, 3, 2})});
@@ -144,7 +167,8 @@ TEST(AttentionGradFusion, SpellingsTrainAsTheirNodesDo) {
   const autodiff::LossSpec spec{.kind = "mse"};
   const std::pair<Spelling, bool> cases[] = {{Spelling::Bert, false},       {Spelling::Torch, false},
                                               {Spelling::Flat, false},       {Spelling::MultiQuery, false},
-                                              {Spelling::Torch, true},       {Spelling::MultiQuery, true}};
+                                              {Spelling::Torch, true},       {Spelling::MultiQuery, true},
+                                              {Spelling::HfFill, false},     {Spelling::HfKeep, false}};
   for (const auto& [sp, dynamic] : cases) {
     const std::string what =
         "spelling " + std::to_string(static_cast<int>(sp)) + (dynamic ? " (dynamic shapes)" : "");
@@ -165,6 +189,11 @@ TEST(AttentionGradFusion, SpellingsTrainAsTheirNodesDo) {
           for (const char* perm : {"dO_perm", "dQ_perm"}) EXPECT_TRUE(n->has_attr(perm)) << what << " " << perm;
           for (const char* perm : {"dKt_perm", "dV_perm"})
             EXPECT_EQ(n->has_attr(perm), sp != Spelling::MultiQuery) << what << " " << perm;
+        }
+        for (const auto& n : s.model().graph->nodes()) {
+          if (n->op_type != "SoftmaxAttentionGrad") continue;
+          EXPECT_EQ(n->attr_int("keep_where_true", -1),
+                    sp == Spelling::HfFill ? 0 : sp == Spelling::HfKeep ? 1 : -1) << what;
         }
         const NamedTensors got = s.run(feeds());
         expect_close(got.at(fused.loss), want.at(plain.loss), what + " loss");
@@ -240,6 +269,32 @@ TEST(AttentionGradFusion, BadOperandsAreErrorsAndTheSessionStaysUsable) {
   expect_near(none.at("dq"), std::vector<double>(2 * 4 * 5, 0.0), 0.0);
   EXPECT_EQ(none.at("dk").shape(), Shape({2, 5, 0}));
   EXPECT_EQ(none.at("dv").shape(), Shape({2, 0, 3}));
+  // A Where's condition must be bool and broadcast to P's shape; the one given zeroes dX where
+  // it is false (keep_where_true defaults to 1), here every score of the first batch.
+  {
+    ModelBuilder mb(17, "ai.onyx");
+    mb.input("do", DataType::Float, Shape{2, 4, 3});
+    mb.input("p", DataType::Float, Shape{2, 4, 4});
+    mb.input("v", DataType::Float, Shape{2, 4, 3});
+    mb.input("q", DataType::Float, Shape{2, 4, 5});
+    mb.input("kt", DataType::Float, Shape{2, 5, 4});
+    mb.input("cond", DataType::Bool, SymShape{Dim::symbol("c0"), Dim::symbol("c1"), Dim::symbol("c2")});
+    mb.node("SoftmaxAttentionGrad", {"do", "p", "v", "q", "kt", "", "cond"}, {"dq", "dk", "dv"}, "ai.onyx");
+    for (const char* o : {"dq", "dk", "dv"}) mb.output(o);
+    const Session masked = mb.session();
+    NamedTensors g{{"do", randn({2, 4, 3}, 1)}, {"p", randn({2, 4, 4}, 2)}, {"v", randn({2, 4, 3}, 3)},
+                   {"q", randn({2, 4, 5}, 4)}, {"kt", randn({2, 5, 4}, 5)}};
+    g["cond"] = Tensor::from_vector<bool>({3, 1, 1}, {true, true, true});
+    expect_error([&] { masked.run(g); }, "cond should be bool broadcasting to [2, 4, 4] but is bool [3, 1, 1]");
+    g["cond"] = Tensor::from_vector<bool>({2, 1, 1}, {false, true});
+    const NamedTensors half = masked.run(g);
+    g["cond"] = Tensor::from_vector<bool>({1, 1, 1}, {true});
+    const NamedTensors all = masked.run(g);
+    const auto dq_half = half.at("dq").to_double_vector(), dq_all = all.at("dq").to_double_vector();
+    for (size_t i = 0; i < dq_half.size(); ++i)
+      EXPECT_EQ(dq_half[i], i < dq_half.size() / 2 ? 0.0 : dq_all[i]) << i;
+    EXPECT_EQ(half.at("dv").to_double_vector(), all.at("dv").to_double_vector());  // dV takes no dX
+  }
   // A perm attribute that is no permutation is refused when the session is made.
   ModelBuilder bad(17, "ai.onyx");
   bad.input("do", DataType::Float, Shape{2, 4, 3});
