@@ -119,20 +119,24 @@ Value* find_or_throw(const Graph& g, const std::string& name, const char* what) 
   return v;
 }
 
-/// The Erf-GELU spellings (graph/gelu_pattern.h) of `order` whose x depends on the parameters
-/// and whose constants do not: each is differentiated as one Gelu node, so its gradient reads
-/// only x (not the spelling's intermediates) and execution can fuse the forward spelling into
-/// one Gelu kernel and the Gelu rule's nodes into one GeluGrad (inference/fusions_gelu.cpp).
-struct ErfGelus {
+/// The GELU spellings (graph/gelu_pattern.h: the Erf form, and the tanh form of GPT-2's
+/// "gelu_new") of `order` whose x depends on the parameters and whose constants do not: each is
+/// differentiated as one Gelu node (approximate "tanh" for the tanh form), so its gradient reads
+/// only x (not the spelling's intermediates, which the forward then frees at once) and execution
+/// can fuse the forward Erf spelling into one Gelu kernel and the Gelu rule's nodes into one
+/// GeluGrad (inference/fusions_gelu.cpp).
+struct GeluUnits {
   std::map<Node*, GeluSpelling> by_last;
+  std::set<Node*> tanh;    // the `last` of the tanh-form spellings
   std::set<Node*> inside;  // the spellings' other nodes
 };
 
-ErfGelus find_erf_gelus(const Graph& g, const std::vector<Node*>& order, const Reach& r) {
-  ErfGelus found;
+GeluUnits find_gelus(const Graph& g, const std::vector<Node*>& order, const Reach& r) {
+  GeluUnits found;
   const std::set<Node*> in_order(order.begin(), order.end());
   for (Node* n : order) {
     std::optional<GeluSpelling> m = match_erf_gelu(g, n);
+    const bool tanh = !m && (m = match_tanh_gelu(g, n));
     if (!m || !r.rel.count(m->x)) continue;
     bool ok = true;
     for (Node* k : m->nodes) {
@@ -147,15 +151,17 @@ ErfGelus find_erf_gelus(const Graph& g, const std::vector<Node*>& order, const R
     for (Node* k : m->nodes)
       if (k != n) found.inside.insert(k);
     found.by_last.emplace(n, std::move(*m));
+    if (tanh) found.tanh.insert(n);
   }
   return found;
 }
 
-/// The gradient of x through one Erf-GELU spelling: the Gelu rule applied to a stand-in node.
-Value* erf_gelu_grad(const Model& model, Graph& g, const GeluSpelling& m, Value* dy) {
+/// The gradient of x through one GELU spelling: the Gelu rule applied to a stand-in node.
+Value* gelu_unit_grad(const Model& model, Graph& g, const GeluSpelling& m, bool tanh, Value* dy) {
   Node gelu;
   gelu.name = m.last->name;
   gelu.op_type = "Gelu";
+  if (tanh) gelu.attrs["approximate"] = Attribute::of_string("approximate", "tanh");
   gelu.inputs = {m.x};
   gelu.outputs = {m.last->outputs[0]};
   gelu.owner = &g;
@@ -192,7 +198,7 @@ std::map<Value*, Value*> differentiate_nodes(const Model& model, Graph& g,
     total[v] = res;
     return res;
   };
-  const ErfGelus gelus = find_erf_gelus(g, order, r);
+  const GeluUnits gelus = find_gelus(g, order, r);
   std::set<Node*> in_gelus = gelus.inside;
   for (const auto& [last, m] : gelus.by_last) in_gelus.insert(last);
   const AttentionSpellings attns = find_attention_spellings(
@@ -202,7 +208,7 @@ std::map<Value*, Value*> differentiate_nodes(const Model& model, Graph& g,
     if (gelus.inside.count(n) || attns.inside.count(n)) continue;
     if (auto m = gelus.by_last.find(n); m != gelus.by_last.end()) {
       if (Value* dy = finalize(n->outputs[0]))
-        contrib[m->second.x].push_back(erf_gelu_grad(model, g, m->second, dy));
+        contrib[m->second.x].push_back(gelu_unit_grad(model, g, m->second, gelus.tanh.count(n) != 0, dy));
       continue;
     }
     if (auto m = attns.by_last.find(n); m != attns.by_last.end()) {

@@ -3,7 +3,8 @@
 //
 //   y = x * 0.5 * (1 + erf(x / sqrt 2))
 //
-// and its tanh approximation (GPT-2's "gelu_new"; execution only, training keeps its nodes):
+// and its tanh approximation (GPT-2's "gelu_new"; training differentiates it as one unit too,
+// but the forward keeps its nodes there: SessionOptions::approximate_fusions):
 //
 //   y = x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
 //

@@ -149,15 +149,16 @@ inline void import_domain(Model& model, const std::string& domain) {
   if (model.opset(domain) == 0) model.opsets.push_back({domain, 1});
 }
 
-/// Replaces the node producing `y` (output 0) by a new node of `op` over `inputs`; the old
-/// node, read by nobody now, is left for dead-code elimination.
-inline void replace_producer(Model& model, Value* y, const char* op, const char* domain,
-                             std::vector<Value*> inputs) {
+/// Replaces the node producing `y` (output 0) by a new node of `op` over `inputs`, returned;
+/// the old node, read by nobody now, is left for dead-code elimination.
+inline Node* replace_producer(Model& model, Value* y, const char* op, const char* domain,
+                              std::vector<Value*> inputs) {
   Graph& g = *model.graph;
   Node* old = y->producer;
   detach_output(g, old, 0);
-  g.add_node(op, std::move(inputs), {y}, domain, old->name + "_fused");
+  Node* n = g.add_node(op, std::move(inputs), {y}, domain, old->name + "_fused");
   import_domain(model, domain);
+  return n;
 }
 
 }  // namespace onyx

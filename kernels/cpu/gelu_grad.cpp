@@ -1,10 +1,14 @@
-// ai.onyx GeluGrad: the input gradient of GELU (erf form) in one pass over dY and X.
-// Training differentiates an Erf-GELU spelling as one Gelu (autodiff/training_graph.cpp), whose
-// rule writes dY * (Phi(x) + x phi(x)) as about ten plain ONNX nodes, each a pass over the
-// activation; the optimizer's fuse_gelu_grad (inference/fusions_gelu.cpp) swaps them for this.
+// ai.onyx GeluGrad: the input gradient of GELU in one pass over dY and X.
+// Training differentiates a GELU spelling (Erf or tanh form) as one Gelu
+// (autodiff/training_graph.cpp), whose rule writes the derivative as ten (Erf) or sixteen (tanh)
+// plain ONNX nodes, each a pass over the activation; the optimizer's fuse_gelu_grad
+// (inference/fusions_gelu.cpp) swaps them for this.
 //
 //   inputs:  dY, X (one shape, one float dtype)      outputs: dX
-//   dX = dY * (Phi(X) + X phi(X)), Phi the standard normal CDF, phi its density.
+//   attribute approximate: "none" (default) or "tanh"
+//   none: dX = dY * (Phi(X) + X phi(X)), Phi the standard normal CDF, phi its density;
+//   tanh: dX = dY * (0.5 (1 + t) + 0.5 X (1 - t^2) k (1 + 3 c X^2)), t = tanh(k (X + c X^3)),
+//         k = sqrt(2 / pi), c = 0.044715 (GPT-2's "gelu_new").
 #include <algorithm>
 #include <cmath>
 
@@ -17,9 +21,24 @@
 namespace onyx::cpu {
 namespace {
 
+/// The tanh form's derivative times dy in double (float goes through the SIMD table).
+void gelu_tanh_grad_f64(const double* dy, const double* x, double* dx, int64_t n) {
+  constexpr double k = 0.7978845608028654, c = 0.044715;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i], v2 = v * v, t = std::tanh(k * v * (1 + c * v2));
+    dx[i] = dy[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * c * v2));
+  }
+}
+
 class GeluGradKernel final : public Kernel {
  public:
-  explicit GeluGradKernel(const KernelInfo&) {}
+  explicit GeluGradKernel(const KernelInfo& info) {
+    const std::string approx = info.node.attr_string("approximate", "none");
+    ONYX_CHECK(approx == "none" || approx == "tanh",
+               "[{}] attribute approximate must be 'none' or 'tanh', found '{}'", info.node.label(),
+               approx);
+    tanh_ = approx == "tanh";
+  }
 
   void compute(KernelContext& ctx) const override {
     const Tensor& dY = ctx.required_input(0);
@@ -35,6 +54,23 @@ class GeluGradKernel final : public Kernel {
       const T *dy = dY.data<T>(), *x = X.data<T>();
       T* dx = dX.data<T>();
       parallel_for(n, ctx.threads(), kHalfBlock * 8, [&](int64_t b, int64_t e) {
+        if (tanh_) {
+          if constexpr (std::is_same_v<T, float>) {
+            simd().gelu_tanh_grad(dy + b, x + b, dx + b, e - b);
+          } else if constexpr (std::is_same_v<T, double>) {
+            gelu_tanh_grad_f64(dy + b, x + b, dx + b, e - b);
+          } else {
+            float fx[kHalfBlock], fdy[kHalfBlock];
+            for (int64_t i = b; i < e; i += kHalfBlock) {
+              const int64_t m = std::min(kHalfBlock, e - i);
+              widen(x + i, fx, m);
+              widen(dy + i, fdy, m);
+              simd().gelu_tanh_grad(fdy, fx, fdy, m);
+              narrow(fdy, dx + i, m);
+            }
+          }
+          return;
+        }
         if constexpr (std::is_same_v<T, float>) {
           simd().gelu_grad(dy + b, x + b, dx + b, e - b);
         } else if constexpr (std::is_same_v<T, double>) {
@@ -57,6 +93,9 @@ class GeluGradKernel final : public Kernel {
       });
     });
   }
+
+ private:
+  bool tanh_ = false;
 };
 
 }  // namespace

@@ -137,6 +137,66 @@ TEST(GradActivation, ErfGeluSpellingsDifferentiateAsOneGelu) {
   }
 }
 
+// The tanh spelling (GPT-2's gelu_new, nanoGPT's GELU(approximate="tanh") as torch exports it)
+// is differentiated as one Gelu(approximate="tanh") too: its gradient is right (finite
+// differences in float64), reads only x, and execution runs it as one ai.onyx GeluGrad with
+// approximate="tanh" (the forward keeps its nodes in training: SessionOptions::approximate_fusions).
+TEST(GradActivation, TanhGeluSpellingDifferentiatesAsOneGelu) {
+  const std::vector<GradInput> constants = {
+      C("c_three", {}, {3.0}, DataType::Double), C("c_a", {}, {0.044715}, DataType::Double),
+      C("c_k", {}, {std::sqrt(2 / M_PI)}, DataType::Double), C("c_one", {}, {1.0}, DataType::Double),
+      C("c_half", {}, {0.5}, DataType::Double)};
+  for (bool cube_as_muls : {false, true}) {
+    SCOPED_TRACE(cube_as_muls ? "x * (x * x)" : "Pow(x, 3)");
+    auto build = [cube_as_muls](Graph& g) -> std::vector<Value*> {
+      Value* x = g.find_value("x");
+      Value* x3 = cube_as_muls ? add(g, "Mul", {x, add(g, "Mul", {x, x})})
+                               : add(g, "Pow", {x, g.find_value("c_three")});
+      Value* inner = add(g, "Add", {x, add(g, "Mul", {g.find_value("c_a"), x3})});
+      Value* t = add(g, "Tanh", {add(g, "Mul", {inner, g.find_value("c_k")})});
+      Value* y = add(g, "Mul", {add(g, "Mul", {g.find_value("c_half"), x}),
+                                add(g, "Add", {g.find_value("c_one"), t})});
+      return {add(g, "Add", {y, x})};  // x read elsewhere too, as a residual does
+    };
+    std::vector<GradInput> inputs = constants;
+    inputs.insert(inputs.begin(), P("x", {3, 5}, -3, 3));
+    check_gradient({.op = "graph", .inputs = inputs, .build = build});
+
+    auto m = std::make_unique<Model>();
+    m->ir_version = 8;
+    m->opsets.push_back({"", 17});
+    m->graph = std::make_unique<Graph>("gelu_tanh");
+    Graph& g = *m->graph;
+    g.add_initializer("x", Tensor::from_vector<float>({2, 3}, {-2, -0.5f, 0, 0.3f, 1, 2.5f}));
+    for (const GradInput& c : constants)
+      g.add_initializer(c.name, Tensor::scalar<float>(static_cast<float>(c.values[0])));
+    Value* y = build(g)[0];
+    g.outputs = {add(g, "ReduceSum", {y}, {attr_int("keepdims", 0)})};
+    auto tg = autodiff::build_training_graph(*m, {.kind = "output"}, {"x"});
+    std::map<std::string, int> ops;
+    for (const auto& n : tg.model->graph->nodes()) ++ops[n->op_type];
+    EXPECT_EQ(ops["Pow"], cube_as_muls ? 0 : 1);  // the forward's only: Pow's rule did not run
+    EXPECT_EQ(ops["Tanh"], 2);                      // the forward's and the Gelu rule's
+
+    SessionOptions plain;
+    plain.opt_level = OptLevel::None;
+    Session a(clone_model(*tg.model)), b(clone_model(*tg.model), plain);
+    int grads = 0;
+    for (const auto& n : a.model().graph->nodes())
+      if (n->op_type == "GeluGrad") {
+        ++grads;
+        EXPECT_EQ(n->attr_string("approximate", "none"), "tanh");
+      }
+    EXPECT_EQ(grads, 1);
+    NamedTensors ra = a.run({}), rb = b.run({});
+    for (const std::string& name : {tg.loss, tg.grads[0]}) {
+      auto va = ra.at(name).to_double_vector(), vb = rb.at(name).to_double_vector();
+      ASSERT_EQ(va.size(), vb.size());
+      for (size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], vb[i], 2e-6) << name << " " << i;
+    }
+  }
+}
+
 // Where the spelling's values are read elsewhere, or a constant is not GELU's, each node keeps
 // its own rule (and nothing is fused).
 TEST(GradActivation, ErfGeluLookalikesKeepTheirRules) {

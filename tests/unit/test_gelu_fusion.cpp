@@ -167,13 +167,15 @@ TEST(GeluFusion, GeluGradKernelMatchesFloat64) {
   const Shape shape{3, 1000};  // not a multiple of any vector or block width
   const Tensor x = random_normal(shape, 7, 3.0f), dy = random_normal(shape, 8);
   const auto xs = x.to_double_vector(), dys = dy.to_double_vector();
+  for (bool tanh_form : {false, true})
   for (DataType dt : {DataType::Float, DataType::Double, DataType::BFloat16, DataType::Float16}) {
-    SCOPED_TRACE(dtype_name(dt));
+    SCOPED_TRACE(std::string(dtype_name(dt)) + (tanh_form ? " tanh" : " erf"));
     ModelBuilder b(17, "ai.onyx");
     b.input("dy", DataType::Float, shape).input("x", DataType::Float, shape);
     b.node("Cast", {"dy"}, {"dy_t"}).attrs["to"] = attr_int("to", static_cast<int64_t>(dt));
     b.node("Cast", {"x"}, {"x_t"}).attrs["to"] = attr_int("to", static_cast<int64_t>(dt));
-    b.node("GeluGrad", {"dy_t", "x_t"}, {"dx_t"}, "ai.onyx");
+    Node& gg = b.node("GeluGrad", {"dy_t", "x_t"}, {"dx_t"}, "ai.onyx");
+    if (tanh_form) gg.attrs["approximate"] = attr_string("approximate", "tanh");
     b.node("Cast", {"dx_t"}, {"dx"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::Float));
     b.node("Cast", {"x_t"}, {"x_back"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::Float));
     b.node("Cast", {"dy_t"}, {"dy_back"}).attrs["to"] = attr_int("to", static_cast<int64_t>(DataType::Float));
@@ -183,12 +185,29 @@ TEST(GeluFusion, GeluGradKernelMatchesFloat64) {
     auto xr = out.at("x_back").to_double_vector(), dyr = out.at("dy_back").to_double_vector();
     auto got = out.at("dx").to_double_vector();
     const double tol = dt == DataType::BFloat16 ? 1.6e-2 : dt == DataType::Float16 ? 2e-3 : 2e-6;
+    const double k = std::sqrt(2 / M_PI), c = 0.044715;
     for (size_t i = 0; i < got.size(); ++i) {
-      const double v = xr[i];
-      const double d = 0.5 * std::erfc(-v / std::sqrt(2.0)) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+      const double v = xr[i], th = std::tanh(k * (v + c * v * v * v));
+      const double d = tanh_form ? 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k * (1 + 3 * c * v * v)
+                                 : 0.5 * std::erfc(-v / std::sqrt(2.0)) +
+                                       v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
       const double want = dyr[i] * d;
       ASSERT_NEAR(got[i], want, tol * (1 + std::abs(want))) << i << " x " << v;
     }
+  }
+}
+
+TEST(GeluFusion, GeluGradRefusesAnUnknownApproximation) {
+  ModelBuilder b(17, "ai.onyx");
+  b.input("dy", DataType::Float, Shape{2, 3}).input("x", DataType::Float, Shape{2, 3});
+  b.node("GeluGrad", {"dy", "x"}, {"dx"}, "ai.onyx").attrs["approximate"] = attr_string("approximate", "sigmoid");
+  b.output("dx");
+  try {
+    b.session();
+    FAIL() << "expected onyx::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("approximate must be 'none' or 'tanh', found 'sigmoid'"),
+              std::string::npos) << e.what();
   }
 }
 

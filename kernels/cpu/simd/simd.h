@@ -21,6 +21,9 @@ struct SimdTable {
   void (*unary)(UnaryF32 op, const float* x, float* y, int64_t n);
   /// dx[i] = dy[i] * gelu'(x[i]) for the erf form: Phi(x) + x phi(x) (dx may alias dy).
   void (*gelu_grad)(const float* dy, const float* x, float* dx, int64_t n);
+  /// The same for the tanh form (GPT-2's gelu_new), t = tanh(k (x + c x^3)), k = sqrt(2/pi),
+  /// c = 0.044715: 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2).
+  void (*gelu_tanh_grad)(const float* dy, const float* x, float* dx, int64_t n);
   /// out[i] = exp(x[i] - m[i]) when per_elem, else exp(x[i] - m[0]); returns the sum of out.
   float (*exp_minus)(const float* x, const float* m, bool per_elem, float* out, int64_t n);
   /// Maximum of x[0..n) (-inf when n = 0; NaNs are skipped).
