@@ -21,7 +21,16 @@
 namespace onyx::cpu {
 namespace {
 
-/// The tanh form's derivative times dy in double (float goes through the SIMD table).
+/// The erf form's derivative times dy in double (float goes through the SIMD table).
+void gelu_erf_grad_f64(const double* dy, const double* x, double* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    dx[i] = dy[i] * (0.5 * std::erfc(-v * M_SQRT1_2) + v * std::exp(-0.5 * v * v) * 0.5 *
+                                                           M_2_SQRTPI * M_SQRT1_2);
+  }
+}
+
+/// The tanh form's, likewise.
 void gelu_tanh_grad_f64(const double* dy, const double* x, double* dx, int64_t n) {
   constexpr double k = 0.7978845608028654, c = 0.044715;
   for (int64_t i = 0; i < n; ++i) {
@@ -53,32 +62,13 @@ class GeluGradKernel final : public Kernel {
     dispatch<Types>(X.dtype(), ctx.label(), [&]<typename T>() {
       const T *dy = dY.data<T>(), *x = X.data<T>();
       T* dx = dX.data<T>();
+      // float maps of the SIMD table for the form; double in libm's precision.
+      const auto map = tanh_ ? simd().gelu_tanh_grad : simd().gelu_grad;
       parallel_for(n, ctx.threads(), kHalfBlock * 8, [&](int64_t b, int64_t e) {
-        if (tanh_) {
-          if constexpr (std::is_same_v<T, float>) {
-            simd().gelu_tanh_grad(dy + b, x + b, dx + b, e - b);
-          } else if constexpr (std::is_same_v<T, double>) {
-            gelu_tanh_grad_f64(dy + b, x + b, dx + b, e - b);
-          } else {
-            float fx[kHalfBlock], fdy[kHalfBlock];
-            for (int64_t i = b; i < e; i += kHalfBlock) {
-              const int64_t m = std::min(kHalfBlock, e - i);
-              widen(x + i, fx, m);
-              widen(dy + i, fdy, m);
-              simd().gelu_tanh_grad(fdy, fx, fdy, m);
-              narrow(fdy, dx + i, m);
-            }
-          }
-          return;
-        }
         if constexpr (std::is_same_v<T, float>) {
-          simd().gelu_grad(dy + b, x + b, dx + b, e - b);
+          map(dy + b, x + b, dx + b, e - b);
         } else if constexpr (std::is_same_v<T, double>) {
-          for (int64_t i = b; i < e; ++i) {
-            const double v = x[i];
-            dx[i] = dy[i] * (0.5 * std::erfc(-v * M_SQRT1_2) + v * std::exp(-0.5 * v * v) * 0.5 *
-                                                                   M_2_SQRTPI * M_SQRT1_2);
-          }
+          (tanh_ ? gelu_tanh_grad_f64 : gelu_erf_grad_f64)(dy + b, x + b, dx + b, e - b);
         } else {
           // 16-bit: a block at a time through float (half_convert.h).
           float fx[kHalfBlock], fdy[kHalfBlock];
@@ -86,7 +76,7 @@ class GeluGradKernel final : public Kernel {
             const int64_t m = std::min(kHalfBlock, e - i);
             widen(x + i, fx, m);
             widen(dy + i, fdy, m);
-            simd().gelu_grad(fdy, fx, fdy, m);
+            map(fdy, fx, fdy, m);
             narrow(fdy, dx + i, m);
           }
         }
