@@ -5,13 +5,11 @@
 
 #include "autodiff/gradient_rules.h"
 #include "graph/error.h"
+#include "graph/gelu_pattern.h"
 
 namespace onyx::autodiff {
 
 namespace {
-
-constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2/pi), Gelu's tanh form
-constexpr double kGeluCubic = 0.044715;
 
 /// 1 - v (a fresh node).
 Value* one_minus(GradContext& c, Value* v, const Value* like) {
@@ -79,11 +77,11 @@ void gelu_grad(GradContext& c) {
     d = c.op("Add", {cdf, c.op("Mul", {x, pdf})});
   } else if (approx == "tanh") {
     Value* inner = c.op(
-        "Mul", {x, c.op("Add", {c.scalar(1.0, x), c.op("Mul", {x2, c.scalar(kGeluCubic, x)})})});
-    Value* t = c.op("Tanh", {c.op("Mul", {inner, c.scalar(kSqrt2OverPi, x)})});
+        "Mul", {x, c.op("Add", {c.scalar(1.0, x), c.op("Mul", {x2, c.scalar(kGeluTanhCubic, x)})})});
+    Value* t = c.op("Tanh", {c.op("Mul", {inner, c.scalar(kGeluTanhScale, x)})});
     Value* left = c.op("Mul", {c.op("Add", {t, c.scalar(1.0, x)}), c.scalar(0.5, x)});
-    Value* slope = c.op("Add", {c.scalar(kSqrt2OverPi, x),
-                                c.op("Mul", {x2, c.scalar(3 * kGeluCubic * kSqrt2OverPi, x)})});
+    Value* slope = c.op("Add", {c.scalar(kGeluTanhScale, x),
+                                c.op("Mul", {x2, c.scalar(3 * kGeluTanhCubic * kGeluTanhScale, x)})});
     Value* sech2 = one_minus(c, c.op("Mul", {t, t}), x);
     Value* right = c.op("Mul", {c.op("Mul", {c.op("Mul", {x, sech2}), slope}), c.scalar(0.5, x)});
     d = c.op("Add", {left, right});

@@ -120,14 +120,14 @@ Value* one_plus_tanh(const Graph& g, const Value* v, const Node* reader, std::ve
     Node* th = private_producer(g, add->inputs[i], add);
     if (!is(th, "Tanh") || th->inputs.size() != 1) continue;
     std::vector<Node*> found{th, add};
-    Value* inner = times_constant(g, th->inputs[0], th, std::sqrt(2.0 / M_PI), found);
+    Value* inner = times_constant(g, th->inputs[0], th, kGeluTanhScale, found);
     Node* sum = inner ? private_producer(g, inner, found.back()) : nullptr;
     if (!is(sum, "Add") || sum->inputs.size() != 2) continue;
     found.push_back(sum);
     for (int j = 0; j < 2; ++j) {
       std::vector<Node*> cubic = found;
       Value* x = sum->inputs[j];
-      Value* c = times_constant(g, sum->inputs[1 - j], sum, 0.044715, cubic);
+      Value* c = times_constant(g, sum->inputs[1 - j], sum, kGeluTanhCubic, cubic);
       if (c && cube(g, c, cubic.back(), cubic) == x) {
         nodes.insert(nodes.end(), cubic.begin(), cubic.end());
         return x;

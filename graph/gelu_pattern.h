@@ -25,6 +25,10 @@
 
 namespace onyx {
 
+/// The tanh form's constants: sqrt(2 / pi) and the cubic term's coefficient.
+inline constexpr double kGeluTanhScale = 0.7978845608028654;
+inline constexpr double kGeluTanhCubic = 0.044715;
+
 struct GeluSpelling {
   Value* x = nullptr;
   Node* last = nullptr;       // produces y

@@ -50,8 +50,6 @@ struct GradMatch {
   bool tanh = false;
 };
 
-constexpr double kSqrt2OverPi = 0.7978845608028654, kCubic = 0.044715;
-
 /// Mul(c, a) or Add(c, a) etc. with the scalar constant c near `want` first: a, else nullptr.
 Value* after_constant(const Graph& g, const Node* n, double want) {
   return n && constant_near(g, n->inputs[0], want) ? n->inputs[1] : nullptr;
@@ -77,10 +75,10 @@ std::optional<GradMatch> match_gelu_tanh_grad(const Graph& g, Node* out) {
   Value* t = t_plus->inputs[0];
   Node* tanh = t && t->producer && is_op(t->producer, "Tanh") ? t->producer : nullptr;
   Node* scaled = tanh ? private_op(g, tanh->inputs[0], tanh, "Mul") : nullptr;
-  Node* inner = scaled ? private_op(g, times_constant(g, scaled, kSqrt2OverPi), scaled, "Mul") : nullptr;
+  Node* inner = scaled ? private_op(g, times_constant(g, scaled, kGeluTanhScale), scaled, "Mul") : nullptr;
   Node* one_plus = inner ? private_op(g, inner->inputs[1], inner, "Add") : nullptr;
   Node* cube = one_plus ? private_op(g, after_constant(g, one_plus, 1.0), one_plus, "Mul") : nullptr;
-  Value* x2 = cube ? times_constant(g, cube, kCubic) : nullptr;
+  Value* x2 = cube ? times_constant(g, cube, kGeluTanhCubic) : nullptr;
   Node* sq = x2 && x2->producer && is_op(x2->producer, "Mul") ? x2->producer : nullptr;
   Value* x = inner ? inner->inputs[0] : nullptr;
   if (!sq || !x || sq->inputs[0] != x || sq->inputs[1] != x) return std::nullopt;
@@ -91,9 +89,9 @@ std::optional<GradMatch> match_gelu_tanh_grad(const Graph& g, Node* out) {
   Node* slope = prod ? private_op(g, prod->inputs[1], prod, "Add") : nullptr;
   Node* sech2 = xs && xs->inputs[0] == x ? private_op(g, xs->inputs[1], xs, "Sub") : nullptr;
   Node* tt = sech2 ? private_op(g, after_constant(g, sech2, 1.0), sech2, "Mul") : nullptr;
-  Node* x2s = slope ? private_op(g, after_constant(g, slope, kSqrt2OverPi), slope, "Mul") : nullptr;
+  Node* x2s = slope ? private_op(g, after_constant(g, slope, kGeluTanhScale), slope, "Mul") : nullptr;
   if (!tt || tt->inputs[0] != t || tt->inputs[1] != t || !x2s || x2s->inputs[0] != x2 ||
-      !constant_near(g, x2s->inputs[1], 3 * kCubic * kSqrt2OverPi))
+      !constant_near(g, x2s->inputs[1], 3 * kGeluTanhCubic * kGeluTanhScale))
     return std::nullopt;
   // The two values read twice inside: t (by its Add and its square) and x2 (by both Muls).
   if (!read_only_by(g, t, {t_plus, tt}) || !read_only_by(g, x2, {cube, x2s})) return std::nullopt;

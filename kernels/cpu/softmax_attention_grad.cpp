@@ -90,24 +90,29 @@ void prefetch_l2(const float* p, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, 2);
 }
 
+/// t's element strides for the axes of [batch..., rows, cols], t's dims right-aligned to them
+/// (numpy's broadcasting): 0 where t's dim is 1 or absent, so that it repeats.
+std::vector<int64_t> broadcast_strides(const Tensor& t, int64_t rank) {
+  std::vector<int64_t> stride(rank, 0);
+  for (int64_t i = t.rank() - 1, acc = 1; i >= 0; acc *= t.dim(i), --i)
+    stride[rank - t.rank() + i] = t.dim(i) == 1 ? 0 : acc;
+  return stride;
+}
+
 /// Where each matrix of `t` starts, for every index of `batch` (t's leading dims broadcast to it:
-/// a dim of 1 repeats its matrix).
-std::vector<const float*> batch_starts(const Shape& batch, const Tensor& t) {
+/// a dim of 1, or one t lacks, repeats its matrix).
+template <typename T>
+std::vector<const T*> batch_starts(const Shape& batch, const Tensor& t) {
   const auto nd = static_cast<int64_t>(batch.size());
-  std::vector<int64_t> stride(nd);
-  int64_t st = t.dim(-2) * t.dim(-1);
-  for (int64_t i = nd - 1; i >= 0; --i) {
-    stride[i] = t.dim(i) == 1 ? 0 : st;
-    st *= t.dim(i);
-  }
-  std::vector<const float*> out(shape_numel(batch));
+  const std::vector<int64_t> stride = broadcast_strides(t, nd + 2);
+  std::vector<const T*> out(shape_numel(batch));
   for (int64_t b = 0; b < static_cast<int64_t>(out.size()); ++b) {
     int64_t rem = b, off = 0;
     for (int64_t i = nd - 1; i >= 0; --i) {
       off += rem % batch[i] * stride[i];
       rem /= batch[i];
     }
-    out[b] = t.data<float>() + off;
+    out[b] = t.data<T>() + off;
   }
   return out;
 }
@@ -125,30 +130,16 @@ void softmax_backward_rows(float* dp, const float* p, int64_t rows, int64_t n, f
   }
 }
 
-/// A boolean tensor broadcast (numpy-style, right-aligned) to [batch..., rows, cols]: the start
-/// of each batch's matrix and the strides of its rows and columns (0 where it repeats).
+/// A boolean tensor broadcast to [batch..., rows, cols]: each batch's matrix and the strides
+/// of its rows and columns (0 where it repeats).
 struct BroadcastMask {
   std::vector<const bool*> at;
   int64_t row_stride = 0, col_stride = 0;
 
   static BroadcastMask of(const Tensor& m, const Shape& batch) {
-    const auto r = static_cast<int64_t>(batch.size()) + 2, mr = m.rank();
-    std::vector<int64_t> stride(r, 0);  // m's element stride for each axis of the full shape
-    for (int64_t i = mr - 1, acc = 1; i >= 0; acc *= m.dim(i), --i)
-      stride[r - mr + i] = m.dim(i) == 1 ? 0 : acc;
-    BroadcastMask b;
-    b.row_stride = stride[r - 2];
-    b.col_stride = stride[r - 1];
-    b.at.resize(shape_numel(batch));
-    for (int64_t k = 0; k < static_cast<int64_t>(b.at.size()); ++k) {
-      int64_t rem = k, off = 0;
-      for (int64_t i = r - 3; i >= 0; --i) {
-        off += rem % batch[i] * stride[i];
-        rem /= batch[i];
-      }
-      b.at[k] = m.data<bool>() + off;
-    }
-    return b;
+    const auto r = static_cast<int64_t>(batch.size()) + 2;
+    const std::vector<int64_t> stride = broadcast_strides(m, r);
+    return {batch_starts<bool>(batch, m), stride[r - 2], stride[r - 1]};
   }
 };
 
@@ -273,9 +264,9 @@ class SoftmaxAttentionGradKernel final : public Kernel {
     Tensor scratch = want_dx ? ctx.scratch(DataType::Float, {threads, S * Skv}) : Tensor();
     const float* po = dO.data<float>();
     using Starts = std::vector<const float*>;
-    const Starts p_at = batch_starts(batch, P), v_at = batch_starts(batch, V);
-    const Starts q_at = Q ? batch_starts(batch, *Q) : Starts();
-    const Starts k_at = Kt ? batch_starts(batch, *Kt) : Starts();
+    const Starts p_at = batch_starts<float>(batch, P), v_at = batch_starts<float>(batch, V);
+    const Starts q_at = Q ? batch_starts<float>(batch, *Q) : Starts();
+    const Starts k_at = Kt ? batch_starts<float>(batch, *Kt) : Starts();
     const BroadcastMask mask = cond && want_dx ? BroadcastMask::of(*cond, batch) : BroadcastMask();
     // One batch-head per task; oneDNN's sgemm runs on the task's thread.
     dnnl_util::ThreadScope one(1);
