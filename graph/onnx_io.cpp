@@ -83,14 +83,16 @@ class GraphBuilder {
     ONYX_CHECK(!main || main_raw_->size() == static_cast<size_t>(gp.initializer_size()),
                "[load] internal error: {} initializers scanned, {} parsed", main_raw_->size(),
                gp.initializer_size());
-    std::vector<PendingCopy> copies;
-    for (int i = 0; i < gp.initializer_size(); ++i) {
-      const auto& init = gp.initializer(i);
-      g->add_initializer(init.name(),
-                         tensor_from_proto(init, base_dir_, fmt::format("initializer '{}'", init.name()),
-                                           main ? (*main_raw_)[i] : std::nullopt, &copies));
+    {
+      DeferredCopies deferred;  // external files stay mapped until their copies are done
+      for (int i = 0; i < gp.initializer_size(); ++i) {
+        const auto& init = gp.initializer(i);
+        g->add_initializer(init.name(),
+                           tensor_from_proto(init, base_dir_, fmt::format("initializer '{}'", init.name()),
+                                             main ? (*main_raw_)[i] : std::nullopt, &deferred));
+      }
+      copy_in_parallel(deferred.copies);
     }
-    copy_in_parallel(copies);
     ONYX_CHECK(gp.sparse_initializer_size() == 0,
                "[load] graph '{}' has sparse initializers, which onyx does not support yet", gp.name());
     for (const auto& in : gp.input()) {

@@ -105,6 +105,20 @@ void read_span(const ExternalSpan& e, void* dst, const std::string& what) {
              f.gcount(), e.length, e.path);
 }
 
+// The bytes of `e` in its file, mapped once per load (`defer`'s map) for the deferred copy.
+const void* mapped_span(DeferredCopies& defer, const ExternalSpan& e, const std::string& what) {
+  auto it = defer.external.find(e.path);
+  if (it == defer.external.end())
+    it = defer.external.try_emplace(e.path, e.path, "external data").first;
+  const std::string_view bytes = it->second.bytes();
+  // The file may have changed since external_span read its size.
+  ONYX_CHECK(static_cast<uint64_t>(e.offset) <= bytes.size() &&
+                 static_cast<uint64_t>(e.length) <= bytes.size() - static_cast<uint64_t>(e.offset),
+             "[external data] {}: wants {} bytes from offset {} of '{}', which now has {} bytes",
+             what, e.length, e.offset, e.location, bytes.size());
+  return bytes.data() + e.offset;
+}
+
 // How many entries the typed field that holds `dt` has (int32_data for the small types).
 int64_t typed_field_size(const onnx::TensorProto& p, DataType dt) {
   switch (dt) {
@@ -131,7 +145,7 @@ void copy_field(const google::protobuf::RepeatedField<Src>& field, Dst* dst, siz
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
                          const std::string& what_in, std::optional<std::string_view> raw_data,
-                         std::vector<PendingCopy>* defer) {
+                         DeferredCopies* defer) {
   const bool has_raw = raw_data.has_value() || p.has_raw_data();
   const std::string_view raw = raw_data ? *raw_data : std::string_view(p.raw_data());
   std::string what = what_in.empty() ? fmt::format("tensor '{}'", p.name()) : what_in;
@@ -174,8 +188,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   }
 
   // A deferred copy's pages are populated by the thread that copies them (onnx_io.cpp).
-  const bool deferred =
-      defer && raw_data && !external && dt != DataType::String && !is_sub_byte(dt) && n;
+  const bool deferred = defer && (external || raw_data) && dt != DataType::String &&
+                        !is_sub_byte(dt) && n;
   Tensor t = Tensor::empty(dt, shape, deferred ? cpu_allocator_unpopulated() : nullptr);
   if (dt == DataType::String) {
     auto* s = t.data<std::string>();
@@ -190,10 +204,13 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
       unpack_sub_byte(reinterpret_cast<const uint8_t*>(packed.data()), packed.size(), dt,
                       t.data_as<uint8_t>(), n, what);
     } else if (external) {
-      if (n) read_span(span, t.raw(), what);
+      if (deferred)
+        defer->copies.push_back({t, mapped_span(*defer, span, what), static_cast<size_t>(span.length)});
+      else if (n)
+        read_span(span, t.raw(), what);
     } else if (n) {
       if (deferred)
-        defer->push_back({t, raw.data(), raw.size()});
+        defer->copies.push_back({t, raw.data(), raw.size()});
       else
         std::memcpy(t.raw(), raw.data(), raw.size());
     }

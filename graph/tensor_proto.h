@@ -5,12 +5,14 @@
 #include <onnx/onnx-data.pb.h>
 
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/mapped_file.h"
 
 namespace onyx {
 
@@ -23,15 +25,24 @@ struct PendingCopy {
   size_t bytes;
 };
 
+/// The copies tensor_from_proto leaves to the loader, and the external data files they read
+/// from: each file mapped once (however many tensors it holds) and kept mapped until the
+/// copies have run.
+struct DeferredCopies {
+  std::vector<PendingCopy> copies;
+  std::map<std::string, MappedFile> external;  // resolved path -> its mapping
+};
+
 /// TensorProto -> Tensor. External data is read from under `base_dir`; `what` names the
 /// tensor in error messages. `raw_data`, when given, stands for the proto's raw_data field
-/// (cut out before parsing, graph/initializer_spans.h) and is copied once into the tensor,
-/// or, with `defer`, appended there for the caller to copy (after checks and allocation, the
-/// copy is all that is left: the loader runs them on several threads).
+/// (cut out before parsing, graph/initializer_spans.h) and is copied once into the tensor.
+/// With `defer`, the copies of raw and external bytes are left there for the caller (after
+/// checks and allocation, the copy is all that is left: the loader runs them on several
+/// threads; torch.onnx's default export keeps every weight in external data).
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
                          const std::string& what,
                          std::optional<std::string_view> raw_data = std::nullopt,
-                         std::vector<PendingCopy>* defer = nullptr);
+                         DeferredCopies* defer = nullptr);
 /// Tensor -> TensorProto (raw_data, sub-byte types packed).
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);
 

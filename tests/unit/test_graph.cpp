@@ -2,9 +2,11 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 
 #include "graph/onnx_io.h"
 #include "kernels/arena.h"
@@ -219,6 +221,55 @@ TEST(ExternalData, LoadsFromModelFolder) {
   Session s((d / "m.onnx").string());
   auto out = s.run({{"x", Tensor::from_vector<float>({4}, {1, 1, 1, 1})}});
   onyx::test::expect_near(out.at("y"), {2, 3, 4, 5});
+}
+
+// torch.onnx's default export (dynamo, external_data=True) puts every weight of any size in
+// one file at byte offsets with no alignment; the loader maps each file once and copies the
+// tensors out on several threads (40 MB here: more than one thread's share).
+TEST(ExternalData, ManyTensorsPerFileAtUnalignedOffsetsAndSeveralFiles) {
+  fs::path d = temp_dir("ext_many");
+  onnx::ModelProto m = external_model("a.bin");
+  auto* g = m.mutable_graph();
+  g->clear_initializer();
+  std::map<std::string, std::vector<float>> want;
+  std::map<std::string, std::string> files;
+  auto add = [&](const std::string& name, const std::string& file, int64_t count, int pad) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 1000) * 0.5f + static_cast<float>(name.size());
+    files[file].append(static_cast<size_t>(pad), '\x7f');  // leaves the next offset unaligned
+    auto* w = g->add_initializer();
+    w->set_name(name);
+    w->set_data_type(1);
+    w->add_dims(count);
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [k, val] : {std::pair<std::string, std::string>{"location", file},
+                          {"offset", std::to_string(files[file].size())},
+                          {"length", std::to_string(count * 4)}}) {
+      auto* kv = w->add_external_data();
+      kv->set_key(k);
+      kv->set_value(val);
+    }
+    files[file].append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+    want[name] = std::move(v);
+  };
+  add("w", "a.bin", 4, 3);
+  add("big", "a.bin", 6 << 20, 1);    // 24 MB
+  add("tiny", "a.bin", 1, 2);
+  add("mid", "b.bin", 4 << 20, 5);    // 16 MB in a second file
+  add("last", "a.bin", 300, 0);
+  for (const auto& [f, bytes] : files) write_bytes(d / f, bytes);
+  write_bytes(d / "m.onnx", m.SerializeAsString());
+
+  auto model = load_model((d / "m.onnx").string());
+  for (const auto& [name, v] : want) {
+    const Tensor& t = model->graph->initializers.at(name);
+    ASSERT_EQ(t.numel(), static_cast<int64_t>(v.size())) << name;
+    EXPECT_EQ(std::memcmp(t.raw(), v.data(), v.size() * 4), 0) << name;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % 64, 0u) << name << " is not 64-byte aligned";
+  }
+  Session s((d / "m.onnx").string());
+  auto out = s.run({{"x", Tensor::from_vector<float>({4}, {1, 1, 1, 1})}});
+  onyx::test::expect_near(out.at("y"), {2, 2.5, 3, 3.5});
 }
 
 TEST(ExternalData, MissingFile) {
