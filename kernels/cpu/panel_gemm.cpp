@@ -14,7 +14,7 @@ namespace onyx::cpu {
 int simd_lanes(Isa isa) { return isa == Isa::Avx2 ? 8 : 16; }
 
 bool panel_gemm_suits(int64_t rows) {
-  return simd().isa == Isa::Avx512 && rows >= 2 && rows <= 64;
+  return rows >= 2 && rows <= (simd().isa == Isa::Avx2 ? 256 : 64);
 }
 
 PanelPackedB pack_panels(const float* B, int64_t K, int64_t N, bool trans_b, int threads,

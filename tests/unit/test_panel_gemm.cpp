@@ -80,10 +80,16 @@ TEST(PanelGemm, PackedLayoutAndRange) {
     const float* d = p.data.data<float>();
     EXPECT_EQ(d[1 * 32 + 5], B[1 * N + 5]);  // k 1, column 5: first panel
   }
-  // Where it runs: never one row (gemv_f32's) nor more than 64; only on AVX-512's table.
+  // Where it runs: never one row (gemv_f32's); 2 to 64 rows on either table, up to 256 on
+  // AVX2's (where oneDNN's matmul packs B on every call).
+  const bool avx2 = cpu::simd().isa == Isa::Avx2;
   EXPECT_FALSE(cpu::panel_gemm_suits(1));
-  EXPECT_FALSE(cpu::panel_gemm_suits(65));
-  EXPECT_EQ(cpu::panel_gemm_suits(32), cpu::simd().isa == Isa::Avx512);
+  EXPECT_TRUE(cpu::panel_gemm_suits(2));
+  EXPECT_TRUE(cpu::panel_gemm_suits(32));
+  EXPECT_TRUE(cpu::panel_gemm_suits(64));
+  EXPECT_EQ(cpu::panel_gemm_suits(65), avx2);
+  EXPECT_EQ(cpu::panel_gemm_suits(256), avx2);
+  EXPECT_FALSE(cpu::panel_gemm_suits(257));
 }
 
 /// act(x . w + bias) in double, w [K, N] or (trans_w) [N, K]; no bias when it is empty.
@@ -134,7 +140,7 @@ TEST(PanelGemm, ProductsMatchTheDefinitionAsTheRowsChange) {
       SessionOptions opts;
       opts.intra_op_threads = threads;
       Session s = b.session(opts);
-      for (int64_t rows : {1, 2, 13, 64, 65, 130, 32, 1, 5}) {
+      for (int64_t rows : {1, 2, 13, 64, 65, 130, 300, 32, 1, 5}) {
         SCOPED_TRACE("rows " + std::to_string(rows));
         const Tensor x = test::random_normal({rows, K}, 30 + unsigned(rows));
         const Tensor y = s.run({{"x", x}}).at("out");
