@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "graph/error.h"
+#include "kernels/cpu/dnnl_symbols.h"
 
 namespace onyx::cpu {
 namespace {
@@ -105,6 +106,8 @@ Isa active_isa() {
   };
   static const Choice choice = [] {
     Choice c;
+    // Before oneDNN's first use: its one-time GEMM set-up must run its own code (dnnl_symbols.h).
+    keep_onednn_gemm_setup_per_library();
     const char* env = std::getenv("ONYX_ISA");
     try {
       c.isa = parse_isa(env ? env : "", best_isa());

@@ -11,10 +11,10 @@ namespace onyx::cpu {
 /// B stored [N, K]); with beta == 0 C is only written. On the calling thread's OpenMP budget
 /// (one thread inside a parallel region). oneDNN's sgemm, unless it answers "unimplemented":
 /// in a process that also loaded PyTorch, libtorch_cpu's own oneDNN exports the one-time JIT
-/// set-up of sgemm's kernels under the same names, the dynamic linker binds the system
-/// oneDNN's to it, and every dnnl_sgemm then fails (status 3; our libtorch door runs there).
-/// From then on the process multiplies with sgemm_loops. Other failures are onyx::Errors
-/// naming `who`.
+/// set-up of sgemm's kernels under the same names and the dynamic linker binds the system
+/// oneDNN's to it (status 3). keep_onednn_gemm_setup_per_library (dnnl_symbols.h) undoes that
+/// binding before oneDNN's first use; where it could not, the process multiplies with
+/// sgemm_loops from then on. Other failures are onyx::Errors naming `who`.
 void sgemm(const char* who, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
