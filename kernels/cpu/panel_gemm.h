@@ -32,7 +32,7 @@ struct PanelPackedB {
 
 /// Whether a product of `rows` rows by a packed constant B runs on panel_gemm rather than
 /// oneDNN, from 2 rows (1 row is gemv_f32's) to 64 on AVX-512 (at 128 both reach the
-/// machine's rate) and to 256 on AVX2, where oneDNN 2.7's matmul packs B on every call: on an
+/// machine's rate) and to 256 on AVX2, where oneDNN 2.6's matmul packs B on every call: on an
 /// AVX2-only AMD EPYC (Zen 3) these tiles took half its time from 16 to 64 rows and BERT-base
 /// at 128 and 256 rows 0.76x; at 512 the two were level (bench/README.md).
 bool panel_gemm_suits(int64_t rows);
