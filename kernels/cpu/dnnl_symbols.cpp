@@ -54,7 +54,13 @@ int repair_object(dl_phdr_info* info, size_t, void* data) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
     if (ph.p_type == PT_DYNAMIC) dyn = reinterpret_cast<const ElfW(Dyn)*>(base + ph.p_vaddr);
-    if (ph.p_type == PT_GNU_RELRO) relro_lo = base + ph.p_vaddr, relro_hi = relro_lo + ph.p_memsz;
+    if (ph.p_type == PT_GNU_RELRO) {
+      // The loader write-protects the whole pages of this range only: a partial last page
+      // stays writable, and must not be left read-only by write_slot.
+      const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+      relro_lo = (base + ph.p_vaddr) & ~(page - 1);
+      relro_hi = (base + ph.p_vaddr + ph.p_memsz) & ~(page - 1);
+    }
   }
   if (!dyn) return 0;
   // glibc relocates the address entries of a loaded object's dynamic section in place; an entry
