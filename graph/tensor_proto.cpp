@@ -107,10 +107,9 @@ void read_span(const ExternalSpan& e, void* dst, const std::string& what) {
 
 // The bytes of `e` in its file, mapped once per load (`defer`'s map) for the deferred copy.
 const void* mapped_span(DeferredCopies& defer, const ExternalSpan& e, const std::string& what) {
-  auto it = defer.external.find(e.path);
-  if (it == defer.external.end())
-    it = defer.external.try_emplace(e.path, e.path, "external data").first;
-  const std::string_view bytes = it->second.bytes();
+  // try_emplace maps the file only the first time its path is asked for.
+  const std::string_view bytes =
+      defer.external.try_emplace(e.path, e.path, "external data").first->second.bytes();
   // The file may have changed since external_span read its size.
   ONYX_CHECK(static_cast<uint64_t>(e.offset) <= bytes.size() &&
                  static_cast<uint64_t>(e.length) <= bytes.size() - static_cast<uint64_t>(e.offset),
