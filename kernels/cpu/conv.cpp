@@ -6,6 +6,7 @@
 #include "kernels/cpu/conv.h"
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/winograd_conv.h"
 #include "kernels/prepare_context.h"
 
 namespace onyx::cpu {
@@ -62,6 +63,7 @@ class ConvKernel final : public Kernel {
       const int64_t y_block = block_ == 0 ? 0 : du::resolve_block(block_, g.M);
       if (!g.pads_nonnegative() || (block_ != 0 && (g.nsp() != 2 || g.M % y_block != 0)))
         return 0;
+      if (own_winograd(g, x_blocked, W.dtype())) return own_winograd_weights(W, threads).nbytes();
       ConvEntry e = make_conv_entry(g, spec(W.dtype(), node_.has_input(2), has_z(), x_blocked));
       if (!e.ok) return 0;
       e.packed = packs_.for_entry(e, true);
@@ -105,6 +107,10 @@ class ConvKernel final : public Kernel {
       conv_epilogue(Y, Z, act_, ctx.threads());
       return;
     }
+    if (own_winograd(g, x_blocked, X.dtype())) {
+      run_own_winograd(ctx, g, X, W, B, Z, Y);
+      return;
+    }
     if (X.dtype() != DataType::Double && g.pads_nonnegative()) {
       du::ThreadScope threads(ctx.threads());
       du::PrimitiveCache<ConvEntry>::Key key{static_cast<int64_t>(X.dtype()), ctx.threads(),
@@ -139,6 +145,39 @@ class ConvKernel final : public Kernel {
   bool has_z_input() const { return op_ == ConvOp::FusedConv || op_ == ConvOp::ConvNchwc; }
   bool has_z() const { return has_z_input() && node_.has_input(3); }
 
+  /// A ConvNchwc the NCHWc pass marked for Winograd on 8-channel blocks runs on our own
+  /// F(2x2, 3x3) kernel (kernels/cpu/winograd_conv.h): the block of CPUs where oneDNN has none.
+  bool own_winograd(const Geometry& g, bool x_blocked, DataType dt) const {
+    return winograd_ && block_ == 8 && x_blocked && dt == DataType::Float && winograd_f2_suits(g);
+  }
+
+  /// The constant W transformed once (ahead of the runs by prepare(), else by the first run).
+  const Tensor& own_winograd_weights(const Tensor& W, int threads) const {
+    std::lock_guard<std::mutex> lock(wino_mu_);
+    if (!wino_u_.defined()) {
+      Tensor u = Tensor::empty(DataType::Float, {winograd_f2_weights_numel(W.dim(0), W.dim(1))});
+      winograd_f2_pack_weights(W.data<float>(), W.dim(0), W.dim(1), u.data<float>(), threads);
+      wino_u_ = std::move(u);
+    }
+    return wino_u_;
+  }
+
+  void run_own_winograd(KernelContext& ctx, const Geometry& g, const Tensor& X, const Tensor& W,
+                        const Tensor* B, const Tensor* Z, Tensor& Y) const {
+    Tensor u;
+    if (w_const_) {
+      u = own_winograd_weights(W, ctx.threads());
+    } else {
+      u = ctx.scratch(DataType::Float, {winograd_f2_weights_numel(g.M, g.C)});
+      winograd_f2_pack_weights(W.data<float>(), g.M, g.C, u.data<float>(), ctx.threads());
+    }
+    Tensor scratch =
+        ctx.scratch(DataType::Float, {winograd_f2_scratch_numel(g, ctx.threads())});
+    winograd_f2_conv(g, X.data<float>(), u.data<float>(), B ? B->data<float>() : nullptr,
+                     Z ? Z->data<float>() : nullptr, Y.data<float>(), act_, scratch.data<float>(),
+                     ctx.threads());
+  }
+
   ConvSpec spec(DataType dt, bool has_bias, bool has_sum, bool x_blocked) const {
     return ConvSpec{.dt = dt,
                     .has_bias = has_bias,
@@ -169,6 +208,8 @@ class ConvKernel final : public Kernel {
   // W when it is an initializer: packed once per layout (packs_), ahead of the runs by prepare().
   std::optional<Tensor> w_const_;
   mutable ConvWeightPacks packs_;  // constant W per layout, shared by the entries
+  mutable std::mutex wino_mu_;
+  mutable Tensor wino_u_;  // constant W for own_winograd(), guarded by wino_mu_
   du::PrimitiveCache<ConvEntry> cache_;
 };
 

@@ -181,7 +181,12 @@ int64_t nchwc_block() {
 
 int64_t winograd_block() {
   const int64_t forced = forced_conv_layout();
-  return has_winograd_kernels() && (forced == 0 || forced == 16) ? int64_t{16} : int64_t{0};
+  if (has_winograd_kernels()) {
+    if (forced == 0 || forced == 16) return 16;  // oneDNN's AVX-512 kernels
+  } else if (forced == 0) {
+    return 8;  // our own F(2x2, 3x3) (kernels/cpu/winograd_conv.h) on the AVX2 block
+  }
+  return forced == 8 ? int64_t{8} : int64_t{0};
 }
 
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {

@@ -95,8 +95,9 @@ int64_t nchwc_block();
 /// True where oneDNN's effective ISA has AVX-512, which its float32 Winograd 3x3 kernels
 /// (F(2x2,3x3) and F(4x4,3x3), on nChw16c tensors) need.
 bool has_winograd_kernels();
-/// Channel block of the NCHWc pass's Winograd layout: 16 with has_winograd_kernels(), else 0
-/// (none); 0 too when ONYX_CONV_LAYOUT asks for a layout other than nchw16c.
+/// Channel block of the NCHWc pass's Winograd layout: 16 with has_winograd_kernels() (oneDNN's
+/// kernels), else 8 (our own, kernels/cpu/winograd_conv.h); ONYX_CONV_LAYOUT's nchw8c or
+/// nchw16c picks that one's, nhwc none (0).
 int64_t winograd_block();
 
 /// True when `pd` got a reference (slow) implementation; half-float kernels then run

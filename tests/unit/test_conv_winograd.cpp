@@ -2,7 +2,8 @@
 // Winograd block and marks the 3x3 stride-1 convolutions where they hold enough of the weights,
 // the kernel then gets oneDNN's Winograd implementation (CPUs with AVX-512), and the results
 // stay within float32 rounding of the direct convolutions'. On CPUs without it (AVX2) the
-// graphs are the direct ones.
+// pass takes 8-channel blocks and our own F(2x2, 3x3) kernel (kernels/cpu/winograd_conv.h) runs
+// them; it is also tested alone here against direct loops, on every CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "inference/optimizer.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/winograd_conv.h"
 #include "kernels/cpu/winograd_weights.h"
 #include "test_util.h"
 
@@ -198,6 +200,116 @@ TEST(Winograd, OurWeightTransformWritesWhatOneDnnsReorderWrites) {
   EXPECT_FALSE(cpu::can_transform_winograd_weights(
       oihw, dnnl::memory::desc({64, 64, 3, 3}, dnnl::memory::data_type::f32,
                                dnnl::memory::format_tag::OIhw16i16o)));
+}
+
+/// One case of our own F(2x2, 3x3) kernel: batch, input and output channels, image, pads (top,
+/// left, bottom, right), bias, residual and activation.
+struct OwnCase {
+  int64_t n, c, m, h, w;
+  std::array<int64_t, 4> pads;
+  bool bias, z;
+  cpu::Activation::Kind act;
+};
+
+/// [N, C, H, W] into [N, ceil(C/8), H, W, 8], channels past C zero.
+std::vector<float> to_blocked8(const Tensor& x) {
+  const int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3), C8 = (C + 7) / 8;
+  std::vector<float> out(N * C8 * HW * 8, 0.f);
+  const float* p = x.data<float>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < HW; ++i) out[((n * C8 + c / 8) * HW + i) * 8 + c % 8] = p[(n * C + c) * HW + i];
+  return out;
+}
+
+TEST(Winograd, OwnF2KernelMatchesDirectLoopsOnBlockedTensors) {
+  using K = cpu::Activation::Kind;
+  // Partial tiles (odd outputs), asymmetric and zero pads, a 1x1 image, input channels that are
+  // not a multiple of 8 (padded), output panels of 8 (24 = 16 + 8), a batch, and enough tiles
+  // and channels for several chunks; every epilogue the kernel applies.
+  const OwnCase cases[] = {
+      {1, 16, 16, 9, 9, {1, 1, 1, 1}, true, false, K::Relu},
+      {2, 5, 24, 7, 10, {0, 2, 1, 0}, true, true, K::None},
+      {1, 40, 8, 1, 1, {1, 1, 1, 1}, false, false, K::None},
+      {3, 8, 32, 6, 5, {0, 0, 0, 0}, true, true, K::Relu},
+      {2, 200, 16, 30, 30, {1, 1, 1, 1}, true, false, K::LeakyRelu},
+      {1, 64, 72, 12, 13, {2, 1, 0, 2}, false, true, K::Clip},
+  };
+  for (const OwnCase& k : cases) {
+    SCOPED_TRACE(fmt::format("n {} c {} m {} {}x{}", k.n, k.c, k.m, k.h, k.w));
+    cpu::Geometry g;
+    g.N = k.n, g.C = k.c, g.M = k.m;
+    g.in = {k.h, k.w};
+    g.out = {k.h + k.pads[0] + k.pads[2] - 2, k.w + k.pads[1] + k.pads[3] - 2};
+    g.k = {3, 3}, g.stride = {1, 1}, g.dil = {1, 1};
+    g.pad_l = {k.pads[0], k.pads[1]}, g.pad_r = {k.pads[2], k.pads[3]};
+    ASSERT_TRUE(cpu::winograd_f2_suits(g));
+    cpu::Activation act;
+    act.kind = k.act;
+    act.alpha = k.act == K::Clip ? -0.5f : 0.1f;
+    act.beta = 0.5f;
+    const int64_t OH = g.out[0], OW = g.out[1], M8 = k.m / 8;
+    Tensor x = randn({k.n, k.c, k.h, k.w}, 11), w = randn({k.m, k.c, 3, 3}, 12, 0.3),
+           b = randn({k.m}, 13), z = randn({k.n, k.m, OH, OW}, 14);
+    // Direct loops in double.
+    std::vector<double> want(k.n * k.m * OH * OW);
+    const float *xp = x.data<float>(), *wp = w.data<float>();
+    for (int64_t n = 0; n < k.n; ++n)
+      for (int64_t m = 0; m < k.m; ++m)
+        for (int64_t oy = 0; oy < OH; ++oy)
+          for (int64_t ox = 0; ox < OW; ++ox) {
+            double s = k.bias ? b.data<float>()[m] : 0.0;
+            for (int64_t c = 0; c < k.c; ++c)
+              for (int64_t i = 0; i < 3; ++i)
+                for (int64_t j = 0; j < 3; ++j) {
+                  const int64_t iy = oy + i - k.pads[0], ix = ox + j - k.pads[1];
+                  if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                  s += double(xp[((n * k.c + c) * k.h + iy) * k.w + ix]) *
+                       wp[((m * k.c + c) * 3 + i) * 3 + j];
+                }
+            const int64_t at = ((n * k.m + m) * OH + oy) * OW + ox;
+            if (k.z) s += z.data<float>()[at];
+            want[at] = act.apply(s);
+          }
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::abs(v));
+    const std::vector<float> xb = to_blocked8(x), zb = to_blocked8(z);
+    std::vector<float> u(cpu::winograd_f2_weights_numel(k.m, k.c), -1.f);
+    cpu::winograd_f2_pack_weights(wp, k.m, k.c, u.data(), 2);
+    for (int threads : {1, 2, 3}) {
+      std::vector<float> y(k.n * M8 * OH * OW * 8, std::nanf("")),
+          scratch(cpu::winograd_f2_scratch_numel(g, threads));
+      cpu::winograd_f2_conv(g, xb.data(), u.data(), k.bias ? b.data<float>() : nullptr,
+                            k.z ? zb.data() : nullptr, y.data(), act, scratch.data(), threads);
+      double worst = 0;
+      for (int64_t n = 0; n < k.n; ++n)
+        for (int64_t m = 0; m < k.m; ++m)
+          for (int64_t i = 0; i < OH * OW; ++i) {
+            const double got = y[((n * M8 + m / 8) * OH * OW + i) * 8 + m % 8];
+            worst = std::max(worst, std::abs(got - want[(n * k.m + m) * OH * OW + i]));
+          }
+      EXPECT_LE(worst, 1e-5 * std::max(1.0, scale)) << "threads " << threads;  // NaN fails too
+    }
+  }
+}
+
+TEST(Winograd, OwnF2KernelTakesOnlyWhatItComputes) {
+  cpu::Geometry g;
+  g.N = 1, g.C = 16, g.M = 16;
+  g.in = g.out = {8, 8};
+  g.k = {3, 3}, g.stride = {1, 1}, g.dil = {1, 1}, g.pad_l = {1, 1}, g.pad_r = {1, 1};
+  EXPECT_TRUE(cpu::winograd_f2_suits(g));
+  cpu::Geometry other = g;
+  other.stride = {2, 2};
+  EXPECT_FALSE(cpu::winograd_f2_suits(other));
+  other = g, other.dil = {1, 2};
+  EXPECT_FALSE(cpu::winograd_f2_suits(other));
+  other = g, other.k = {3, 1};
+  EXPECT_FALSE(cpu::winograd_f2_suits(other));
+  other = g, other.G = 2;
+  EXPECT_FALSE(cpu::winograd_f2_suits(other));
+  other = g, other.M = 12;  // not whole 8-channel blocks
+  EXPECT_FALSE(cpu::winograd_f2_suits(other));
 }
 
 }  // namespace
