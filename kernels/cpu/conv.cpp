@@ -63,7 +63,8 @@ class ConvKernel final : public Kernel {
       const int64_t y_block = block_ == 0 ? 0 : du::resolve_block(block_, g.M);
       if (!g.pads_nonnegative() || (block_ != 0 && (g.nsp() != 2 || g.M % y_block != 0)))
         return 0;
-      if (own_winograd(g, x_blocked, W.dtype())) return own_winograd_weights(W, threads).nbytes();
+      if (own_winograd(g, x_blocked, W.dtype()))
+        return own_winograd_weights(winograd_tile(g), W, threads).nbytes();
       ConvEntry e = make_conv_entry(g, spec(W.dtype(), node_.has_input(2), has_z(), x_blocked));
       if (!e.ok) return 0;
       e.packed = packs_.for_entry(e, true);
@@ -146,36 +147,41 @@ class ConvKernel final : public Kernel {
   bool has_z() const { return has_z_input() && node_.has_input(3); }
 
   /// A ConvNchwc the NCHWc pass marked for Winograd on 8-channel blocks runs on our own
-  /// F(2x2, 3x3) kernel (kernels/cpu/winograd_conv.h): the block of CPUs where oneDNN has none.
+  /// kernel (kernels/cpu/winograd_conv.h): the block of CPUs where oneDNN has none.
   bool own_winograd(const Geometry& g, bool x_blocked, DataType dt) const {
-    return winograd_ && block_ == 8 && x_blocked && dt == DataType::Float && winograd_f2_suits(g);
+    return winograd_ && block_ == 8 && x_blocked && dt == DataType::Float && winograd_suits(g);
   }
 
-  /// The constant W transformed once (ahead of the runs by prepare(), else by the first run).
-  const Tensor& own_winograd_weights(const Tensor& W, int threads) const {
+  /// The constant W transformed once per output tile (ahead of the runs by prepare(), else by
+  /// the first run).
+  const Tensor& own_winograd_weights(int tile, const Tensor& W, int threads) const {
     std::lock_guard<std::mutex> lock(wino_mu_);
-    if (!wino_u_.defined()) {
-      Tensor u = Tensor::empty(DataType::Float, {winograd_f2_weights_numel(W.dim(0), W.dim(1))});
-      winograd_f2_pack_weights(W.data<float>(), W.dim(0), W.dim(1), u.data<float>(), threads);
-      wino_u_ = std::move(u);
+    Tensor& u = wino_u_[tile == 4];
+    if (!u.defined()) {
+      Tensor made =
+          Tensor::empty(DataType::Float, {winograd_weights_numel(tile, W.dim(0), W.dim(1))});
+      winograd_pack_weights(tile, W.data<float>(), W.dim(0), W.dim(1), made.data<float>(),
+                            threads);
+      u = std::move(made);
     }
-    return wino_u_;
+    return u;
   }
 
   void run_own_winograd(KernelContext& ctx, const Geometry& g, const Tensor& X, const Tensor& W,
                         const Tensor* B, const Tensor* Z, Tensor& Y) const {
+    const int tile = winograd_tile(g);
     Tensor u;
     if (w_const_) {
-      u = own_winograd_weights(W, ctx.threads());
+      u = own_winograd_weights(tile, W, ctx.threads());
     } else {
-      u = ctx.scratch(DataType::Float, {winograd_f2_weights_numel(g.M, g.C)});
-      winograd_f2_pack_weights(W.data<float>(), g.M, g.C, u.data<float>(), ctx.threads());
+      u = ctx.scratch(DataType::Float, {winograd_weights_numel(tile, g.M, g.C)});
+      winograd_pack_weights(tile, W.data<float>(), g.M, g.C, u.data<float>(), ctx.threads());
     }
     Tensor scratch =
-        ctx.scratch(DataType::Float, {winograd_f2_scratch_numel(g, ctx.threads())});
-    winograd_f2_conv(g, X.data<float>(), u.data<float>(), B ? B->data<float>() : nullptr,
-                     Z ? Z->data<float>() : nullptr, Y.data<float>(), act_, scratch.data<float>(),
-                     ctx.threads());
+        ctx.scratch(DataType::Float, {winograd_scratch_numel(tile, g, ctx.threads())});
+    winograd_conv(tile, g, X.data<float>(), u.data<float>(), B ? B->data<float>() : nullptr,
+                  Z ? Z->data<float>() : nullptr, Y.data<float>(), act_, scratch.data<float>(),
+                  ctx.threads());
   }
 
   ConvSpec spec(DataType dt, bool has_bias, bool has_sum, bool x_blocked) const {
@@ -209,7 +215,7 @@ class ConvKernel final : public Kernel {
   std::optional<Tensor> w_const_;
   mutable ConvWeightPacks packs_;  // constant W per layout, shared by the entries
   mutable std::mutex wino_mu_;
-  mutable Tensor wino_u_;  // constant W for own_winograd(), guarded by wino_mu_
+  mutable Tensor wino_u_[2];  // constant W for own_winograd()'s tiles 2 and 4, by wino_mu_
   du::PrimitiveCache<ConvEntry> cache_;
 };
 

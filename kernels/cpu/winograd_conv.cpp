@@ -3,46 +3,117 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/parallel.h"
 
 namespace onyx::cpu {
 namespace {
 
-constexpr int kPoints = 16;  // the 4x4 Winograd points of F(2x2, 3x3)
-constexpr int kLanes = 8;    // channels per block and per AVX2 vector
-constexpr int kPanel = 16;   // output channels per register tile (two vectors)
-constexpr int kRows = 6;     // tiles per register tile: 6 x 2 accumulators + 2 weights + 1 broadcast
-// Transformed inputs of one chunk of tiles (16 points x tiles x channels) stay within this many
-// floats (768 KB). Every chunk reads all of U (16 MB for 512 x 512 channels), so fewer, larger
-// chunks win over ones that fit L2: ResNet-18's 512@7x7 at 1 thread took 3.2 ms in two chunks
-// of 384 KB, 2.1-2.5 ms in one; 64@56x56 1.5 ms either way (AVX2 EPYC).
+constexpr int kLanes = 8;   // channels per block and per AVX2 vector
+constexpr int kPanel = 16;  // output channels per register tile (two vectors)
+constexpr int kRows = 6;    // tiles per register tile: 6 x 2 accumulators + 2 weights + 1 broadcast
+// Transformed inputs of one chunk of tiles (points x tiles x channels) stay within this many
+// floats (768 KB). Every chunk reads all of U (16 MB for 512 x 512 channels in F(2x2)), so
+// fewer, larger chunks win over ones that fit L2: ResNet-18's 512@7x7 at 1 thread took 3.2 ms
+// in two chunks of 384 KB, 2.1-2.5 ms in one; 64@56x56 1.5 ms either way (AVX2 EPYC).
 constexpr int64_t kChunkFloats = 192 * 1024;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+inline __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+inline __m256 sub(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
+/// a * k + b and b - a * k for a constant k.
+inline __m256 fma_k(__m256 a, float k, __m256 b) { return _mm256_fmadd_ps(a, _mm256_set1_ps(k), b); }
+inline __m256 fnma_k(__m256 a, float k, __m256 b) {
+  return _mm256_fnmadd_ps(a, _mm256_set1_ps(k), b);
+}
+
+/// The 1-D transforms of F(m x m, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional
+/// Neural Networks"): input t = B^T d, output y = A^T p, weights u = G g, over A = m + 2 points.
+template <int m>
+struct Wino;
+
+template <>
+struct Wino<2> {
+  static constexpr int A = 4;
+  static void input(const __m256 (&d)[A], __m256 (&t)[A]) {
+    t[0] = sub(d[0], d[2]);
+    t[1] = add(d[1], d[2]);
+    t[2] = sub(d[2], d[1]);
+    t[3] = sub(d[1], d[3]);
+  }
+  static void output(const __m256 (&p)[A], __m256 (&y)[2]) {
+    y[0] = add(add(p[0], p[1]), p[2]);
+    y[1] = sub(sub(p[1], p[2]), p[3]);
+  }
+  static void weights(const float (&g)[3], float (&u)[A]) {
+    u[0] = g[0];
+    u[1] = 0.5f * (g[0] + g[1] + g[2]);
+    u[2] = 0.5f * (g[0] - g[1] + g[2]);
+    u[3] = g[2];
+  }
+};
+
+template <>
+struct Wino<4> {
+  static constexpr int A = 6;
+  // B^T rows: [4 0 -5 0 1 0] [0 -4 -4 1 1 0] [0 4 -4 -1 1 0] [0 -2 -1 2 1 0] [0 2 -1 -2 1 0]
+  // [0 4 0 -5 0 1].
+  static void input(const __m256 (&d)[A], __m256 (&t)[A]) {
+    const __m256 a = fnma_k(d[2], 4.f, d[4]), b = fnma_k(d[1], 4.f, d[3]);
+    const __m256 c = sub(d[4], d[2]), e = _mm256_mul_ps(sub(d[3], d[1]), _mm256_set1_ps(2.f));
+    t[0] = fma_k(d[0], 4.f, fnma_k(d[2], 5.f, d[4]));
+    t[1] = add(a, b);
+    t[2] = sub(a, b);
+    t[3] = add(c, e);
+    t[4] = sub(c, e);
+    t[5] = fma_k(d[1], 4.f, fnma_k(d[3], 5.f, d[5]));
+  }
+  // A^T rows: [1 1 1 1 1 0] [0 1 -1 2 -2 0] [0 1 1 4 4 0] [0 1 -1 8 -8 1].
+  static void output(const __m256 (&p)[A], __m256 (&y)[4]) {
+    const __m256 a = add(p[1], p[2]), b = sub(p[1], p[2]), c = add(p[3], p[4]),
+                 d = sub(p[3], p[4]);
+    y[0] = add(add(p[0], a), c);
+    y[1] = fma_k(d, 2.f, b);
+    y[2] = fma_k(c, 4.f, a);
+    y[3] = add(fma_k(d, 8.f, b), p[5]);
+  }
+  // G rows: [1/4 0 0] [-1/6 -1/6 -1/6] [-1/6 1/6 -1/6] [1/24 1/12 1/6] [1/24 -1/12 1/6] [0 0 1].
+  static void weights(const float (&g)[3], float (&u)[A]) {
+    u[0] = g[0] / 4;
+    u[1] = -(g[0] + g[1] + g[2]) / 6;
+    u[2] = -(g[0] - g[1] + g[2]) / 6;
+    u[3] = g[0] / 24 + g[1] / 12 + g[2] / 6;
+    u[4] = g[0] / 24 - g[1] / 12 + g[2] / 6;
+    u[5] = g[2];
+  }
+};
+
 /// How a convolution is cut: tiles into chunks, output channels into panels of 16 and the
 /// panels into groups, one (chunk, group) pair per work item.
 struct Plan {
+  int tile = 2, points = 16;               // output tile m, (m + 2)^2 Winograd points
   int64_t C8 = 0, Cp = 0, M = 0, M8 = 0;  // input blocks, padded input channels, output channels
   int64_t TH = 0, TW = 0, T = 0;          // tiles down, across, in all (over the batch)
   int64_t TB = 0, chunks = 0;             // tiles per chunk (the last may hold fewer)
   int64_t panels = 0, mgroups = 0, items = 0;
   int workers = 1;
-  int64_t worker_floats() const { return kPoints * TB * Cp + kPoints * TB * kPanel; }
+  int64_t worker_floats() const { return points * TB * (Cp + kPanel); }
 };
 
-Plan make_plan(const Geometry& g, int threads) {
+Plan make_plan(int tile, const Geometry& g, int threads) {
   Plan p;
+  p.tile = tile;
+  p.points = (tile + 2) * (tile + 2);
   p.C8 = ceil_div(g.C, kLanes);
   p.Cp = p.C8 * kLanes;
   p.M = g.M;
   p.M8 = g.M / kLanes;
-  p.TH = ceil_div(g.out[0], 2);
-  p.TW = ceil_div(g.out[1], 2);
+  p.TH = ceil_div(g.out[0], tile);
+  p.TW = ceil_div(g.out[1], tile);
   p.T = g.N * p.TH * p.TW;
-  const int64_t tb_max = std::max<int64_t>(kRows, kChunkFloats / (kPoints * p.Cp) / kRows * kRows);
+  const int64_t tb_max =
+      std::max<int64_t>(kRows, kChunkFloats / (p.points * p.Cp) / kRows * kRows);
   p.chunks = ceil_div(p.T, tb_max);
   // Chunks of equal size, rounded up to whole register tiles.
   p.TB = std::min(tb_max, ceil_div(ceil_div(p.T, p.chunks), kRows) * kRows);
@@ -57,44 +128,37 @@ Plan make_plan(const Geometry& g, int threads) {
   return p;
 }
 
-/// V = B^T d B for one tile's 4x4 vectors; point (i, j) goes to v[(4i + j) * point_stride].
-inline void transform_input(const __m256 (&d)[4][4], float* v, int64_t point_stride) {
-  __m256 t[4][4];
-  for (int j = 0; j < 4; ++j) {
-    t[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
-    t[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
-    t[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
-    t[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    float* row = v + 4 * i * point_stride;
-    _mm256_storeu_ps(row, _mm256_sub_ps(t[i][0], t[i][2]));
-    _mm256_storeu_ps(row + point_stride, _mm256_add_ps(t[i][1], t[i][2]));
-    _mm256_storeu_ps(row + 2 * point_stride, _mm256_sub_ps(t[i][2], t[i][1]));
-    _mm256_storeu_ps(row + 3 * point_stride, _mm256_sub_ps(t[i][1], t[i][3]));
-  }
-}
-
-/// Transforms the inputs of tiles [t0, t0 + count) into v ([16][TB][Cp]).
+/// Transforms the inputs of tiles [t0, t0 + count) into v ([points][TB][Cp]).
+template <int m>
 void transform_chunk(const Geometry& g, const Plan& p, const float* x, int64_t t0, int64_t count,
                      float* v) {
+  constexpr int A = Wino<m>::A;
   const int64_t H = g.in[0], W = g.in[1], pt = g.pad_l[0], pl = g.pad_l[1];
   const int64_t point_stride = p.TB * p.Cp;
   for (int64_t r = 0; r < count; ++r) {
     const int64_t t = t0 + r, tx = t % p.TW, ty = (t / p.TW) % p.TH, n = t / (p.TW * p.TH);
-    const int64_t iy0 = 2 * ty - pt, ix0 = 2 * tx - pl;
-    const bool inside = iy0 >= 0 && ix0 >= 0 && iy0 + 4 <= H && ix0 + 4 <= W;
+    const int64_t iy0 = m * ty - pt, ix0 = m * tx - pl;
+    const bool inside = iy0 >= 0 && ix0 >= 0 && iy0 + A <= H && ix0 + A <= W;
     for (int64_t cb = 0; cb < p.C8; ++cb) {
       const float* plane = x + (n * p.C8 + cb) * H * W * kLanes;
-      __m256 d[4][4];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
+      __m256 d[A][A], col[A], tcol[A], t[A][A];
+      for (int i = 0; i < A; ++i)
+        for (int j = 0; j < A; ++j) {
           const int64_t iy = iy0 + i, ix = ix0 + j;
           d[i][j] = inside || (iy >= 0 && iy < H && ix >= 0 && ix < W)
                         ? _mm256_loadu_ps(plane + (iy * W + ix) * kLanes)
                         : _mm256_setzero_ps();
         }
-      transform_input(d, v + r * p.Cp + cb * kLanes, point_stride);
+      for (int j = 0; j < A; ++j) {  // B^T d, column by column
+        for (int i = 0; i < A; ++i) col[i] = d[i][j];
+        Wino<m>::input(col, tcol);
+        for (int i = 0; i < A; ++i) t[i][j] = tcol[i];
+      }
+      float* out = v + r * p.Cp + cb * kLanes;
+      for (int i = 0; i < A; ++i) {  // (B^T d) B, row by row
+        Wino<m>::input(t[i], tcol);
+        for (int j = 0; j < A; ++j) _mm256_storeu_ps(out + (i * A + j) * point_stride, tcol[j]);
+      }
     }
   }
 }
@@ -150,37 +214,37 @@ inline void store_output(float* dst, __m256 y, const float* z, const Activation&
     for (int l = 0; l < kLanes; ++l) dst[l] = act.apply(dst[l]);
 }
 
-/// Y = A^T m A (+ bias, Z, activation) for tiles [t0, t0 + count) and the output blocks of
-/// panel `panel` (NV vectors), from mo ([16][TB][kPanel]).
+/// Y = A^T P A (+ bias, Z, activation) for tiles [t0, t0 + count) and the output blocks of
+/// panel `panel` (nv vectors), from the products `prod` ([points][TB][kPanel]).
+template <int m>
 void transform_outputs(const Geometry& g, const Plan& p, int64_t t0, int64_t count, int64_t panel,
-                       int nv, const float* mo, const float* bias, const float* z, float* y,
+                       int nv, const float* prod, const float* bias, const float* z, float* y,
                        const Activation& act) {
+  constexpr int A = Wino<m>::A;
   const int64_t OH = g.out[0], OW = g.out[1];
   const int64_t point_stride = p.TB * kPanel;
   for (int64_t r = 0; r < count; ++r) {
     const int64_t t = t0 + r, tx = t % p.TW, ty = (t / p.TW) % p.TH, n = t / (p.TW * p.TH);
     for (int k = 0; k < nv; ++k) {
       const int64_t ob = panel * (kPanel / kLanes) + k;
-      const float* m = mo + r * kPanel + k * kLanes;
-      __m256 s[2][4];
-      for (int j = 0; j < 4; ++j) {
-        const __m256 m0 = _mm256_loadu_ps(m + j * point_stride),
-                     m1 = _mm256_loadu_ps(m + (4 + j) * point_stride),
-                     m2 = _mm256_loadu_ps(m + (8 + j) * point_stride),
-                     m3 = _mm256_loadu_ps(m + (12 + j) * point_stride);
-        s[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
-        s[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+      const float* pr = prod + r * kPanel + k * kLanes;
+      __m256 s[m][A], col[A], ycol[m];
+      for (int j = 0; j < A; ++j) {  // A^T P, column by column
+        for (int i = 0; i < A; ++i) col[i] = _mm256_loadu_ps(pr + (i * A + j) * point_stride);
+        Wino<m>::output(col, ycol);
+        for (int i = 0; i < m; ++i) s[i][j] = ycol[i];
       }
       const __m256 b = bias ? _mm256_loadu_ps(bias + ob * kLanes) : _mm256_setzero_ps();
       const int64_t base = (n * p.M8 + ob) * OH * OW;
-      for (int i = 0; i < 2; ++i) {
-        const int64_t oy = 2 * ty + i;
+      const int64_t ox0 = m * tx, width = std::min<int64_t>(m, OW - ox0);
+      for (int i = 0; i < m; ++i) {  // (A^T P) A, row by row
+        const int64_t oy = m * ty + i;
         if (oy >= OH) break;
-        const __m256 y0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s[i][0], s[i][1]), s[i][2]), b);
-        const __m256 y1 = _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s[i][1], s[i][2]), s[i][3]), b);
-        const int64_t at = (base + oy * OW + 2 * tx) * kLanes;
-        store_output(y + at, y0, z ? z + at : nullptr, act);
-        if (2 * tx + 1 < OW) store_output(y + at + kLanes, y1, z ? z + at + kLanes : nullptr, act);
+        Wino<m>::output(s[i], ycol);
+        const int64_t at = (base + oy * OW + ox0) * kLanes;
+        for (int j = 0; j < width; ++j)
+          store_output(y + at + j * kLanes, add(ycol[j], b), z ? z + at + j * kLanes : nullptr,
+                       act);
       }
     }
   }
@@ -192,9 +256,71 @@ int panel_vectors(int64_t panel, int64_t M) {
   return static_cast<int>(std::min<int64_t>(kPanel, M - panel * kPanel) / kLanes);
 }
 
+template <int m>
+void pack_weights(const float* w, int64_t M, int64_t C, float* u, int threads) {
+  constexpr int A = Wino<m>::A;
+  const int64_t cp = ceil_div(C, kLanes) * kLanes, point_floats = M * cp;
+  parallel_for(M, threads, 8, [&](int64_t m0, int64_t m1) {
+    for (int64_t o = m0; o < m1; ++o) {
+      const int64_t panel = o / kPanel, width = panel_vectors(panel, M) * kLanes;
+      float* out = u + panel_offset(panel, cp) + (o - panel * kPanel);
+      for (int64_t c = 0; c < cp; ++c) {
+        float uu[A][A] = {};
+        if (c < C) {
+          const float* k = w + (o * C + c) * 9;
+          float gg[A][3], col[3], ucol[A];
+          for (int j = 0; j < 3; ++j) {  // G g, column by column
+            for (int i = 0; i < 3; ++i) col[i] = k[3 * i + j];
+            Wino<m>::weights(col, ucol);
+            for (int i = 0; i < A; ++i) gg[i][j] = ucol[i];
+          }
+          for (int i = 0; i < A; ++i) Wino<m>::weights(gg[i], uu[i]);  // (G g) G^T
+        }
+        for (int pt = 0; pt < A * A; ++pt) out[pt * point_floats + c * width] = uu[pt / A][pt % A];
+      }
+    }
+  });
+}
+
+template <int m>
+void run(const Plan& p, const Geometry& g, const float* x, const float* u, const float* bias,
+         const float* z, float* y, const Activation& act, float* scratch) {
+  const int64_t point_floats = p.M * p.Cp;
+  // One item per worker index, so each has its own scratch whether it runs on a thread of its
+  // own or inline.
+  parallel_for(p.workers, p.workers, 1, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      float* v = scratch + w * p.worker_floats();
+      float* prod = v + p.points * p.TB * p.Cp;
+      int64_t have = -1;  // the chunk whose inputs v holds
+      for (int64_t item = w * p.items / p.workers; item < (w + 1) * p.items / p.workers; ++item) {
+        const int64_t chunk = item / p.mgroups, group = item % p.mgroups;
+        const int64_t t0 = chunk * p.TB, count = std::min(p.TB, p.T - t0);
+        if (chunk != have) transform_chunk<m>(g, p, x, t0, count, v), have = chunk;
+        const int64_t pa = group * p.panels / p.mgroups, pb = (group + 1) * p.panels / p.mgroups;
+        for (int64_t panel = pa; panel < pb; ++panel) {
+          const int nv = panel_vectors(panel, p.M);
+          for (int pt = 0; pt < p.points; ++pt) {
+            const float* vp = v + pt * p.TB * p.Cp;
+            const float* up = u + pt * point_floats + panel_offset(panel, p.Cp);
+            float* out = prod + pt * p.TB * kPanel;
+            if (nv == 2) gemm_rows<2>(count, vp, p.Cp, up, out);
+            else gemm_rows<1>(count, vp, p.Cp, up, out);
+          }
+          transform_outputs<m>(g, p, t0, count, panel, nv, prod, bias, z, y, act);
+        }
+      }
+    }
+  });
+}
+
+void check_tile(int tile) {
+  ONYX_CHECK(tile == 2 || tile == 4, "Winograd output tile must be 2 or 4, got {}", tile);
+}
+
 }  // namespace
 
-bool winograd_f2_suits(const Geometry& g) {
+bool winograd_suits(const Geometry& g) {
   if (g.nsp() != 2 || g.G != 1 || g.M % kLanes != 0 || g.C < 1 || g.N < 1) return false;
   for (size_t d = 0; d < 2; ++d)
     if (g.k[d] != 3 || g.stride[d] != 1 || g.dil[d] != 1 || g.pad_l[d] < 0 || g.pad_r[d] < 0 ||
@@ -203,76 +329,38 @@ bool winograd_f2_suits(const Geometry& g) {
   return true;
 }
 
-int64_t winograd_f2_weights_numel(int64_t M, int64_t C) {
-  return kPoints * M * ceil_div(C, kLanes) * kLanes;
+int winograd_tile(const Geometry& g) {
+  // ResNet-18's layers, F(4x4) / F(2x2) ms at 1 and 2 threads (AVX2 EPYC): 64@56x56 1.01/1.42,
+  // 0.55/0.95; 128@28 0.98/1.34, 0.53/0.88; 256@14 (16 tiles of 4x4) 1.34/1.50, 0.80/1.07;
+  // 512@7 (4 tiles) 2.98/2.28, 1.66/1.33: there each tile's share of U's 38 MB is too large.
+  return g.N * ceil_div(g.out[0], 4) * ceil_div(g.out[1], 4) >= 16 ? 4 : 2;
 }
 
-void winograd_f2_pack_weights(const float* w, int64_t M, int64_t C, float* u, int threads) {
-  const int64_t cp = ceil_div(C, kLanes) * kLanes, point_floats = M * cp;
-  parallel_for(M, threads, 8, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const int64_t panel = m / kPanel, width = panel_vectors(panel, M) * kLanes;
-      float* out = u + panel_offset(panel, cp) + (m - panel * kPanel);
-      for (int64_t c = 0; c < cp; ++c) {
-        float uu[4][4] = {};
-        if (c < C) {
-          const float* g = w + (m * C + c) * 9;
-          float gg[4][3];  // G g
-          for (int j = 0; j < 3; ++j) {
-            gg[0][j] = g[j];
-            gg[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-            gg[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-            gg[3][j] = g[6 + j];
-          }
-          for (int i = 0; i < 4; ++i) {  // (G g) G^T
-            uu[i][0] = gg[i][0];
-            uu[i][1] = 0.5f * (gg[i][0] + gg[i][1] + gg[i][2]);
-            uu[i][2] = 0.5f * (gg[i][0] - gg[i][1] + gg[i][2]);
-            uu[i][3] = gg[i][2];
-          }
-        }
-        for (int pt = 0; pt < kPoints; ++pt) out[pt * point_floats + c * width] = uu[pt / 4][pt % 4];
-      }
-    }
-  });
+int64_t winograd_weights_numel(int tile, int64_t M, int64_t C) {
+  check_tile(tile);
+  return int64_t{tile + 2} * (tile + 2) * M * ceil_div(C, kLanes) * kLanes;
 }
 
-int64_t winograd_f2_scratch_numel(const Geometry& g, int threads) {
-  const Plan p = make_plan(g, threads);
+void winograd_pack_weights(int tile, const float* w, int64_t M, int64_t C, float* u,
+                           int threads) {
+  check_tile(tile);
+  if (tile == 2) pack_weights<2>(w, M, C, u, threads);
+  else pack_weights<4>(w, M, C, u, threads);
+}
+
+int64_t winograd_scratch_numel(int tile, const Geometry& g, int threads) {
+  check_tile(tile);
+  const Plan p = make_plan(tile, g, threads);
   return p.workers * p.worker_floats();
 }
 
-void winograd_f2_conv(const Geometry& g, const float* x, const float* u, const float* bias,
-                      const float* z, float* y, const Activation& act, float* scratch,
-                      int threads) {
-  const Plan p = make_plan(g, threads);
-  const int64_t point_floats = p.M * p.Cp;
-  // One item per worker index, so each has its own scratch whether it runs on a thread of its
-  // own or inline.
-  parallel_for(p.workers, p.workers, 1, [&](int64_t w0, int64_t w1) {
-    for (int64_t w = w0; w < w1; ++w) {
-      float* v = scratch + w * p.worker_floats();
-      float* mo = v + kPoints * p.TB * p.Cp;
-      int64_t have = -1;  // the chunk whose inputs v holds
-      for (int64_t item = w * p.items / p.workers; item < (w + 1) * p.items / p.workers; ++item) {
-        const int64_t chunk = item / p.mgroups, group = item % p.mgroups;
-        const int64_t t0 = chunk * p.TB, count = std::min(p.TB, p.T - t0);
-        if (chunk != have) transform_chunk(g, p, x, t0, count, v), have = chunk;
-        const int64_t pa = group * p.panels / p.mgroups, pb = (group + 1) * p.panels / p.mgroups;
-        for (int64_t panel = pa; panel < pb; ++panel) {
-          const int nv = panel_vectors(panel, p.M);
-          for (int pt = 0; pt < kPoints; ++pt) {
-            const float* vp = v + pt * p.TB * p.Cp;
-            const float* up = u + pt * point_floats + panel_offset(panel, p.Cp);
-            float* out = mo + pt * p.TB * kPanel;
-            if (nv == 2) gemm_rows<2>(count, vp, p.Cp, up, out);
-            else gemm_rows<1>(count, vp, p.Cp, up, out);
-          }
-          transform_outputs(g, p, t0, count, panel, nv, mo, bias, z, y, act);
-        }
-      }
-    }
-  });
+void winograd_conv(int tile, const Geometry& g, const float* x, const float* u,
+                   const float* bias, const float* z, float* y, const Activation& act,
+                   float* scratch, int threads) {
+  check_tile(tile);
+  const Plan p = make_plan(tile, g, threads);
+  if (tile == 2) run<2>(p, g, x, u, bias, z, y, act, scratch);
+  else run<4>(p, g, x, u, bias, z, y, act, scratch);
 }
 
 }  // namespace onyx::cpu
