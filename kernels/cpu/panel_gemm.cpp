@@ -3,6 +3,7 @@
 #include "kernels/cpu/panel_gemm.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "graph/error.h"
@@ -35,15 +36,17 @@ PanelPackedB pack_panels(const float* B, int64_t K, int64_t N, bool trans_b, int
       const int64_t j0 = q * wide, width = q == panels - 1 ? last_width : wide;
       const int64_t cols = std::min(wide, N - j0);
       float* panel = dst + j0 * K;
-      for (int64_t j = 0; j < width; ++j) {
-        if (j >= cols) {
-          for (int64_t k = 0; k < K; ++k) panel[k * width + j] = 0.0f;
-        } else if (trans_b) {
-          const float* row = B + (j0 + j) * K;
-          for (int64_t k = 0; k < K; ++k) panel[k * width + j] = row[k];
+      // Row by row of the panel: each write is one contiguous row of `width` floats (column by
+      // column, every write was a 4-byte store a cache line from the last, and packing
+      // BERT-base's weights took longer than a run).
+      for (int64_t k = 0; k < K; ++k) {
+        float* out = panel + k * width;
+        if (trans_b) {
+          for (int64_t j = 0; j < cols; ++j) out[j] = B[(j0 + j) * K + k];
         } else {
-          for (int64_t k = 0; k < K; ++k) panel[k * width + j] = B[k * N + j0 + j];
+          std::memcpy(out, B + k * N + j0, static_cast<size_t>(cols) * sizeof(float));
         }
+        for (int64_t j = cols; j < width; ++j) out[j] = 0.0f;
       }
     }
   });
@@ -72,6 +75,7 @@ void panel_gemm_run(int64_t M, const float* A, const PanelPackedB& b, float* C,
 
 const PanelPackedB& PanelWeights::get(const Tensor& B, bool trans_b, int threads) const {
   std::lock_guard<std::mutex> lock(mu_);
+  ahead_ = false;
   if (!packed_) {
     const int64_t K = B.shape()[trans_b ? 1 : 0], N = B.shape()[trans_b ? 0 : 1];
     packed_ = pack_panels(B.data<float>(), K, N, trans_b, threads);
@@ -80,7 +84,17 @@ const PanelPackedB& PanelWeights::get(const Tensor& B, bool trans_b, int threads
 }
 
 size_t PanelWeights::make_ahead(const Tensor& B, bool trans_b, int threads) const {
-  return get(B, trans_b, threads).data.nbytes();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (packed_) return 0;
+  const int64_t K = B.shape()[trans_b ? 1 : 0], N = B.shape()[trans_b ? 0 : 1];
+  packed_ = pack_panels(B.data<float>(), K, N, trans_b, threads);
+  ahead_ = true;
+  return packed_->data.nbytes();
+}
+
+void PanelWeights::drop_unread_ahead() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ahead_) packed_.reset(), ahead_ = false;
 }
 
 }  // namespace onyx::cpu

@@ -57,10 +57,14 @@ class PanelWeights {
   const PanelPackedB& get(const Tensor& B, bool trans_b, int threads) const;
   /// Packs now; returns the bytes packed.
   size_t make_ahead(const Tensor& B, bool trans_b, int threads) const;
+  /// Frees a pack made ahead that no run has read: prepare() guessed panel_gemm's rows (a
+  /// batch of 1) and the runs take oneDNN's product, which keeps a pack of its own.
+  void drop_unread_ahead() const;
 
  private:
   mutable std::mutex mu_;
   mutable std::optional<PanelPackedB> packed_;
+  mutable bool ahead_ = false;  // packed_ made by make_ahead and not read by a run yet
 };
 
 }  // namespace onyx::cpu

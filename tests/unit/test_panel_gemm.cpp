@@ -162,5 +162,26 @@ TEST(PanelGemm, ProductsMatchTheDefinitionAsTheRowsChange) {
   }
 }
 
+TEST(PanelGemm, WeightsPackedAheadAreDroppedUnlessARunReadsThem) {
+  // prepare() packs for a batch of 1 where the batch is dynamic; runs with more rows take
+  // oneDNN's product (with its own pack), and the panels nobody read are freed, not kept beside.
+  const Tensor B = test::randn({64, 48}, 3);
+  cpu::PanelWeights w;
+  const size_t bytes = w.make_ahead(B, false, 1);
+  EXPECT_GT(bytes, 0u);
+  EXPECT_EQ(w.make_ahead(B, false, 1), 0u);  // made once
+  w.drop_unread_ahead();
+  EXPECT_EQ(w.make_ahead(B, false, 1), bytes);  // it was freed: made again
+  const cpu::PanelPackedB& read = w.get(B, false, 1);  // a run reads it
+  EXPECT_EQ(read.data.nbytes(), bytes);
+  w.drop_unread_ahead();
+  EXPECT_EQ(w.make_ahead(B, false, 1), 0u);  // kept: a run reads it
+  // Packed by a run first: never dropped.
+  cpu::PanelWeights lazy;
+  lazy.get(B, false, 1);
+  lazy.drop_unread_ahead();
+  EXPECT_EQ(lazy.make_ahead(B, false, 1), 0u);
+}
+
 }  // namespace
 }  // namespace onyx

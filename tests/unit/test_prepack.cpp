@@ -173,10 +173,11 @@ TEST(Prepack, ConstantWeightsOfProductsArePackedAtCreationWhereOneDnnPacksThem) 
         y({128, 48}, dt::f32, dnnl::memory::format_tag::ab);
     const dnnl::memory::desc layout =
         dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, any, y), du::engine()).weights_desc();
-    // A fixed row count that panel_gemm takes packs its panels instead (AVX-512: 32 + 16
-    // columns, 64 deep).
-    const bool fixed = c.a.size() == 2 && c.a[0].is_fixed();
-    if (c.packed && fixed && cpu::panel_gemm_suits(c.a[0].value)) {
+    // A row count that panel_gemm takes packs its panels instead (AVX-512: 32 + 16 columns, 64
+    // deep): the fixed rows, or those of a batch of 1 where the batch is dynamic.
+    int64_t guess = 1;
+    for (size_t i = 0; i + 1 < c.a.size(); ++i) guess *= c.a[i].is_fixed() ? c.a[i].value : 1;
+    if (c.packed && cpu::panel_gemm_suits(guess)) {
       const Tensor wt = randn({64, 48}, 1);
       EXPECT_EQ(bytes, cpu::pack_panels(wt.data<float>(), 64, 48, false, 1).data.nbytes())
           << sym_shape_str(c.a);
