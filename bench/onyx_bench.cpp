@@ -56,7 +56,7 @@ void save_outputs(const onyx::Session& session, const onyx::NamedTensors& out,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, inputs, save, profile, opt = "all", precision = "fp32";
+  std::string model, inputs, save, profile, opt = "all", precision = "fp32", log_level = "warn";
   int threads = 2, warmup = 3, iters = 20;
   double max_seconds = 15;
   CLI::App app("Time one onyx model run on saved inputs (used by bench/run_bench.py)");
@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--save-outputs", save, "write the outputs as output_<i>.pb here");
   app.add_option("--profile", profile, "write a Chrome trace of the runs here");
+  app.add_option("--log-level", log_level,
+                 "session log level (debug: where session creation's time goes)");
   bool no_winograd = false;
   app.add_flag("--no-winograd", no_winograd,
                "direct convolutions only (SessionOptions::winograd_convolutions = false)");
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
     so.precision = onyx::parse_precision(precision);
     so.profiling = !profile.empty();
     so.profile_path = profile;
+    so.log_level = log_level;
     so.winograd_convolutions = !no_winograd;
     so.prepack_weights = !no_prepack;
     auto t0 = Clock::now();
