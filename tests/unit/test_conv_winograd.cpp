@@ -324,5 +324,52 @@ TEST(Winograd, OwnKernelTakesOnlyWhatItComputes) {
   EXPECT_THROW(cpu::winograd_weights_numel(3, 16, 16), Error);
 }
 
+TEST(Winograd, OwnKernelTransformsWeightsThatAreNotConstantOnEveryRun) {
+  // A ConvNchwc marked for Winograd on 8-channel blocks whose W is a graph input (a model saved
+  // optimized, its weights fed): the kernel transforms W in each run, and a second run with
+  // other weights gives that run's convolution, equal to the plain Conv's.
+  auto build = [](bool blocked) {
+    return [blocked](test::ModelBuilder& b) {
+      b.input("x", DataType::Float, Shape{1, 16, 9, 9});
+      b.input("w", DataType::Float, Shape{24, 16, 3, 3});
+      b.initializer("bias", randn({24}, 9));
+      if (!blocked) {
+        Node& c = b.node("Conv", {"x", "w", "bias"}, {"y"});
+        c.attrs["pads"] = test::attr_ints("pads", {1, 1, 1, 1});
+      } else {
+        Node& to = b.node("ToNchwc", {"x"}, {"xb"}, "ai.onyx");
+        to.attrs["block"] = test::attr_int("block", 8);
+        Node& c = b.node("ConvNchwc", {"xb", "w", "bias"}, {"yb"}, "ai.onyx");
+        c.attrs["pads"] = test::attr_ints("pads", {1, 1, 1, 1});
+        c.attrs["block"] = test::attr_int("block", 8);
+        c.attrs["winograd"] = test::attr_int("winograd", 1);
+        c.attrs["activation"] = test::attr_string("activation", "Relu");
+        Node& from = b.node("FromNchwc", {"yb"}, {"yr"}, "ai.onyx");
+        from.attrs["channels"] = test::attr_int("channels", 24);
+        b.node("Identity", {"yr"}, {"y"});
+      }
+      if (!blocked) {
+        b.node("Relu", {"y"}, {"yr"});
+        b.output("yr");
+      } else {
+        b.output("y");
+      }
+    };
+  };
+  auto session = [](const std::function<void(test::ModelBuilder&)>& f) {
+    test::ModelBuilder b(17, "ai.onyx");
+    f(b);
+    SessionOptions opts;
+    opts.opt_level = OptLevel::None;  // the graph as written
+    return b.session(opts);
+  };
+  Session wino = session(build(true)), plain = session(build(false));
+  for (uint32_t seed : {21u, 22u}) {
+    NamedTensors feeds{{"x", randn({1, 16, 9, 9}, seed)}, {"w", randn({24, 16, 3, 3}, seed + 10, 0.2)}};
+    const Tensor got = wino.run(feeds).begin()->second, want = plain.run(feeds).begin()->second;
+    expect_close(got, want, 2e-5);
+  }
+}
+
 }  // namespace
 }  // namespace onyx
