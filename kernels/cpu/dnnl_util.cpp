@@ -184,7 +184,7 @@ int64_t winograd_block() {
   if (has_winograd_kernels()) {
     if (forced == 0 || forced == 16) return 16;  // oneDNN's AVX-512 kernels
   } else if (forced == 0) {
-    return 8;  // our own F(2x2, 3x3) (kernels/cpu/winograd_conv.h) on the AVX2 block
+    return 8;  // our own F(2x2) / F(4x4) kernel (kernels/cpu/winograd_conv.h) on 8-channel blocks
   }
   return forced == 8 ? int64_t{8} : int64_t{0};
 }
