@@ -23,7 +23,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
 inline __m256 sub(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
 /// a * k + b and b - a * k for a constant k.
-inline __m256 fma_k(__m256 a, float k, __m256 b) { return _mm256_fmadd_ps(a, _mm256_set1_ps(k), b); }
+inline __m256 fma_k(__m256 a, float k, __m256 b) {
+  return _mm256_fmadd_ps(a, _mm256_set1_ps(k), b);
+}
 inline __m256 fnma_k(__m256 a, float k, __m256 b) {
   return _mm256_fnmadd_ps(a, _mm256_set1_ps(k), b);
 }
