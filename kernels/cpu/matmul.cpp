@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/cpu/blocked_sgemm.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/half_convert.h"
@@ -363,6 +364,10 @@ class MatMulKernel final : public Kernel {
                      ctx.threads());
       return;
     }
+    if (run_blocked(ctx, A, B, s, ta, tb, Y)) {
+      epilogue();
+      return;
+    }
     if (dnnl_float(A.dtype())) {
       bool fused_epilogue = false;
       if (run_dnnl(ctx, s, A, B, bias, Y, ta, tb, fused_epilogue)) {
@@ -384,6 +389,20 @@ class MatMulKernel final : public Kernel {
   }
 
  private:
+  /// A float32 product of a 2-D B (shared by every batch of A) on blocked_sgemm where it suits
+  /// the shape (training's products: B is a weight that changes every step, or an activation).
+  bool run_blocked(KernelContext& ctx, const Tensor& A, const Tensor& B, const MatMulShape& s,
+                   bool ta, bool tb, Tensor& Y) const {
+    if (b_const_ || A.dtype() != DataType::Float || B.dtype() != DataType::Float ||
+        attrs_.alpha != 1.0f || shape_numel(s.b_batch) != 1 || (ta && shape_numel(s.a_batch) != 1))
+      return false;
+    const int64_t rows = shape_numel(s.a_batch) * s.M;
+    if (!blocked_sgemm_suits(rows, s.N, s.K)) return false;
+    blocked_sgemm(rows, s.N, s.K, A.data<float>(), ta ? s.M : s.K, ta, B.data<float>(),
+                  tb ? s.K : s.N, tb, Y.data<float>(), s.N, nullptr, ctx.threads());
+    return true;
+  }
+
   /// The rows of a float32 product by a constant 2-D B that panel_gemm runs (every batch of A
   /// is rows of one [rows, K] operand), or 0 when it is oneDNN's.
   int64_t panel_rows(const Tensor& A, const MatMulShape& s, bool ta) const {
@@ -554,6 +573,16 @@ class GemmKernel final : public Kernel {
       panel_gemm_run(M, A.data<float>(), panel_.get(*b_const_, trans_b_, ctx.threads()),
                      Y.data<float>(), use_c ? C->data<float>() : nullptr,
                      MatMulActivation::None, ctx.threads());
+      return;
+    }
+    // blocked_sgemm adds C as a bias row, the one C it takes.
+    if (!b_const_ && dt == DataType::Float && B.dtype() == DataType::Float && alpha_ == 1.0f &&
+        K > 0 &&
+        (!use_c || (beta_ == 1.0f && cm == 1 && cn == N && C->dtype() == DataType::Float)) &&
+        blocked_sgemm_suits(M, N, K)) {
+      blocked_sgemm(M, N, K, A.data<float>(), trans_a_ ? M : K, trans_a_, B.data<float>(),
+                    trans_b_ ? K : N, trans_b_, Y.data<float>(), N,
+                    use_c ? C->data<float>() : nullptr, ctx.threads());
       return;
     }
     if (dnnl_float(dt) && K > 0 && run_dnnl(ctx, A, B, use_c ? C : nullptr, M, N, K, cm, cn, Y))
