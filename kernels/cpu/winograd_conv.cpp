@@ -48,8 +48,8 @@ struct Wino<2> {
     y[0] = add(add(p[0], p[1]), p[2]);
     y[1] = sub(sub(p[1], p[2]), p[3]);
   }
-  template <typename T>  // float, or __m256: 8 output channels at once
-  static void weights(const T (&g)[3], T (&u)[A]) {
+  // Over 8 output channels at once (GCC vector arithmetic on __m256, as in Wino<4>).
+  static void weights(const __m256 (&g)[3], __m256 (&u)[A]) {
     u[0] = g[0];
     u[1] = 0.5f * (g[0] + g[1] + g[2]);
     u[2] = 0.5f * (g[0] - g[1] + g[2]);
@@ -82,8 +82,7 @@ struct Wino<4> {
     y[3] = add(fma_k(d, 8.f, b), p[5]);
   }
   // G rows: [1/4 0 0] [-1/6 -1/6 -1/6] [-1/6 1/6 -1/6] [1/24 1/12 1/6] [1/24 -1/12 1/6] [0 0 1].
-  template <typename T>  // float, or __m256: 8 output channels at once
-  static void weights(const T (&g)[3], T (&u)[A]) {
+  static void weights(const __m256 (&g)[3], __m256 (&u)[A]) {
     u[0] = g[0] / 4.0f;
     u[1] = -(g[0] + g[1] + g[2]) / 6.0f;
     u[2] = -(g[0] - g[1] + g[2]) / 6.0f;
