@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
   bool no_prepack = false;
   app.add_flag("--no-prepack", no_prepack,
                "weights packed in the first run (SessionOptions::prepack_weights = false)");
+  bool copy_weights = false;
+  app.add_flag("--copy-weights", copy_weights,
+               "copy external data out of its file (LoadOptions::map_external_data = false)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -96,7 +99,9 @@ int main(int argc, char** argv) {
     so.winograd_convolutions = !no_winograd;
     so.prepack_weights = !no_prepack;
     auto t0 = Clock::now();
-    onyx::Session session(model, so);
+    onyx::LoadOptions lo;
+    lo.map_external_data = !copy_weights;
+    onyx::Session session(onyx::load_model(model, lo), so);
     double load_ms = ms_since(t0);
     onyx::NamedTensors feeds = read_inputs(session, inputs);
 

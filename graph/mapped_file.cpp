@@ -13,7 +13,7 @@
 
 namespace onyx {
 
-MappedFile::MappedFile(const std::string& path, const char* what) {
+MappedFile::MappedFile(const std::string& path, const char* what, Access access) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ONYX_CHECK(fd >= 0, "[{}] {}: '{}'", what,
              errno == ENOENT ? std::string("file not found") : std::strerror(errno), path);
@@ -29,8 +29,19 @@ MappedFile::MappedFile(const std::string& path, const char* what) {
   }
   size_ = static_cast<size_t>(st.st_size);
   if (S_ISREG(st.st_mode) && size_ > 0) {
-    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    // MAP_POPULATE would break copy-on-write for every page of a writable private mapping (a
+    // full copy of the file): those pages are populated for reading instead.
+    const bool cow = access == Access::CopyOnWrite;
+    data_ = ::mmap(nullptr, size_, cow ? PROT_READ | PROT_WRITE : PROT_READ,
+                   cow ? MAP_PRIVATE : MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (data_ != MAP_FAILED) {
+#ifdef MADV_POPULATE_READ
+      constexpr int kPopulateRead = MADV_POPULATE_READ;
+#else
+      constexpr int kPopulateRead = 22;  // Linux 5.14's value; older libc headers lack the name
+#endif
+      // Advice only: an older kernel (EINVAL) leaves the pages to fault at first read.
+      if (cow) ::madvise(data_, size_, kPopulateRead);
       ::close(fd);  // the mapping keeps the file open
       return;
     }

@@ -73,8 +73,9 @@ class GraphBuilder {
  public:
   /// `main_raw`: the raw_data cut out of the main graph's initializers (one entry per
   /// initializer, or empty when nothing was cut).
-  GraphBuilder(std::string base_dir, const std::vector<std::optional<std::string_view>>* main_raw)
-      : base_dir_(std::move(base_dir)), main_raw_(main_raw) {}
+  GraphBuilder(std::string base_dir, const std::vector<std::optional<std::string_view>>* main_raw,
+               bool map_external_data)
+      : base_dir_(std::move(base_dir)), main_raw_(main_raw), map_external_data_(map_external_data) {}
 
   std::unique_ptr<Graph> build(const onnx::GraphProto& gp, Graph* parent) {
     auto g = std::make_unique<Graph>(gp.name(), parent);
@@ -85,6 +86,7 @@ class GraphBuilder {
                gp.initializer_size());
     {
       DeferredCopies deferred;  // external files stay mapped until their copies are done
+      deferred.map_in_place = map_external_data_;
       for (int i = 0; i < gp.initializer_size(); ++i) {
         const auto& init = gp.initializer(i);
         g->add_initializer(init.name(),
@@ -196,6 +198,7 @@ class GraphBuilder {
 
   std::string base_dir_;
   const std::vector<std::optional<std::string_view>>* main_raw_;
+  bool map_external_data_;
 };
 
 std::unique_ptr<Model> from_proto(onnx::ModelProto& mp, const std::string& base_dir,
@@ -228,7 +231,8 @@ std::unique_ptr<Model> from_proto(onnx::ModelProto& mp, const std::string& base_
     model->opsets.push_back({d, o.version()});
   }
   if (mp.opset_import_size() == 0) model->opsets.push_back({"", 1});  // IR < 3 default
-  model->graph = GraphBuilder(base_dir, main_raw).build(mp.graph(), nullptr);
+  model->graph =
+      GraphBuilder(base_dir, main_raw, opts.map_external_data).build(mp.graph(), nullptr);
   if (opts.validate) validate_model(*model);
   return model;
 }

@@ -14,6 +14,14 @@ struct LoadOptions {
   bool inline_functions = true;
   /// Check the graph (producers, cycles, opsets, arity, types) after loading.
   bool validate = true;
+  /// Leave external-data tensors (at offsets aligned to their element size, as torch.onnx and
+  /// onnx.save_model write them) in a copy-on-write mapping of their
+  /// file instead of copying them (as ONNX Runtime and OpenVINO do): no second copy of the
+  /// weights, no new pages, and what packs them reads the file's pages. A write to such a
+  /// tensor copies its page, never the file. The file must then not be truncated or rewritten
+  /// while the model or a session made from it lives (reading a truncated mapping is SIGBUS):
+  /// export to a new path, or load with this off.
+  bool map_external_data = true;
 };
 
 /// Loads a model file; external data is resolved against the file's folder.

@@ -105,17 +105,23 @@ void read_span(const ExternalSpan& e, void* dst, const std::string& what) {
              f.gcount(), e.length, e.path);
 }
 
-// The bytes of `e` in its file, mapped once per load (`defer`'s map) for the deferred copy.
-const void* mapped_span(DeferredCopies& defer, const ExternalSpan& e, const std::string& what) {
-  // try_emplace maps the file only the first time its path is asked for.
-  const std::string_view bytes =
-      defer.external.try_emplace(e.path, e.path, "external data").first->second.bytes();
+// The mapping of `e`'s file, made once per load (`defer`'s map).
+const std::shared_ptr<MappedFile>& mapped_file(DeferredCopies& defer, const ExternalSpan& e) {
+  std::shared_ptr<MappedFile>& f = defer.external[e.path];
+  if (!f) f = std::make_shared<MappedFile>(e.path, "external data", MappedFile::Access::CopyOnWrite);
+  return f;
+}
+
+// The bytes of `e` in its mapped file, for the deferred copy or to live in.
+char* mapped_span(DeferredCopies& defer, const ExternalSpan& e, const std::string& what) {
+  MappedFile& file = *mapped_file(defer, e);
+  const std::string_view bytes = file.bytes();
   // The file may have changed since external_span read its size.
   ONYX_CHECK(static_cast<uint64_t>(e.offset) <= bytes.size() &&
                  static_cast<uint64_t>(e.length) <= bytes.size() - static_cast<uint64_t>(e.offset),
              "[external data] {}: wants {} bytes from offset {} of '{}', which now has {} bytes",
              what, e.length, e.offset, e.location, bytes.size());
-  return bytes.data() + e.offset;
+  return file.writable_data() + e.offset;
 }
 
 // How many entries the typed field that holds `dt` has (int32_data for the small types).
@@ -189,6 +195,20 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   // A deferred copy's pages are populated by the thread that copies them (onnx_io.cpp).
   const bool deferred = defer && (external || raw_data) && dt != DataType::String &&
                         !is_sub_byte(dt) && n;
+  // Weights in place: no copy, no new pages; the mapping lives as long as a tensor in it. Only
+  // where the offset suits the element type (torch.onnx's exporter packs tensors back to back,
+  // so an int64 after an odd count of floats is 4-byte aligned: reading it in place would be
+  // undefined behaviour), else copied below. Kernels take 4-byte aligned floats already (feeds
+  // are views of the caller's arrays).
+  if (deferred && external && defer->map_in_place) {
+    char* at = mapped_span(*defer, span, what);
+    if (reinterpret_cast<uintptr_t>(at) % dtype_size(dt) == 0) {
+      auto storage = std::make_shared<Storage>(
+          at, static_cast<size_t>(span.length), Device{},
+          [file = mapped_file(*defer, span)](void*) {});  // the view keeps the mapping
+      return Tensor(dt, shape, std::move(storage));
+    }
+  }
   Tensor t = Tensor::empty(dt, shape, deferred ? cpu_allocator_unpopulated() : nullptr);
   if (dt == DataType::String) {
     auto* s = t.data<std::string>();

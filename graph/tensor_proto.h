@@ -6,6 +6,7 @@
 
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,7 +31,11 @@ struct PendingCopy {
 /// copies have run.
 struct DeferredCopies {
   std::vector<PendingCopy> copies;
-  std::map<std::string, MappedFile> external;  // resolved path -> its mapping
+  /// resolved path -> its mapping (shared with the tensors that live in it)
+  std::map<std::string, std::shared_ptr<MappedFile>> external;
+  /// External tensors at offsets aligned to their element size stay in the file's
+  /// copy-on-write mapping instead of being copied (LoadOptions::map_external_data).
+  bool map_in_place = false;
 };
 
 /// TensorProto -> Tensor. External data is read from under `base_dir`; `what` names the

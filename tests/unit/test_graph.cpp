@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "graph/onnx_io.h"
 #include "kernels/arena.h"
@@ -224,8 +225,9 @@ TEST(ExternalData, LoadsFromModelFolder) {
 }
 
 // torch.onnx's default export (dynamo, external_data=True) puts every weight of any size in
-// one file at byte offsets with no alignment; the loader maps each file once and copies the
-// tensors out on several threads (40 MB here: more than one thread's share).
+// one file at byte offsets with no alignment; the loader maps each file once and leaves the
+// tensors whose offset suits their type in the mapping, copying the others out on several
+// threads (40 MB here: more than one thread's share) - or all of them when told not to map.
 TEST(ExternalData, ManyTensorsPerFileAtUnalignedOffsetsAndSeveralFiles) {
   fs::path d = temp_dir("ext_many");
   onnx::ModelProto m = external_model("a.bin");
@@ -260,16 +262,74 @@ TEST(ExternalData, ManyTensorsPerFileAtUnalignedOffsetsAndSeveralFiles) {
   for (const auto& [f, bytes] : files) write_bytes(d / f, bytes);
   write_bytes(d / "m.onnx", m.SerializeAsString());
 
-  auto model = load_model((d / "m.onnx").string());
-  for (const auto& [name, v] : want) {
-    const Tensor& t = model->graph->initializers.at(name);
-    ASSERT_EQ(t.numel(), static_cast<int64_t>(v.size())) << name;
-    EXPECT_EQ(std::memcmp(t.raw(), v.data(), v.size() * 4), 0) << name;
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % 64, 0u) << name << " is not 64-byte aligned";
+  // Offsets: w 3, big 20, tiny 25165846, mid 5 (b.bin), last 25165850.
+  const std::set<std::string> in_place = {"big"};  // the only offset that is a multiple of 4
+  for (bool map : {false, true}) {
+    LoadOptions opts;
+    opts.map_external_data = map;
+    auto model = load_model((d / "m.onnx").string(), opts);
+    for (const auto& [name, v] : want) {
+      const Tensor& t = model->graph->initializers.at(name);
+      ASSERT_EQ(t.numel(), static_cast<int64_t>(v.size())) << name;
+      EXPECT_EQ(std::memcmp(t.raw(), v.data(), v.size() * 4), 0) << name;
+      const bool mapped = map && in_place.count(name);
+      EXPECT_EQ(t.storage()->owned(), !mapped) << name << (map ? " mapped" : " copied");
+      if (!mapped) {
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % 64, 0u) << name << " is not 64-byte aligned";
+      }
+    }
   }
   Session s((d / "m.onnx").string());
   auto out = s.run({{"x", Tensor::from_vector<float>({4}, {1, 1, 1, 1})}});
   onyx::test::expect_near(out.at("y"), {2, 2.5, 3, 3.5});
+}
+
+// Tensors left in the mapping are the file's bytes with copy-on-write: writing one changes the
+// model, never the file; the mapping outlives the loader, the file's name (a re-export writes a
+// new file under the same name: the mapping keeps the old one), and the model itself while a
+// session reads it. An int64 tensor at an offset that is not a multiple of 8 is copied.
+TEST(ExternalData, TensorsInTheMappingAreCopyOnWrite) {
+  fs::path d = temp_dir("ext_cow");
+  onnx::ModelProto m = external_model("w.bin");  // y = x + w, w float [4] at offset 0
+  auto* len = m.mutable_graph()->mutable_initializer(0)->add_external_data();
+  len->set_key("length");
+  len->set_value("16");
+  std::string file;
+  const std::vector<float> w = {1, 2, 3, 4};
+  file.append(reinterpret_cast<const char*>(w.data()), 16);
+  const std::vector<int64_t> idx = {2, 0};
+  file.append(4, '\0');  // offset 20: 4-byte but not 8-byte aligned
+  file.append(reinterpret_cast<const char*>(idx.data()), 16);
+  auto* i = m.mutable_graph()->add_initializer();
+  i->set_name("idx");
+  i->set_data_type(7);
+  i->add_dims(2);
+  i->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair<std::string, std::string>{"location", "w.bin"}, {"offset", "20"}, {"length", "16"}}) {
+    auto* kv = i->add_external_data();
+    kv->set_key(k);
+    kv->set_value(v);
+  }
+  write_bytes(d / "w.bin", file);
+  write_bytes(d / "m.onnx", m.SerializeAsString());
+
+  auto model = load_model((d / "m.onnx").string());
+  Tensor& wt = model->graph->initializers.at("w");
+  const Tensor& it = model->graph->initializers.at("idx");
+  EXPECT_FALSE(wt.storage()->owned());  // in the mapping
+  EXPECT_TRUE(it.storage()->owned());   // copied: misaligned for int64
+  EXPECT_EQ(it.data<int64_t>()[0], 2);
+  EXPECT_EQ(it.data<int64_t>()[1], 0);
+  wt.data<float>()[0] = 10;  // copy-on-write: the file keeps its bytes
+  std::ifstream f(d / "w.bin", std::ios::binary);
+  std::string after((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(after, file);
+  // The name goes away (as when the file is written anew); the mapping still holds the bytes.
+  fs::remove(d / "w.bin");
+  write_bytes(d / "w.bin", std::string(4, '\0'));
+  Session s(std::move(model));
+  auto out = s.run({{"x", Tensor::from_vector<float>({4}, {1, 1, 1, 1})}});
+  onyx::test::expect_near(out.at("y"), {11, 3, 4, 5});
 }
 
 TEST(ExternalData, MissingFile) {
