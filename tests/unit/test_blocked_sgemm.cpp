@@ -60,7 +60,9 @@ TEST(BlockedSgemm, TakesOnlyTheShapesWhereOneDnnMeasuredSlower) {
   EXPECT_EQ(cpu::blocked_sgemm_suits(512, 512, 2048), avx2);
   EXPECT_FALSE(cpu::blocked_sgemm_suits(1024, 512, 2048));  // more rows: oneDNN's
   EXPECT_FALSE(cpu::blocked_sgemm_suits(512, 512, 512));    // K not deep
-  EXPECT_FALSE(cpu::blocked_sgemm_suits(512, 512, 1024));   // K < 3N
+  EXPECT_EQ(cpu::blocked_sgemm_suits(512, 512, 1024), avx2);  // BERT-small's weight gradients
+  EXPECT_FALSE(cpu::blocked_sgemm_suits(512, 600, 1024));    // K < 2N
+  EXPECT_FALSE(cpu::blocked_sgemm_suits(512, 2048, 1024));   // K < N: oneDNN's
   EXPECT_FALSE(cpu::blocked_sgemm_suits(32, 64, 4096));     // few rows: panel_gemm / oneDNN
   // The kernel test's shapes below are in range.
   EXPECT_EQ(cpu::blocked_sgemm_suits(200, 64, 1200), avx2);
