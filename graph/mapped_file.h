@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace onyx {
 
@@ -31,11 +34,27 @@ class MappedFile {
   }
   /// The bytes, for tensors that live in them (Access::CopyOnWrite, or a file that was read).
   char* writable_data() { return data_ ? static_cast<char*>(data_) : read_.data(); }
+  /// Whether `p` points into the mapping.
+  bool holds(const void* p) const;
+  /// Access::CopyOnWrite: an onyx::Error naming the file when it was truncated or written since
+  /// it was mapped (its size or modification time differ): a page not yet read would then be
+  /// SIGBUS past the new end, or the new bytes mixed with the old. One fstat.
+  void check_unchanged(const char* who) const;
 
  private:
   void* data_ = nullptr;  // the mapping, or nullptr when the bytes were read into read_
   size_t size_ = 0;
   std::string read_;
+  std::string path_;
+  int fd_ = -1;  // Access::CopyOnWrite: kept open to see the file change under the mapping
+  int64_t mtime_ns_ = 0;
 };
+
+/// Copy-on-write mappings that tensors live in, registered by the loader so that a session can
+/// find the files its constants are read from (weak: a mapping lives as long as its tensors).
+void register_tensor_mapping(const std::shared_ptr<MappedFile>& file);
+/// The registered mappings that hold any of `ptrs` (each once).
+std::vector<std::shared_ptr<const MappedFile>> tensor_mappings_holding(
+    const std::vector<const void*>& ptrs);
 
 }  // namespace onyx

@@ -108,7 +108,10 @@ void read_span(const ExternalSpan& e, void* dst, const std::string& what) {
 // The mapping of `e`'s file, made once per load (`defer`'s map).
 const std::shared_ptr<MappedFile>& mapped_file(DeferredCopies& defer, const ExternalSpan& e) {
   std::shared_ptr<MappedFile>& f = defer.external[e.path];
-  if (!f) f = std::make_shared<MappedFile>(e.path, "external data", MappedFile::Access::CopyOnWrite);
+  if (!f) {
+    f = std::make_shared<MappedFile>(e.path, "external data", MappedFile::Access::CopyOnWrite);
+    if (defer.map_in_place) register_tensor_mapping(f);
+  }
   return f;
 }
 

@@ -9,6 +9,7 @@
 
 #include "autodiff/gradient_op.h"
 #include "graph/canonicalize.h"
+#include "graph/mapped_file.h"
 #include "graph/quantized_contrib_ops.h"
 #include "graph/onnx_io.h"
 #include "inference/run_allocator.h"
@@ -119,6 +120,9 @@ struct Session::Impl {
   // The storage of every constant of the plan and its subgraphs' plans: an output that is a
   // view of one is copied before the caller gets it (unshare_outputs).
   std::unordered_set<const Storage*> constant_storage;
+  // The external data files some of those constants live in (LoadOptions::map_external_data):
+  // each run first checks that none was truncated or rewritten under its mapping.
+  std::vector<std::shared_ptr<const MappedFile>> mapped_files;
 
   void collect_constant_storage(const Plan& p) {
     for (const auto& [slot, t] : p.constants)
@@ -184,6 +188,9 @@ struct Session::Impl {
     placement = partition_graph(*model, providers);
     plan = compile_plan(g, *model, placement);
     collect_constant_storage(*plan);
+    std::vector<const void*> constant_data;
+    for (const Storage* st : constant_storage) constant_data.push_back(st->data());
+    mapped_files = tensor_mappings_holding(constant_data);
     const double plan_ms = lap();
     const size_t prepared = options.prepack_weights ? prepare_kernels(*plan) : 0;
     const double prepare_ms = lap();
@@ -259,6 +266,7 @@ struct Session::Impl {
   NamedValues run(const NamedValues& feeds, const std::vector<std::string>& wanted, RunStats* stats,
                   const RunOptions& ro = {}) const {
     auto t0 = std::chrono::steady_clock::now();
+    for (const auto& f : mapped_files) f->check_unchanged("session");
     FlushDenormals denormals(options.flush_denormals, threads);
     std::map<std::string, int64_t> symbols;
     std::vector<Datum> ordered(inputs.size());

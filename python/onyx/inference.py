@@ -83,6 +83,11 @@ class SessionOptions:
         # onyx's own name for ORT's "session.set_denormal_as_zero": denormal floats read and
         # written as zero during runs (on Intel CPUs each operation on one takes ~100x its time).
         self.flush_denormals = False
+        # onyx's own: weights in external data (torch.onnx's default export) stay in the file's
+        # copy-on-write mapping instead of being copied (as ONNX Runtime maps them): no second
+        # copy, a faster first result. A run on a session whose file was since truncated or
+        # rewritten raises onyx.Error; False copies them instead.
+        self.map_external_data = True
         self._config = {}
 
     def add_session_config_entry(self, key, value):
@@ -118,7 +123,8 @@ class SessionOptions:
                     precision=str(self.precision),
                     winograd=bool(self.winograd_convolutions),
                     prepack=bool(self.prepack_weights),
-                    flush_denormals=bool(self.flush_denormals))
+                    flush_denormals=bool(self.flush_denormals),
+                    map_external_data=bool(self.map_external_data))
 
 
 class RunOptions:

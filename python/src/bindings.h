@@ -46,8 +46,9 @@ nb::object to_numpy(const Tensor& t);
 /// numpy's dtype for an onyx dtype (an ml_dtypes one where numpy has none).
 nb::object numpy_dtype(DataType dtype);
 
-/// A model given as a path (str or os.PathLike) or as serialized bytes.
-std::unique_ptr<Model> load_model_arg(nb::handle model);
+/// A model given as a path (str or os.PathLike) or as serialized bytes; a path's external data
+/// is mapped in place or copied as `map_external_data` says (LoadOptions).
+std::unique_ptr<Model> load_model_arg(nb::handle model, bool map_external_data = true);
 
 /// ONNX Runtime's spelling of a value's type: "tensor(float)", "seq(tensor(int64))", ...
 std::string ort_type_string(const ValueType& type);

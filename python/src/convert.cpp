@@ -162,7 +162,7 @@ nb::object to_numpy(const Tensor& t) {
   return native ? out : out.attr("view")(dtype);
 }
 
-std::unique_ptr<Model> load_model_arg(nb::handle model) {
+std::unique_ptr<Model> load_model_arg(nb::handle model, bool map_external_data) {
   if (PyBytes_Check(model.ptr()))
     return load_model_from_bytes(PyBytes_AS_STRING(model.ptr()),
                                  static_cast<size_t>(PyBytes_GET_SIZE(model.ptr())));
@@ -179,7 +179,9 @@ std::unique_ptr<Model> load_model_arg(nb::handle model) {
   }
   if (!PyUnicode_Check(path.ptr()))  // os.fspath(b"...") is bytes: a path in bytes
     path = path.attr("decode")();
-  return load_model(nb::cast<std::string>(path));
+  LoadOptions opts;
+  opts.map_external_data = map_external_data;
+  return load_model(nb::cast<std::string>(path), opts);
 }
 
 std::string ort_type_string(const ValueType& type) {

@@ -94,8 +94,8 @@ void bind_inference(nb::module_& m) {
           [](Session* self, nb::handle model, int threads, const std::string& opt_level,
              bool profiling, const std::string& profile_path, const std::string& log_level,
              const std::string& precision, const std::vector<std::string>& providers, int device_id,
-             bool winograd, bool prepack, bool flush_denormals) {
-            std::unique_ptr<Model> loaded = load_model_arg(model);
+             bool winograd, bool prepack, bool flush_denormals, bool map_external_data) {
+            std::unique_ptr<Model> loaded = load_model_arg(model, map_external_data);
             SessionOptions options;
             options.intra_op_threads = threads;
             options.opt_level = opt_level_from_name(opt_level);
@@ -114,7 +114,8 @@ void bind_inference(nb::module_& m) {
           "model"_a, nb::kw_only(), "threads"_a = 0, "opt_level"_a = "all",
           "profiling"_a = false, "profile_path"_a = "onyx_profile.json", "log_level"_a = "warn",
           "precision"_a = "fp32", "providers"_a = std::vector<std::string>{"cpu"}, "device_id"_a = 0,
-          "winograd"_a = true, "prepack"_a = true, "flush_denormals"_a = false)
+          "winograd"_a = true, "prepack"_a = true, "flush_denormals"_a = false,
+          "map_external_data"_a = true)
       .def("run", &run, "output_names"_a.none(), "input_feed"_a, "seed"_a = nb::none(),
            "Runs the model; returns the outputs (all when output_names is None or empty) as "
            "numpy arrays viewing onyx's buffers.")

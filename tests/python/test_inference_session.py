@@ -414,7 +414,7 @@ def test_set_denormal_as_zero_config_entry_as_in_onnxruntime():
         [helper.make_node("Mul", ["x", "k"], ["y"])], "mul",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in ("x", "k")],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     data = model.SerializeToString()
     feeds = {"x": np.full(4, 1e-30, dtype=np.float32), "k": np.full(4, 1e-10, dtype=np.float32)}
     so = onyx.SessionOptions()
@@ -432,3 +432,39 @@ def test_set_denormal_as_zero_config_entry_as_in_onnxruntime():
         so.add_session_config_entry("session.set_denormal_as_zero", "yes")
     with pytest.raises(onyx.Error, match="no session config entry"):
         so.get_session_config_entry("session.unknown")
+
+
+def test_external_data_mapped_in_place_and_a_rewritten_file_is_an_error(tmp_path):
+    """torch.onnx's default export keeps the weights in external data; onyx leaves them in a
+    copy-on-write mapping of the file (SessionOptions.map_external_data, on by default). A run
+    after the file was rewritten under a live session raises onyx.Error rather than reading a
+    mix of old and new weights (or crashing on a truncated page); copied weights do not care."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((64, 32)).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])],
+        "ext", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="m.onnx.data",
+                    size_threshold=0)
+    x = rng.standard_normal((5, 64)).astype(np.float32)
+    want = x @ w + b
+    mapped = onyx_session(str(path))
+    copied = onyx_session(str(path), map_external_data=False)
+    for s in (mapped, copied):
+        np.testing.assert_allclose(s.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-5)
+    data = (tmp_path / "m.onnx.data").read_bytes()
+    (tmp_path / "m.onnx.data").write_bytes(bytes(len(data)))  # same size, other bytes
+    with pytest.raises(onyx.Error, match="was written since it was loaded"):
+        mapped.run(None, {"x": x})
+    np.testing.assert_allclose(copied.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-5)
+    # A new session reads the file as it is now.
+    np.testing.assert_allclose(onyx_session(str(path)).run(None, {"x": x})[0],
+                               np.zeros((5, 32), np.float32), atol=0)

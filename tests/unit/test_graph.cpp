@@ -186,6 +186,32 @@ TEST(GraphErrors, MissingProducer) {
   }
 }
 
+// onnx 1.23's helper.make_model writes IR version 14 for any opset; the next one is refused by
+// name.
+TEST(GraphErrors, IrVersions) {
+  ModelBuilder b(17);
+  b.input("x", DataType::Float, Shape{2});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  onnx::ModelProto m;
+  const std::string bytes = serialize_model(*b.build());
+  ASSERT_TRUE(m.ParseFromString(bytes));
+  for (int64_t ir : {3, 13, 14}) {
+    m.set_ir_version(ir);
+    const std::string v = m.SerializeAsString();
+    EXPECT_NO_THROW(load_model_from_bytes(v.data(), v.size())) << "IR " << ir;
+  }
+  m.set_ir_version(15);
+  const std::string v = m.SerializeAsString();
+  try {
+    load_model_from_bytes(v.data(), v.size());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("IR version 15; onyx reads IR versions 3 to 14"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(GraphErrors, OpUnknownForOpset) {
   ModelBuilder b(17);  // Gelu arrived in opset 20
   b.input("x", DataType::Float, Shape{2});
@@ -330,6 +356,50 @@ TEST(ExternalData, TensorsInTheMappingAreCopyOnWrite) {
   Session s(std::move(model));
   auto out = s.run({{"x", Tensor::from_vector<float>({4}, {1, 1, 1, 1})}});
   onyx::test::expect_near(out.at("y"), {11, 3, 4, 5});
+}
+
+// A session whose constants live in a mapped file checks the file before each run: truncated
+// (a read past its new end would be SIGBUS) or written in place (the same size, new weights:
+// pages not yet read would mix them with the old) is an onyx::Error that says what to do, and
+// the session keeps working once the file is back. A file replaced by a new one under its name
+// is no change: the mapping holds the old one.
+TEST(ExternalData, SessionRefusesToRunOnAFileChangedUnderItsMapping) {
+  fs::path d = temp_dir("ext_changed");
+  write_weights(d / "weights.bin");
+  write_bytes(d / "m.onnx", external_model("weights.bin").SerializeAsString());
+  Session s((d / "m.onnx").string());
+  const NamedTensors feed = {{"x", Tensor::from_vector<float>({4}, {1, 1, 1, 1})}};
+  onyx::test::expect_near(s.run(feed).at("y"), {2, 3, 4, 5});
+  auto expect_refused = [&](const std::string& how) {
+    try {
+      s.run(feed);
+      ADD_FAILURE() << "ran on a " << how << " file";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("was " + how), std::string::npos) << msg;
+      EXPECT_NE(msg.find("weights.bin"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("map_external_data"), std::string::npos) << msg;
+    }
+  };
+  // Truncated in place (open with O_TRUNC, as torch.onnx.export's writer does), then written
+  // with other bytes of the same size.
+  { std::ofstream f(d / "weights.bin", std::ios::binary | std::ios::trunc); }
+  expect_refused("truncated");
+  float other[4] = {10, 20, 30, 40};
+  write_bytes(d / "weights.bin", std::string(reinterpret_cast<char*>(other), sizeof other));
+  expect_refused("written");
+  // A new file under the name: the session's mapping still holds the old inode (unchanged).
+  Session s2((d / "m.onnx").string());
+  onyx::test::expect_near(s2.run(feed).at("y"), {11, 21, 31, 41});
+  fs::remove(d / "weights.bin");
+  write_weights(d / "weights.bin");
+  onyx::test::expect_near(s2.run(feed).at("y"), {11, 21, 31, 41});
+  // Copied weights do not depend on the file.
+  LoadOptions copy;
+  copy.map_external_data = false;
+  Session s3(load_model((d / "m.onnx").string(), copy));
+  { std::ofstream f(d / "weights.bin", std::ios::binary | std::ios::trunc); }
+  onyx::test::expect_near(s3.run(feed).at("y"), {2, 3, 4, 5});
 }
 
 TEST(ExternalData, MissingFile) {
