@@ -103,7 +103,8 @@ void MappedFile::check_unchanged(const char* who) const {
              "[{}] the external data file '{}' was {} since it was loaded ({} -> {} bytes): its "
              "weights are read from the file's mapping, where a truncated page is a crash and a "
              "rewritten one a mix of old and new weights. Create the session again, write new "
-             "exports to a new path, or load with LoadOptions::map_external_data = false",
+             "exports to a new path, or load with map_external_data = false (LoadOptions; Python "
+             "SessionOptions) to copy the weights",
              who, path_, size < size_ ? "truncated" : "written", size_, size);
 }
 

@@ -11,9 +11,10 @@
 
 namespace onyx {
 
-/// Maps a whole file, private, its pages prefaulted in one call (a fault per 4 KiB page costs
-/// 2-20 us on our VMs); what cannot be mapped (a pipe, a device, some file systems) is read
-/// instead. Move-only; unmapped when destroyed. Errors name the file.
+/// Maps a whole file, private: read-only with its pages prefaulted in one call (a fault per 4
+/// KiB page costs 2-20 us on our VMs), or copy-on-write with its pages left to fault where
+/// they are read (mapped_file.cpp says why). What cannot be mapped (a pipe, a device, some file
+/// systems) is read instead. Move-only; unmapped when destroyed. Errors name the file.
 class MappedFile {
  public:
   enum class Access {
@@ -32,7 +33,8 @@ class MappedFile {
   std::string_view bytes() const {
     return data_ ? std::string_view(static_cast<const char*>(data_), size_) : std::string_view(read_);
   }
-  /// The bytes, for tensors that live in them (Access::CopyOnWrite, or a file that was read).
+  /// The bytes, for tensors that live in them (Access::CopyOnWrite, or a file that was read);
+  /// read-only mappings are only read through it.
   char* writable_data() { return data_ ? static_cast<char*>(data_) : read_.data(); }
   /// Whether `p` points into the mapping.
   bool holds(const void* p) const;

@@ -105,19 +105,21 @@ void read_span(const ExternalSpan& e, void* dst, const std::string& what) {
              f.gcount(), e.length, e.path);
 }
 
-// The mapping of `e`'s file, made once per load (`defer`'s map).
+// The mapping of `e`'s file, made once per load (`defer`'s map): copy-on-write when tensors
+// may live in it, else read-only (only copied from, its pages populated when mapped).
 const std::shared_ptr<MappedFile>& mapped_file(DeferredCopies& defer, const ExternalSpan& e) {
   std::shared_ptr<MappedFile>& f = defer.external[e.path];
   if (!f) {
-    f = std::make_shared<MappedFile>(e.path, "external data", MappedFile::Access::CopyOnWrite);
+    f = std::make_shared<MappedFile>(e.path, "external data",
+                                     defer.map_in_place ? MappedFile::Access::CopyOnWrite
+                                                        : MappedFile::Access::ReadOnly);
     if (defer.map_in_place) register_tensor_mapping(f);
   }
   return f;
 }
 
-// The bytes of `e` in its mapped file, for the deferred copy or to live in.
-char* mapped_span(DeferredCopies& defer, const ExternalSpan& e, const std::string& what) {
-  MappedFile& file = *mapped_file(defer, e);
+// The bytes of `e` in its mapped `file`, for the deferred copy or to live in.
+char* mapped_span(MappedFile& file, const ExternalSpan& e, const std::string& what) {
   const std::string_view bytes = file.bytes();
   // The file may have changed since external_span read its size.
   ONYX_CHECK(static_cast<uint64_t>(e.offset) <= bytes.size() &&
@@ -204,11 +206,11 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   // undefined behaviour), else copied below. Kernels take 4-byte aligned floats already (feeds
   // are views of the caller's arrays).
   if (deferred && external && defer->map_in_place) {
-    char* at = mapped_span(*defer, span, what);
+    const std::shared_ptr<MappedFile>& file = mapped_file(*defer, span);
+    char* at = mapped_span(*file, span, what);
     if (reinterpret_cast<uintptr_t>(at) % dtype_size(dt) == 0) {
-      auto storage = std::make_shared<Storage>(
-          at, static_cast<size_t>(span.length), Device{},
-          [file = mapped_file(*defer, span)](void*) {});  // the view keeps the mapping
+      auto storage = std::make_shared<Storage>(at, static_cast<size_t>(span.length), Device{},
+                                               [file](void*) {});  // the view keeps the mapping
       return Tensor(dt, shape, std::move(storage));
     }
   }
@@ -227,7 +229,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
                       t.data_as<uint8_t>(), n, what);
     } else if (external) {
       if (deferred)
-        defer->copies.push_back({t, mapped_span(*defer, span, what), static_cast<size_t>(span.length)});
+        defer->copies.push_back(
+            {t, mapped_span(*mapped_file(*defer, span), span, what), static_cast<size_t>(span.length)});
       else if (n)
         read_span(span, t.raw(), what);
     } else if (n) {
